@@ -1,0 +1,219 @@
+"""InferenceEngine: build once (validation, log-tensors, merging), call many times (jitted, no retrace)."""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..model.generative_model import ModelStructure
+from .algorithms import run_fpi, run_sequence
+
+Array = jax.Array
+ALGORITHMS = ("fpi", "vmp", "mmp")
+
+
+@dataclass(frozen=True)
+class PackedLayout:
+    """Where each modality / factor lives in the packed buffers (static, hashable).
+
+    Packed observations: (..., sum m_i); packed states: (..., sum n_f).
+    """
+
+    num_obs: tuple[int, ...]
+    num_states: tuple[int, ...]
+
+    @property
+    def obs_offsets(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.concatenate([[0], np.cumsum(self.num_obs)]))
+
+    @property
+    def state_offsets(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.concatenate([[0], np.cumsum(self.num_states)]))
+
+    @property
+    def obs_size(self) -> int:
+        return int(sum(self.num_obs))
+
+    @property
+    def state_size(self) -> int:
+        return int(sum(self.num_states))
+
+    def split_obs(self, packed: Any) -> list[Any]:
+        o = self.obs_offsets
+        return [packed[..., o[i]:o[i + 1]] for i in range(len(self.num_obs))]
+
+    def split_states(self, packed: Any) -> list[Any]:
+        o = self.state_offsets
+        return [packed[..., o[f]:o[f + 1]] for f in range(len(self.num_states))]
+
+    def pack_obs(self, obs: Sequence[Any]) -> np.ndarray:
+        return np.concatenate([np.asarray(x) for x in obs], axis=-1)
+
+    def pack_states(self, qs: Sequence[Any]) -> np.ndarray:
+        return np.concatenate([np.asarray(x) for x in qs], axis=-1)
+
+    def unpack_states(self, packed: Any) -> list[np.ndarray]:
+        return [np.asarray(x) for x in self.split_states(np.asarray(packed))]
+
+
+def _expected_state(B_sel: Array, qs_deps: Sequence[Array]) -> Array:
+    """B_sel: (n_f, n_deps...), qs_deps[j]: (n_dep_j,) -> (n_f,) (pymdp ``factor_dot`` keep_dims=(0,))."""
+    sub = string.ascii_letters[: B_sel.ndim]
+    return jnp.einsum(",".join([sub] + list(sub[1:])) + "->" + sub[0], B_sel, *qs_deps)
+
+
+class InferenceEngine:
+    """A compiled-once FPI/VMP/MMP engine for one model structure and variant.
+
+    Attributes: ``algorithm``, ``variant``, ``structure`` (ModelStructure), ``layout`` (PackedLayout),
+    ``plan`` (hashable: the likelihood and transition ops), ``batch_size`` (None when unbatched),
+    ``dtype``, ``num_iter``, ``tau``, ``trace_count`` (how many times a call was traced).
+    """
+
+    def __init__(
+        self,
+        algorithm: str,
+        variant: str,
+        structure: ModelStructure,
+        lik_ops: Any,
+        lik_params: dict,
+        trans_ops: Any,
+        trans_params: dict,
+        B: Optional[list[np.ndarray]],
+        num_iter: int,
+        tau: float,
+        batch_size: Optional[int],
+        dtype: Any,
+    ):
+        self.algorithm = algorithm
+        self.variant = variant
+        self.structure = structure
+        self.layout = PackedLayout(structure.num_obs, structure.num_states)
+        self.plan = (lik_ops, trans_ops)
+        self.num_iter = int(num_iter)
+        self.tau = float(tau)
+        self.batch_size = batch_size
+        self.dtype = jnp.dtype(dtype)
+        self.trace_count = 0
+        self._lik, self._trans = lik_ops, trans_ops
+        self._params = {"lik": lik_params, "trans": trans_params}
+        self._B = None if B is None else [jnp.asarray(b, dtype=dtype) for b in B]  # (b, n_f, deps..., u_f)
+        self._call_lists = jax.jit(self._lists_impl, static_argnames=("use_valid_steps",))
+        self._call_packed = jax.jit(self._packed_impl, static_argnames=("use_valid_steps",))
+        self._predict = jax.jit(self._predict_impl)
+
+    @property
+    def batched(self) -> bool:
+        return self.batch_size is not None
+
+    @property
+    def sequential(self) -> bool:
+        return self.algorithm != "fpi"
+
+    # ---- the per-model core ----------------------------------------------------------------
+    def _core(self, params: dict, obs: list[Array], prior: list[Array], actions: Array, valid_steps: Optional[Array]) -> list[Array]:
+        if self.algorithm == "fpi":
+            return run_fpi(self._lik, params["lik"], obs, prior, self.num_iter)
+        return run_sequence(
+            self.algorithm, self._lik, params["lik"], self._trans, params["trans"],
+            obs, prior, actions, valid_steps, self.num_iter, self.tau,
+        )
+
+    def _mapped(self, params, obs, prior, actions, valid_steps):
+        if self.batched:
+            return jax.vmap(self._core, in_axes=(0, 0, 0, 0, None))(params, obs, prior, actions, valid_steps)
+        single = jax.tree_util.tree_map(lambda x: x[0], params)
+        return self._core(single, obs, prior, actions, valid_steps)
+
+    def _lists_impl(self, params, obs, prior, actions, valid_steps, use_valid_steps: bool):
+        self.trace_count += 1
+        return self._mapped(params, obs, prior, actions, valid_steps if use_valid_steps else None)
+
+    def _packed_impl(self, params, obs_packed, prior_packed, actions, valid_steps, use_valid_steps: bool):
+        self.trace_count += 1
+        obs = self.layout.split_obs(obs_packed)
+        prior = self.layout.split_states(prior_packed)
+        qs = self._mapped(params, obs, prior, actions, valid_steps if use_valid_steps else None)
+        return jnp.concatenate(qs, axis=-1)
+
+    # ---- public calls ------------------------------------------------------------------------
+    def _actions(self, obs_leading_shape: tuple[int, ...], actions: Optional[Any]) -> Array:
+        if self.algorithm == "fpi":
+            return jnp.zeros(obs_leading_shape + (0, self.structure.num_factors), jnp.int32)
+        T = obs_leading_shape[-1]
+        if actions is None:
+            if T > 1 and any(u != 1 for u in self.structure.num_controls):
+                raise ValueError("actions: required (shape (T-1, F)) when B has more than one control state and T > 1")
+            shape = obs_leading_shape[:-1] + (max(T - 1, 0), self.structure.num_factors)
+            return jnp.zeros(shape, jnp.int32)
+        actions = jnp.asarray(actions, dtype=jnp.int32)
+        expected = obs_leading_shape[:-1] + (max(T - 1, 0), self.structure.num_factors)
+        if actions.shape != expected:
+            raise ValueError(f"actions: expected shape {expected}, got {tuple(actions.shape)}")
+        return actions
+
+    def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None, valid_steps: Optional[int] = None) -> list[Array]:
+        """List API (pymdp's conventions). fpi: obs[i] (m_i,) ; vmp/mmp: obs[i] (T, m_i), actions (T-1, F).
+
+        With a batch, every argument has a leading axis b. Returns a list of (n_f,) or (T, n_f) arrays.
+        """
+        obs = [jnp.asarray(o, dtype=self.dtype) for o in obs]
+        prior = [jnp.asarray(p, dtype=self.dtype) for p in prior]
+        lead = tuple(obs[0].shape[:-1])
+        acts = self._actions(lead, actions)
+        vs = jnp.asarray(0 if valid_steps is None else valid_steps, jnp.int32)
+        return self._call_lists(self._params, obs, prior, acts, vs, use_valid_steps=valid_steps is not None)
+
+    def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None, valid_steps: Optional[int] = None) -> Array:
+        """Packed API: obs (…, sum m_i) -> beliefs (…, sum n_f); one buffer in, one out."""
+        obs_packed = jnp.asarray(obs_packed, dtype=self.dtype)
+        acts = self._actions(tuple(obs_packed.shape[:-1]), actions)
+        vs = jnp.asarray(0 if valid_steps is None else valid_steps, jnp.int32)
+        return self._call_packed(self._params, obs_packed, jnp.asarray(prior_packed, dtype=self.dtype), acts, vs,
+                                 use_valid_steps=valid_steps is not None)
+
+    # ---- prediction (empirical prior of the next tick) ----------------------------------------
+    def _predict_impl(self, B: list[Array], qs: list[Array], action: Array) -> list[Array]:
+        deps = self.structure.B_dependencies
+
+        def one(Bs, q, a):
+            return [_expected_state(jnp.take(Bs[f], a[f], axis=-1), [q[d] for d in deps[f]]) for f in range(len(Bs))]
+
+        if self.batched:
+            return jax.vmap(one)(B, qs, action)
+        return one([b[0] for b in B], qs, action)
+
+    def predict(self, qs: Sequence[Any], action: Sequence[int]) -> list[Array]:
+        """pymdp ``control.compute_expected_state``: qs[f] (n_f,), action (F,) -> next prior list of (n_f,)."""
+        if self._B is None:
+            return [jnp.asarray(q, dtype=self.dtype) for q in qs]
+        return self._predict(self._B, [jnp.asarray(q, dtype=self.dtype) for q in qs], jnp.asarray(action, dtype=jnp.int32))
+
+    def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
+        """Compile the call for window length T (vmp/mmp) and return the seconds it took."""
+        import time
+
+        lead = () if not self.batched else (self.batch_size,)
+        if self.algorithm != "fpi":
+            lead = lead + (int(T or 1),)
+        obs = np.zeros(lead + (self.layout.obs_size,), dtype=self.dtype)
+        prior_lead = () if not self.batched else (self.batch_size,)
+        prior = np.concatenate([np.full(prior_lead + (n,), 1.0 / n) for n in self.structure.num_states], axis=-1)
+        actions = None
+        if self.algorithm != "fpi":
+            actions = np.zeros(lead[:-1] + (max(lead[-1] - 1, 0), self.structure.num_factors), np.int32)
+        t0 = time.perf_counter()
+        vs = lead[-1] if valid_steps and self.algorithm != "fpi" else None
+        if packed:
+            jax.block_until_ready(self.run_packed(obs, prior.astype(self.dtype), actions, valid_steps=vs))
+        else:
+            jax.block_until_ready(self(self.layout.split_obs(obs), self.layout.split_states(prior), actions, valid_steps=vs))
+        return time.perf_counter() - t0
+
+    def __repr__(self) -> str:
+        return (f"InferenceEngine(algorithm={self.algorithm!r}, variant={self.variant!r}, F={self.structure.num_factors}, "
+                f"M={self.structure.num_modalities}, batch={self.batch_size}, dtype={self.dtype.name})")

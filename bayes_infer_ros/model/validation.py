@@ -1,0 +1,175 @@
+"""Model validation with messages that name the tensor, the axis and the offending value."""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Optional, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .generative_model import GenerativeModel
+
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+class ModelValidationError(ValueError):
+    """A model (or model file/parameter) was refused. ``field`` names the offending entry."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.reason = message
+
+
+def _check_finite_nonnegative(name: str, x: np.ndarray) -> None:
+    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+        raise ModelValidationError(name, f"expected a real-valued array, got dtype {x.dtype}")
+    bad = ~np.isfinite(x)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ModelValidationError(name, f"non-finite value {x[idx]} at index {idx} (NaN/inf are not probabilities)")
+    if (x < 0).any():
+        idx = tuple(int(i) for i in np.argwhere(x < 0)[0])
+        raise ModelValidationError(name, f"negative entry {x[idx]:g} at index {idx}")
+
+
+def _check_normalised(name: str, x: np.ndarray, axis: int, atol: float) -> None:
+    sums = x.sum(axis=axis)
+    off = np.abs(sums - 1.0) > atol
+    if off.any():
+        idx = tuple(int(i) for i in np.argwhere(off)[0])
+        raise ModelValidationError(
+            name,
+            f"distributions along axis {axis} must sum to 1 (tolerance {atol:g}); "
+            f"the column at index {idx} of the remaining axes sums to {sums[idx]:.6g}",
+        )
+
+
+def _check_deps(name: str, deps: Sequence[Sequence[int]], num_factors: int) -> None:
+    for i, row in enumerate(deps):
+        if len(row) == 0:
+            raise ModelValidationError(f"{name}[{i}]", "dependency list is empty; list at least one factor")
+        if len(set(row)) != len(row):
+            raise ModelValidationError(f"{name}[{i}]", f"repeated factor index in {list(row)}")
+        for d in row:
+            if not 0 <= d < num_factors:
+                raise ModelValidationError(
+                    f"{name}[{i}]", f"factor index {d} out of range: the model has {num_factors} factors (0..{num_factors - 1})"
+                )
+
+
+def _check_names(field: str, names: Optional[Sequence[str]], count: int) -> None:
+    if names is None:
+        return
+    if len(names) != count:
+        raise ModelValidationError(field, f"expected {count} names, got {len(names)}")
+    for n in names:
+        if not isinstance(n, str) or not NAME_PATTERN.match(n):
+            raise ModelValidationError(
+                field, f"name {n!r} is not valid: use a letter then letters, digits or '_' (it becomes a ROS topic/parameter name)"
+            )
+    if len(set(names)) != len(names):
+        raise ModelValidationError(field, f"names must be unique, got {list(names)}")
+
+
+def _check_labels(field: str, labels: Optional[Sequence[Sequence[str]]], sizes: Sequence[int]) -> None:
+    if labels is None:
+        return
+    if len(labels) != len(sizes):
+        raise ModelValidationError(field, f"expected {len(sizes)} label lists, got {len(labels)}")
+    for k, (row, n) in enumerate(zip(labels, sizes)):
+        if len(row) != n:
+            raise ModelValidationError(f"{field}[{k}]", f"expected {n} labels, got {len(row)}")
+
+
+def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:
+    """Check shapes against dependency lists, values, normalisation and coverage.
+
+    Raises :class:`ModelValidationError` on the first problem found.
+    """
+    A, B, D = model.A, model.B, model.D
+    if len(A) == 0:
+        raise ModelValidationError("A", "at least one observation modality is required")
+    if len(model.A_dependencies) != len(A):
+        raise ModelValidationError(
+            "A_dependencies", f"expected one dependency list per modality ({len(A)}), got {len(model.A_dependencies)}"
+        )
+    if B is not None and D is not None and len(B) != len(D):
+        raise ModelValidationError("B", f"expected one transition tensor per factor ({len(D)} priors in D), got {len(B)}")
+    num_states = model.num_states
+    F = len(num_states)
+    if F == 0:
+        raise ModelValidationError("A_dependencies", "the model has no hidden-state factors")
+    _check_deps("A_dependencies", model.A_dependencies, F)
+    if B is not None and len(B) != F:
+        raise ModelValidationError("B", f"expected one transition tensor per factor ({F}), got {len(B)}")
+    if len(model.B_dependencies) != F:
+        raise ModelValidationError(
+            "B_dependencies", f"expected one dependency list per factor ({F}), got {len(model.B_dependencies)}"
+        )
+    _check_deps("B_dependencies", model.B_dependencies, F)
+
+    _check_names("factor_names", model.factor_names, F)
+    _check_names("modality_names", model.modality_names, len(A))
+    for f, n in enumerate(num_states):
+        if n < 1:
+            raise ModelValidationError(f"num_states[{f}]", f"factor {f} has {n} levels; at least 1 is required")
+
+    for i, (a, deps) in enumerate(zip(A, model.A_dependencies)):
+        name = f"A[{i}]" if not model.modality_names else f"A[{i}] ({model.modality_names[i]})"
+        if a.ndim != len(deps) + 1:
+            raise ModelValidationError(
+                name,
+                f"has {a.ndim} axes but A_dependencies[{i}]={list(deps)} needs {len(deps) + 1} "
+                f"(observation axis + one per factor)",
+            )
+        if a.shape[0] < 1:
+            raise ModelValidationError(name, "axis 0 (observation levels) is empty")
+        for axis, f in enumerate(deps, start=1):
+            if a.shape[axis] != num_states[f]:
+                raise ModelValidationError(
+                    name, f"axis {axis} has length {a.shape[axis]} but factor {f} has {num_states[f]} levels"
+                )
+        _check_finite_nonnegative(name, a)
+        _check_normalised(name, a, axis=0, atol=atol)
+
+    observed = {f for deps in model.A_dependencies for f in deps}
+    missing = sorted(set(range(F)) - observed)
+    if missing:
+        raise ModelValidationError(
+            "A_dependencies", f"factor(s) {missing} are observed by no modality; every factor must appear in some A_dependencies list"
+        )
+
+    if B is not None:
+        for f, (b, deps) in enumerate(zip(B, model.B_dependencies)):
+            name = f"B[{f}]" if not model.factor_names else f"B[{f}] ({model.factor_names[f]})"
+            if b.ndim != len(deps) + 2:
+                raise ModelValidationError(
+                    name,
+                    f"has {b.ndim} axes but B_dependencies[{f}]={list(deps)} needs {len(deps) + 2} "
+                    f"(next state + one per dependency + controls)",
+                )
+            if b.shape[0] != num_states[f]:
+                raise ModelValidationError(name, f"axis 0 has length {b.shape[0]}, expected {num_states[f]}")
+            for axis, d in enumerate(deps, start=1):
+                if b.shape[axis] != num_states[d]:
+                    raise ModelValidationError(
+                        name, f"axis {axis} has length {b.shape[axis]} but factor {d} has {num_states[d]} levels"
+                    )
+            if b.shape[-1] < 1:
+                raise ModelValidationError(name, "the control axis (last) is empty")
+            _check_finite_nonnegative(name, b)
+            _check_normalised(name, b, axis=0, atol=atol)
+
+    if D is None or len(D) != F:
+        raise ModelValidationError("D", f"expected one prior per factor ({F}), got {0 if D is None else len(D)}")
+    for f, d in enumerate(D):
+        name = f"D[{f}]"
+        if d.shape != (num_states[f],):
+            raise ModelValidationError(name, f"shape {d.shape}, expected ({num_states[f]},)")
+        _check_finite_nonnegative(name, d)
+        _check_normalised(name, d, axis=0, atol=atol)
+
+    _check_labels("state_labels", model.state_labels, num_states)
+    _check_labels("observation_labels", model.observation_labels, model.num_obs)
+    _check_labels("control_labels", model.control_labels, model.num_controls)

@@ -1,0 +1,14 @@
+"""pip-installable pure-Python library (no ROS needed). ROS users build with colcon (CMakeLists.txt)."""
+from setuptools import find_packages, setup
+
+setup(
+    packages=find_packages(include=["bayes_infer_ros", "bayes_infer_ros.*"],
+                           exclude=["bayes_infer_ros.msg", "bayes_infer_ros.srv"]),
+    package_data={"bayes_infer_ros": ["autotune/models/*.json", "autotune/models/*.csv", "config/*.yaml"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/bayes_infer_ros"]),
+        ("share/bayes_infer_ros", ["package.xml"]),
+        ("share/bayes_infer_ros/config", ["config/agent.yaml"]),
+        ("share/bayes_infer_ros/launch", ["launch/agent.launch.py"]),
+    ],
+)

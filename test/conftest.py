@@ -1,0 +1,38 @@
+"""Shared fixtures. JAX runs on the CPU in tests unless the caller says otherwise."""
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+sys.path.insert(0, str(Path(__file__).parent))  # tolerances.py, oracle.py
+
+import contextlib  # noqa: E402
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def enable_x64():
+    """Context manager enabling float64 in JAX (API differs across the jax versions we support)."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64 as _enable  # jax < 0.5 (Python 3.10 / Jetson)
+
+    return _enable()
+
+
+@pytest.fixture
+def x64():
+    with enable_x64():
+        yield
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+__all__ = ["enable_x64", "contextlib"]

@@ -1,0 +1,89 @@
+"""Every validation error path names the field and what was expected."""
+import numpy as np
+import pytest
+
+from bayes_infer_ros.model import GenerativeModel, ModelValidationError, model_from_parameters, model_to_parameters
+
+
+def good(seed=0) -> GenerativeModel:
+    rng = np.random.default_rng(seed)
+    n = lambda x: x / x.sum(0, keepdims=True)  # noqa: E731
+    return GenerativeModel(
+        A=[n(rng.random((3, 2))), n(rng.random((2, 2, 4)))],
+        A_dependencies=[[0], [0, 1]],
+        B=[n(rng.random((2, 2, 2))), n(rng.random((4, 4, 2, 1)))],
+        B_dependencies=[[0], [1, 0]],
+        factor_names=["pose", "mode"],
+        modality_names=["cam", "imu"],
+    )
+
+
+def test_good_model_passes():
+    assert good().validate().num_states == (2, 4)
+
+
+def mutate(fn):
+    m = good()
+    fn(m)
+    return m
+
+
+CASES = [
+    ("A_dependencies", r"one dependency list per modality", lambda m: setattr(m, "A_dependencies", ((0,),))),
+    ("A[1] (imu)", r"has 2 axes but A_dependencies\[1\]", lambda m: m.A.__setitem__(1, m.A[1][:, :, 0])),
+    ("A[1] (imu)", r"axis 2 has length 3 but factor 1 has 4", lambda m: m.A.__setitem__(1, m.A[1][:, :, :3] / m.A[1][:, :, :3].sum(0))),
+    ("A[0] (cam)", r"negative entry", lambda m: m.A[0].__setitem__((0, 0), -0.1)),
+    ("A[0] (cam)", r"non-finite value nan", lambda m: m.A[0].__setitem__((0, 0), np.nan)),
+    ("A[0] (cam)", r"non-finite value inf", lambda m: m.A[0].__setitem__((0, 0), np.inf)),
+    ("A[0] (cam)", r"must sum to 1 .* sums to", lambda m: m.A[0].__setitem__((0, 0), m.A[0][0, 0] + 0.5)),
+    ("A_dependencies[1]", r"factor index 5 out of range", lambda m: setattr(m, "A_dependencies", ((0,), (0, 5)))),
+    ("A_dependencies[0]", r"dependency list is empty", lambda m: setattr(m, "A_dependencies", ((), (0, 1)))),
+    ("A_dependencies[1]", r"repeated factor index", lambda m: setattr(m, "A_dependencies", ((0,), (0, 0)))),
+    ("A_dependencies", r"observed by no modality", lambda m: (m.A.__setitem__(1, m.A[1].sum(2) / 4 * 1.0 + 0), setattr(m, "A_dependencies", ((0,), (0,))))),
+    ("B[1] (mode)", r"must sum to 1", lambda m: m.B[1].__setitem__((0, 0, 0, 0), 3.0)),
+    ("B[1] (mode)", r"axis 2 has length 3 but factor 0 has 2", lambda m: m.B.__setitem__(1, np.ones((4, 4, 3, 1)) / 4)),
+    ("B[0] (pose)", r"has 2 axes but B_dependencies\[0\]", lambda m: m.B.__setitem__(0, m.B[0][..., 0])),
+    ("B_dependencies[1]", r"factor index 2 out of range", lambda m: setattr(m, "B_dependencies", ((0,), (2,)))),
+    ("B", r"one transition tensor per factor", lambda m: m.B.pop()),
+    ("D[0]", r"shape \(3,\), expected \(2,\)", lambda m: m.D.__setitem__(0, np.ones(3) / 3)),
+    ("D[1]", r"must sum to 1", lambda m: m.D.__setitem__(1, np.ones(4))),
+    ("factor_names", r"expected 2 names", lambda m: setattr(m, "factor_names", ["pose"])),
+    ("modality_names", r"not valid", lambda m: setattr(m, "modality_names", ["cam", "imu/raw"])),
+    ("modality_names", r"unique", lambda m: setattr(m, "modality_names", ["cam", "cam"])),
+    ("state_labels[1]", r"expected 4 labels", lambda m: setattr(m, "state_labels", [["a", "b"], ["x"]])),
+]
+
+
+@pytest.mark.parametrize("field,pattern,mutation", CASES, ids=[f"{c[0]}:{c[1][:24]}" for c in CASES])
+def test_error_names_field(field, pattern, mutation):
+    m = mutate(mutation)
+    with pytest.raises(ModelValidationError, match=pattern) as info:
+        m.validate()
+    assert info.value.field == field
+    assert str(info.value).startswith(field)
+
+
+def test_exact_zeros_are_valid():
+    m = good()
+    m.A[0] = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    m.validate()
+
+
+PARAM_CASES = [
+    ("model.factors", r"missing", lambda p: p.pop("model.factors")),
+    ("model.A.cam.data", r"has 5 values but shape \[3, 2\] needs 6", lambda p: p.__setitem__("model.A.cam.data", p["model.A.cam.data"][:5])),
+    ("model.A.imu.shape", r"missing", lambda p: p.pop("model.A.imu.shape")),
+    ("model.A.cam.dependencies", r"integers", lambda p: p.__setitem__("model.A.cam.dependencies", [0.5])),
+    ("model.A.cam.shape", r">= 1", lambda p: p.__setitem__("model.A.cam.shape", [0, 2])),
+    ("model.modalities", r"non-empty list", lambda p: p.__setitem__("model.modalities", [])),
+    ("model.B.mode.data", r"list of numbers", lambda p: p.__setitem__("model.B.mode.data", ["x"] * 32)),
+]
+
+
+@pytest.mark.parametrize("field,pattern,mutation", PARAM_CASES, ids=[c[0] + ":" + c[1][:16] for c in PARAM_CASES])
+def test_parameter_errors_name_the_parameter(field, pattern, mutation):
+    params = model_to_parameters(good())
+    mutation(params)
+    with pytest.raises(ModelValidationError, match=pattern) as info:
+        model_from_parameters(params)
+    assert info.value.field == field

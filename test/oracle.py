@@ -1,0 +1,122 @@
+"""Seeded random models and pymdp 1.0.4 as the oracle. Shared by every inference test module."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+
+def normalise(x: np.ndarray) -> np.ndarray:
+    return x / x.sum(axis=0, keepdims=True)
+
+
+@dataclass
+class Case:
+    """A random model plus inputs. A[i]: ([b,] m_i, n_deps...), B[f]: ([b,] n_f, n_bdeps..., u_f)."""
+
+    A: list
+    A_deps: list
+    B: Optional[list]
+    B_deps: list
+    obs: list          # fpi: ([b,] m_i); vmp/mmp: ([b,] T, m_i)
+    prior: list        # ([b,] n_f)
+    actions: Optional[np.ndarray]  # ([b,] T-1, F)
+    num_states: tuple
+    num_obs: tuple
+
+
+def random_case(
+    seed: int,
+    num_states: Sequence[int],
+    A_deps: Sequence[Sequence[int]],
+    num_obs: Sequence[int],
+    B_deps: Optional[Sequence[Sequence[int]]] = None,
+    num_controls: Optional[Sequence[int]] = None,
+    T: Optional[int] = None,
+    batch: Optional[int] = None,
+    one_hot: bool = False,
+    zeros_fraction: float = 0.0,
+    negative_actions: bool = False,
+    dtype=np.float32,
+) -> Case:
+    """Fresh random model and inputs. ``zeros_fraction`` puts exact zeros into A (columns stay normalised)."""
+    rng = np.random.default_rng(seed)
+    F = len(num_states)
+    B_deps = [[f] for f in range(F)] if B_deps is None else [list(d) for d in B_deps]
+    num_controls = [int(rng.integers(1, 4)) for _ in range(F)] if num_controls is None else list(num_controls)
+    lead = () if batch is None else (batch,)
+
+    def make_A(m, deps):
+        a = rng.random(lead + (m,) + tuple(num_states[f] for f in deps))
+        if zeros_fraction:
+            a = np.where(rng.random(a.shape) < zeros_fraction, 0.0, a)
+            # keep every column normalisable: re-seed all-zero columns on level 0
+            axis = len(lead)
+            colsum = a.sum(axis=axis, keepdims=True)
+            first = np.zeros_like(a)
+            np.put_along_axis(first, np.zeros_like(colsum, dtype=int), 1.0, axis=axis)
+            a = np.where(colsum == 0, first, a)
+        return (a / a.sum(axis=len(lead), keepdims=True)).astype(dtype)
+
+    A = [make_A(m, d) for m, d in zip(num_obs, A_deps)]
+    B = None
+    if T is not None:
+        B = []
+        for f in range(F):
+            b = rng.random(lead + (num_states[f],) + tuple(num_states[d] for d in B_deps[f]) + (num_controls[f],))
+            B.append((b / b.sum(axis=len(lead), keepdims=True)).astype(dtype))
+
+    def dist(shape):
+        x = rng.random(shape) + 1e-3
+        return (x / x.sum(-1, keepdims=True)).astype(dtype)
+
+    def obs_for(m, shape):
+        if one_hot:
+            return np.eye(m, dtype=dtype)[rng.integers(0, m, shape)]
+        return dist(shape + (m,))
+
+    if T is None:
+        obs = [obs_for(m, lead) for m in num_obs]
+        actions = None
+    else:
+        obs = [obs_for(m, lead + (T,)) for m in num_obs]
+        low = -1 if negative_actions else 0
+        actions = np.stack([rng.integers(low, u, lead + (T - 1,)) for u in num_controls], axis=-1).astype(np.int32)
+    prior = [dist(lead + (n,)) for n in num_states]
+    return Case(A, [list(d) for d in A_deps], B, B_deps, obs, prior, actions, tuple(num_states), tuple(num_obs))
+
+
+def pymdp_reference(algorithm: str, case: Case, num_iter: int, tau: float = 1.0, valid_steps: Optional[int] = None) -> list[np.ndarray]:
+    """pymdp 1.0.4 on one (unbatched) case: run_factorized_fpi / run_vmp / run_mmp, B conditioned as pymdp does."""
+    from pymdp import algos
+    from pymdp.inference import _build_sequence_validity_masks, _condition_transitions_on_actions
+
+    A = [jnp.asarray(a) for a in case.A]
+    obs = [jnp.asarray(o) for o in case.obs]
+    prior = [jnp.asarray(p) for p in case.prior]
+    if algorithm == "fpi":
+        return [np.asarray(q) for q in algos.run_factorized_fpi(A, obs, prior, case.A_deps, num_iter=num_iter)]
+    B = None
+    if case.B is not None:
+        B = _condition_transitions_on_actions([jnp.asarray(b) for b in case.B], jnp.asarray(case.actions))
+    masks = {}
+    if valid_steps is not None:
+        ov, tv = _build_sequence_validity_masks(obs, jnp.asarray(case.actions), valid_steps)
+        masks = dict(obs_valid_mask=ov, transition_valid_mask=tv)
+    run = algos.run_vmp if algorithm == "vmp" else algos.run_mmp
+    qs = run(A, B, obs, prior, case.A_deps, case.B_deps, num_iter=num_iter, tau=tau, **masks)
+    return [np.asarray(q) for q in qs]
+
+
+def unbatch(case: Case, k: int) -> Case:
+    """The k-th model of a batched case."""
+    pick = lambda xs: None if xs is None else [x[k] for x in xs]  # noqa: E731
+    return Case(pick(case.A), case.A_deps, pick(case.B), case.B_deps, pick(case.obs), pick(case.prior),
+                None if case.actions is None else case.actions[k], case.num_states, case.num_obs)
+
+
+def max_abs_diff(a: Sequence, b: Sequence) -> float:
+    assert len(a) == len(b)
+    return max(float(np.max(np.abs(np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)))) for x, y in zip(a, b))
