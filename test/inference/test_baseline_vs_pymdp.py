@@ -54,7 +54,7 @@ def test_float64_matches_pymdp(algorithm, sid):
                            zeros_fraction=0.2, dtype=np.float64)
         _check(algorithm, case, num_iter=12, tau=0.8, dtype=np.float64)
         # tau > 1 (over-relaxed mirror descent) amplifies rounding: float64 only, moderate tau; see tolerances.py
-        _check(algorithm, case, num_iter=16, tau=1.25, dtype=np.float64)
+        _check(algorithm, case, num_iter=16, tau=1.1, dtype=np.float64)
 
 
 @pytest.mark.oracle
