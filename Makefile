@@ -38,10 +38,10 @@ endif
 	touch $(VENV)/COLCON_IGNORE $@
 
 # --symlink-install links each installed file, so a new or removed file under these folders needs a rebuild
-# (otherwise the installed package silently lacks it).
+# (otherwise the installed package silently lacks it). The rebuild is incremental (a few seconds) and never
+# removes install/ under a test run that is using it; `make clean` starts from scratch.
 PKG_FILES := $(shell find bayes_infer_ros scripts config launch -type f ! -name '*.pyc' ! -path '*/__pycache__/*' 2>/dev/null)
 $(BUILD_STAMP): $(SETUP_STAMP) CMakeLists.txt package.xml setup.py $(wildcard msg/*.msg srv/*.srv) $(PKG_FILES)
-	@rm -rf build install
 	source $(VENV)/bin/activate && \
 	  $(if $(filter 0,$(USE_SYSTEM_ROS)),AMENT_PREFIX_PATH=$$VIRTUAL_ENV CMAKE_PREFIX_PATH=$$VIRTUAL_ENV) \
 	  colcon --log-base log build --paths . --symlink-install --event-handlers console_direct- \

@@ -7,6 +7,7 @@ from typing import Optional
 
 COMMANDS = {
     "infer": ("bayes_infer_ros.offline", "offline inference on a model file with a random observation stream"),
+    "node": ("bayes_infer_ros.ros.agent_node", "run the agent node (ROS args after --ros-args)"),
     "demo": ("bayes_infer_ros.demo", "the live demo: node + sample bag replay + summary and plot"),
     "generate": ("bayes_infer_ros.bench.generator", "generate the paper's POMDP configurations into a cache"),
     "bench": ("bayes_infer_ros.bench.harness", "benchmark every variant x algorithm vs pymdp (resumable CSV)"),

@@ -84,25 +84,27 @@ def build() -> GenerativeModel:
     ).validate()
 
 
-NODE_DEFAULTS = {
-    "algorithm": "fpi",
-    "variant": "auto",
-    "num_iter": 16,
-    "tau": 1.0,
-    "horizon": 5,
-    "rate_hz": 10.0,
-}
+def write_config(model: GenerativeModel, out: Path) -> None:
+    """Replace the ``model:`` block of ``out``, keeping its documented node parameters above it.
+
+    A missing file gets a minimal node section (algorithm/variant) in front of the model.
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / "model.yaml"
+        save_parameters_yaml(model, fresh, {"algorithm": "fpi", "variant": "auto"})
+        fresh_lines = fresh.read_text().splitlines(keepends=True)
+    model_block = fresh_lines[next(i for i, line in enumerate(fresh_lines) if line.startswith("    model:")):]
+    if out.exists():
+        lines = out.read_text().splitlines(keepends=True)
+        head = lines[: next(i for i, line in enumerate(lines) if line.startswith("    model:"))]
+    else:
+        head = fresh_lines[: len(fresh_lines) - len(model_block)]
+    out.write_text("".join(head + model_block))
+
 
 if __name__ == "__main__":
     out = Path(__file__).resolve().parents[1] / "config" / "agent.yaml"
-    save_parameters_yaml(build(), out, NODE_DEFAULTS)
-    header = "".join("# " + line + "\n" if line else "#\n" for line in (
-        "Default bayes_infer_ros agent: a warehouse robot (regenerate: python scripts/make_default_model.py).",
-        "Node parameters first, then the model as ROS 2 parameters (tensors are flat C-order lists + shapes;",
-        "see bayes_infer_ros/model/io.py). Factors: location (dock/aisle_a/aisle_b/charger; controls stay/next/",
-        "previous), battery (high/medium/low; depends on battery and location: charges at the charger), door",
-        "(open/closed). Modalities: rfid_tag <- location, voltage <- battery, lidar_gap <- (location, door),",
-        "charging <- (location, battery).",
-    ))
-    out.write_text(header + out.read_text())
+    write_config(build(), out)
     print(f"wrote {out}")

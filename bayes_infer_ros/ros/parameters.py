@@ -1,0 +1,104 @@
+"""The node's parameters: one table (name, default, description, range/choices, read-only, what a change
+does) and pure validation. No rclpy here; ``agent_node`` turns each row into a ParameterDescriptor.
+
+Runtime-tunable parameters are validated by :func:`validate_change` (the on-set callback returns its
+reason), then applied (post-set): ``algorithm``, ``variant``, ``num_iter``, ``tau`` and ``horizon`` compile a
+new engine off the tick path; ``rate_hz`` re-creates the timer; the rest take effect at the next tick.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+ALGORITHMS = ("fpi", "vmp", "mmp")
+DEVICES = ("auto", "cpu", "gpu")
+# Changing one of these builds and compiles a new engine in a worker thread; the tick swaps it in.
+ENGINE_PARAMETERS = ("algorithm", "variant", "num_iter", "tau", "horizon")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    default: Any
+    description: str
+    read_only: bool = False
+    choices: Optional[tuple[str, ...]] = None   # allowed string values (descriptor additional_constraints)
+    int_range: Optional[tuple[int, int]] = None
+    float_range: Optional[tuple[float, float]] = None
+
+
+PARAMETERS: tuple[ParamSpec, ...] = (
+    ParamSpec("model_file", "", "Model file (.npz or params .yaml with a model: block). Empty: the inline model.* parameters. "
+              "Read at configure.", read_only=True),
+    ParamSpec("algorithm", "fpi", "Inference algorithm: fpi (one step, empirical prior carried as pymdp's Agent does), "
+              "vmp or mmp (over a window of `horizon` steps; need B).", choices=ALGORITHMS),
+    ParamSpec("variant", "auto", "Engine variant: auto (the autotuner's choice; 'baseline' if it is unavailable), "
+              "baseline, or a merged variant. A change compiles off the tick path and swaps in atomically."),
+    ParamSpec("num_iter", 16, "Variational iterations per tick.", int_range=(1, 1024)),
+    ParamSpec("tau", 1.0, "VMP/MMP mirror-descent step size.", float_range=(1e-6, 100.0)),
+    ParamSpec("horizon", 8, "VMP/MMP window in steps (one compiled size; the window is right-aligned).", int_range=(1, 1024)),
+    ParamSpec("rate_hz", 0.0, "Tick rate on the node clock (sim time when use_sim_time). 0: event-driven, a tick as soon "
+              "as every non-silent modality has a new observation.", float_range=(0.0, 10000.0)),
+    ParamSpec("observation_timeout", 1.0, "Seconds. An observation whose stamp is older than this on arrival is dropped "
+              "(counted 'stale'); a modality with no message for this long is 'silent' (diagnostics WARN) and no longer "
+              "holds up event-driven ticks. 0 disables both.", float_range=(0.0, 3600.0)),
+    ParamSpec("tick_without_observations", False, "Timer mode: also tick when no modality has a new observation "
+              "(a pure prediction step). Default false: a tick without new input is skipped and counted 'idle'."),
+    ParamSpec("observation_qos_depth", 5, "Queue depth of the observations/<modality> subscriptions (SensorDataQoS: "
+              "best effort, volatile).", read_only=True, int_range=(1, 10000)),
+    ParamSpec("beliefs_qos_depth", 10, "Queue depth of beliefs and beliefs/<factor> (reliable, volatile).",
+              read_only=True, int_range=(1, 10000)),
+    ParamSpec("device", "auto", "JAX device: auto (JAX's default backend), cpu or gpu. Read at configure. GPU memory "
+              "is not preallocated (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set).", read_only=True, choices=DEVICES),
+    ParamSpec("jax_compilation_cache_dir", "~/.cache/bayes_infer_ros/jax", "JAX persistent compilation cache folder "
+              "(a second start reuses compiled programs). Empty disables it.", read_only=True),
+    ParamSpec("diagnostics_period", 1.0, "Seconds between /diagnostics messages (steady clock).", read_only=True,
+              float_range=(0.05, 60.0)),
+    ParamSpec("autostart", False, "Lifecycle mode: configure and activate at start (what launch's autostart does).",
+              read_only=True),
+)
+SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMETERS}
+
+
+def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bool,
+                    pending: Optional[Mapping[str, Any]] = None, startup: bool = False) -> Optional[str]:
+    """Reason to refuse setting ``name`` to ``value`` (None: accepted). ``pending``: the other values set in
+    the same call (an atomic set of algorithm + variant is checked as a whole). ``startup``: the value comes
+    from the command line / params file (read-only parameters may be set then)."""
+    pending = dict(pending or {})
+    spec = SPECS.get(name)
+    if spec is None:
+        return None  # not ours (use_sim_time, model.*: read-only, rclpy checks those)
+    if spec.read_only and not startup:
+        return f"{name} is read-only (structure/startup parameter); reconfigure the node to change it"
+    if spec.choices is not None and value not in spec.choices:
+        return f"{name}: {value!r} is not one of {list(spec.choices)}"
+    if name == "algorithm" and value in ("vmp", "mmp") and not has_B:
+        return f"algorithm: {value} needs transition tensors B; the model has none (use fpi)"
+    if name == "variant":
+        allowed = ("auto",) + tuple(variants)
+        if value not in allowed:
+            return f"variant: {value!r} is not one of {list(allowed)}"
+    if spec.int_range is not None:
+        lo, hi = spec.int_range
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            return f"{name}: expected an integer in [{lo}, {hi}], got {value!r}"
+    if spec.float_range is not None:
+        lo, hi = spec.float_range
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not lo <= value <= hi:
+            return f"{name}: expected a finite number in [{lo:g}, {hi:g}], got {value!r}"
+        if name == "tau" and value <= 0:
+            return "tau: expected > 0"
+    return None
+
+
+def allowed_model_keys(factors: Sequence[str], modalities: Sequence[str]) -> set[str]:
+    """Every ``model.*`` parameter name the loader reads for these names (others are warned about)."""
+    keys = {"model.factors", "model.modalities"}
+    for m in modalities:
+        keys |= {f"model.A.{m}.{k}" for k in ("shape", "data", "dependencies", "labels")}
+    for f in factors:
+        keys |= {f"model.B.{f}.{k}" for k in ("shape", "data", "dependencies", "controls")}
+        keys |= {f"model.D.{f}", f"model.states.{f}"}
+    return keys

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Tick overhead and start times of the agent node with the default model (config/agent.yaml).
+
+Run inside the built workspace (loopback only; picks its own ROS_DOMAIN_ID):
+    source .venv/bin/activate && source install/setup.bash && python benchmarks/node_latency.py [--seconds 20]
+
+Measures
+- tick overhead at 50 Hz: every modality is published at 50 Hz; per tick,
+  overhead = (beliefs published - arrival of the last observation used) - inference time.
+  * "node": measured inside the node (perf_counter at the subscription callback entry and after publish();
+    /diagnostics overhead_ms_median / _p99 over the last 2000 ticks);
+  * "e2e": from the probe: beliefs received - last observation published - Beliefs.inference_ms
+    (adds two DDS hops on loopback and the probe's own scheduling).
+  Two tick modes: event-driven (rate_hz 0: a tick as soon as every modality has new data) and a 50 Hz timer
+  (arrival -> publish then includes waiting for the timer, up to one period; reported as latency).
+- cold / warm start: process spawn -> first beliefs received, with an empty and then a populated JAX
+  persistent compilation cache (observations published at 50 Hz throughout).
+Prints one JSON document (with versions, device and machine) on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "test" / "ros"))
+
+import numpy as np  # noqa: E402
+
+import ros_harness  # noqa: E402
+
+
+class ObservationStream:
+    """Publishes one message per modality every period (random levels), recording publish times."""
+
+    def __init__(self, probe, ns, model, rate_hz=50.0):
+        from bayes_infer_ros.msg import CategoricalObservation
+
+        self.Msg = CategoricalObservation
+        self.pubs = [probe.publisher(f"{ns}/observations/{model.modality_name(i)}", CategoricalObservation)
+                     for i in range(model.num_modalities)]
+        self.num_obs = model.num_obs
+        self.period = 1.0 / rate_hz
+        self.sent_at: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.rng = np.random.default_rng(0)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def _run(self):
+        nxt = time.perf_counter()
+        while not self._stop.is_set():
+            stamp = time.time_ns()
+            for pub, m in zip(self.pubs, self.num_obs):
+                msg = self.Msg()
+                msg.level = int(self.rng.integers(0, m))
+                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+                pub.publish(msg)
+            self.sent_at.append(time.monotonic())  # the probe stamps arrivals with time.monotonic()
+            nxt += self.period
+            time.sleep(max(0.0, nxt - time.perf_counter()))
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+def diag(probe_buf, fqn):
+    for _, arr in reversed(probe_buf):
+        for st in arr.status:
+            if st.hardware_id == fqn:
+                return {kv.key: kv.value for kv in st.values}
+    return {}
+
+
+def run_mode(tmp, probe, model, rate_hz, seconds, cache):
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from bayes_infer_ros.msg import Beliefs
+
+    ns = f"/bench_{'event' if rate_hz == 0 else 'timer'}"
+    params = ros_harness.default_params()
+    params.update({"rate_hz": rate_hz, "jax_compilation_cache_dir": cache, "autostart": True, "variant": "baseline"})
+    proc = ros_harness.AgentProcess(tmp, "agent", params, namespace=ns)
+    try:
+        beliefs = probe.record(f"{ns}/beliefs", Beliefs, 100)
+        diags = probe.record("/diagnostics", DiagnosticArray, 100)
+        if not proc.wait_log("active: tick", 120):
+            raise RuntimeError(proc.log_text())
+        stream = ObservationStream(probe, ns, model).start()
+        time.sleep(2.0)  # warm-up ticks
+        n0 = len(beliefs)
+        time.sleep(seconds)
+        stream.stop()
+        time.sleep(1.5)
+        window = beliefs[n0:]
+        sent = np.array(stream.sent_at)
+        e2e = []
+        for t_recv, msg in window:
+            i = np.searchsorted(sent, t_recv) - 1  # the newest batch published before this beliefs arrived
+            if i >= 0:
+                e2e.append((t_recv - sent[i]) * 1e3 - msg.inference_ms)
+        d = diag(diags, f"{ns}/agent")
+        inf = np.array([m.inference_ms for _, m in window])
+        return {
+            "tick_mode": "event-driven" if rate_hz == 0 else f"timer {rate_hz:g} Hz",
+            "ticks_measured": len(window),
+            "inference_ms_median": float(np.median(inf)), "inference_ms_p99": float(np.percentile(inf, 99)),
+            "node_overhead_ms_median": float(d.get("overhead_ms_median", "nan")),
+            "node_overhead_ms_p99": float(d.get("overhead_ms_p99", "nan")),
+            "node_latency_ms_median": float(d.get("latency_ms_median", "nan")),
+            "node_latency_ms_p99": float(d.get("latency_ms_p99", "nan")),
+            "node_tick_duration_ms_median": float(d.get("tick_duration_ms_median", "nan")),
+            "node_tick_duration_ms_p99": float(d.get("tick_duration_ms_p99", "nan")),
+            "e2e_overhead_ms_median": float(np.median(e2e)) if e2e else None,
+            "e2e_overhead_ms_p99": float(np.percentile(e2e, 99)) if e2e else None,
+            "superseded": int(d.get("superseded", 0)), "idle_ticks": int(d.get("idle_ticks", 0)),
+        }
+    finally:
+        proc.stop()
+
+
+def start_time(tmp, probe, model, cache, tag):
+    from bayes_infer_ros.msg import Beliefs
+
+    ns = f"/start_{tag}"
+    params = ros_harness.default_params()
+    params.update({"rate_hz": 0.0, "jax_compilation_cache_dir": cache, "autostart": True, "variant": "baseline"})
+    stream = ObservationStream(probe, ns, model).start()
+    beliefs = probe.record(f"{ns}/beliefs", Beliefs, 100)
+    t0 = time.monotonic()
+    proc = ros_harness.AgentProcess(tmp, f"agent_{tag}", params, namespace=ns)
+    try:
+        ok = ros_harness.wait_for(lambda: len(beliefs) > 0, 180, period=0.002)
+        first = beliefs[0][0] if ok else None
+        log = proc.log_text()
+        return {"seconds_to_first_belief": (first - t0) if first else None, "log_configured": [
+            line.split("]: ")[-1] for line in log.splitlines() if "configured in" in line]}
+    finally:
+        stream.stop()
+        proc.stop()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=20.0, help="measurement window per tick mode")
+    args = ap.parse_args(argv)
+    reason = ros_harness.ros_unavailable_reason()
+    if reason:
+        print(reason, file=sys.stderr)
+        return 2
+    ros_harness.set_loopback_env(ros_harness.claim_domain_id())
+    import jax
+    import rclpy
+
+    from bayes_infer_ros.model import load_model
+
+    model = load_model(REPO / "config" / "agent.yaml")
+    rclpy.init()
+    probe = ros_harness.Probe("bench_probe")
+    tmp = Path(tempfile.mkdtemp(prefix="bayes_infer_ros_bench_"))
+    cache = str(tmp / "jax_cache")
+    out = {
+        "model": {"num_obs": model.num_obs, "num_states": model.num_states, "A_dependencies": model.A_dependencies,
+                  "B_dependencies": model.B_dependencies},
+        "algorithm": "fpi", "variant": "baseline", "num_iter": 16, "dtype": "float32",
+        "jax": jax.__version__, "device": os.environ.get("JAX_PLATFORMS", "default"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.platform()}",
+        "python": platform.python_version(), "rmw": os.environ.get("RMW_IMPLEMENTATION"),
+    }
+    try:
+        out["cold_start"] = start_time(tmp, probe, model, cache, "cold")
+        out["warm_start"] = start_time(tmp, probe, model, cache, "warm")
+        out["event_50hz"] = run_mode(tmp, probe, model, 0.0, args.seconds, cache)
+        out["timer_50hz"] = run_mode(tmp, probe, model, 50.0, args.seconds, cache)
+    finally:
+        probe.close()
+        rclpy.try_shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

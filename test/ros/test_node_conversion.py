@@ -1,0 +1,167 @@
+"""The node's pure helpers (no ROS graph, no rclpy): observation checks, actions, the VMP/MMP window,
+parameter validation, unknown-key warnings, statistics."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bayes_infer_ros.ros import conversion as conv
+from bayes_infer_ros.ros.parameters import PARAMETERS, SPECS, allowed_model_keys, validate_change
+
+
+# ---- observations ----------------------------------------------------------------------------
+def test_level_is_one_hot():
+    c = conv.observation_to_distribution(2, [], 4)
+    assert c.ok and c.distribution.dtype == np.float32
+    np.testing.assert_array_equal(c.distribution, [0, 0, 1, 0])
+
+
+def test_level_wins_over_probabilities():
+    c = conv.observation_to_distribution(0, [0.1, 0.9], 2)
+    np.testing.assert_array_equal(c.distribution, [1, 0])
+
+
+@pytest.mark.parametrize("level,probs,m,reason", [
+    (4, [], 4, "level_out_of_range"),
+    (-2, [], 4, "level_out_of_range"),
+    (-1, [0.5, 0.5], 4, "wrong_length"),
+    (-1, [], 3, "wrong_length"),
+    (-1, [math.nan, 0.5, 0.5], 3, "non_finite"),
+    (-1, [math.inf, 0.0, 0.0], 3, "non_finite"),
+    (-1, [-0.1, 0.6, 0.5], 3, "negative"),
+    (-1, [0.0, 0.0, 0.0], 3, "all_zero"),
+])
+def test_bad_observations_are_refused_with_a_reason(level, probs, m, reason):
+    c = conv.observation_to_distribution(level, probs, m)
+    assert not c.ok and c.reason == reason and c.detail
+    assert reason in conv.REJECT_REASONS
+
+
+def test_probabilities_renormalised_and_flagged():
+    c = conv.observation_to_distribution(-1, [1.0, 1.0, 2.0], 3)
+    assert c.ok and c.renormalized
+    np.testing.assert_allclose(c.distribution, [0.25, 0.25, 0.5], atol=1e-7)
+    c = conv.observation_to_distribution(-1, np.float32([0.2, 0.3, 0.5]), 3)
+    assert c.ok and not c.renormalized
+    assert abs(float(c.distribution.sum()) - 1) < 1e-6
+
+
+def test_uniform_observation_adds_no_evidence():
+    A = np.random.default_rng(0).random((3, 4))
+    A /= A.sum(0)
+    lik = conv.uniform(3) @ A
+    np.testing.assert_allclose(lik, lik[0])
+
+
+# ---- actions ---------------------------------------------------------------------------------
+def test_check_action():
+    a, why = conv.check_action([2, 0], (3, 1))
+    assert a.tolist() == [2, 0] and a.dtype == np.int32 and not why
+    assert conv.check_action([1], (3, 1))[0] is None
+    assert "out of range" in conv.check_action([3, 0], (3, 1))[1]
+    assert conv.check_action([-1, 0], (3, 1))[0] is None
+
+
+# ---- the window --------------------------------------------------------------------------------
+def test_window_is_right_aligned_and_rolls():
+    w = conv.SequenceWindow(3, (2, 3), 2)
+    assert w.valid_steps == 0 and w.obs.shape == (3, 5) and w.actions.shape == (2, 2)
+    rows = [np.arange(5, dtype=np.float32) + 10 * t for t in range(5)]
+    w.push(rows[0])
+    assert w.valid_steps == 1
+    np.testing.assert_array_equal(w.obs[-1], rows[0])
+    np.testing.assert_allclose(w.obs[0], [0.5, 0.5, 1 / 3, 1 / 3, 1 / 3])  # padding: uninformative
+    w.push(rows[1], [1, 0])
+    w.push(rows[2], [2, 0])
+    w.push(rows[3], [0, 0])
+    assert w.valid_steps == 3
+    np.testing.assert_array_equal(w.obs, np.stack(rows[1:4]))
+    np.testing.assert_array_equal(w.actions, [[2, 0], [0, 0]])  # actions[t]: step t -> t+1
+    bigger = w.resized(5)
+    assert bigger.valid_steps == 3
+    np.testing.assert_array_equal(bigger.obs[-3:], w.obs)
+    np.testing.assert_array_equal(bigger.actions[-2:], w.actions)
+    smaller = w.resized(2)
+    assert smaller.valid_steps == 2
+    np.testing.assert_array_equal(smaller.obs, w.obs[-2:])
+    np.testing.assert_array_equal(smaller.actions, w.actions[-1:])
+    w.clear()
+    assert w.valid_steps == 0
+
+
+def test_window_of_one_step():
+    w = conv.SequenceWindow(1, (2,), 1)
+    w.push(np.float32([1, 0]), [1])
+    assert w.actions.shape == (0, 1) and w.valid_steps == 1
+
+
+# ---- parameters --------------------------------------------------------------------------------
+VARIANTS = ("baseline", "hybrid")
+
+
+def test_every_parameter_is_described():
+    for spec in PARAMETERS:
+        assert spec.description and len(spec.description) > 15, spec.name
+    for name in ("algorithm", "variant", "num_iter", "tau", "horizon", "rate_hz"):
+        assert not SPECS[name].read_only, f"{name} must be runtime-tunable"
+    for name in ("model_file", "device", "observation_qos_depth", "jax_compilation_cache_dir"):
+        assert SPECS[name].read_only
+
+
+@pytest.mark.parametrize("name,value,fragment", [
+    ("algorithm", "viterbi", "not one of"),
+    ("variant", "warp", "not one of"),
+    ("num_iter", 0, "[1, 1024]"),
+    ("num_iter", 2.5, "integer"),
+    ("num_iter", True, "integer"),
+    ("tau", math.nan, "finite"),
+    ("tau", 0.0, "tau"),
+    ("horizon", 0, "horizon"),
+    ("rate_hz", -1.0, "rate_hz"),
+    ("observation_timeout", math.inf, "finite"),
+    ("device", "tpu", "read-only"),
+    ("model_file", "x.npz", "read-only"),
+])
+def test_nonsense_parameters_are_refused(name, value, fragment):
+    reason = validate_change(name, value, variants=VARIANTS, has_B=True)
+    assert reason is not None and fragment in reason and name in reason
+
+
+def test_sequence_algorithms_need_B():
+    assert "needs transition tensors B" in validate_change("algorithm", "vmp", variants=VARIANTS, has_B=False)
+    assert validate_change("algorithm", "fpi", variants=VARIANTS, has_B=False) is None
+
+
+@pytest.mark.parametrize("name,value", [("algorithm", "mmp"), ("variant", "auto"), ("variant", "hybrid"),
+                                        ("num_iter", 4), ("tau", 0.5), ("horizon", 16), ("rate_hz", 0.0),
+                                        ("rate_hz", 50), ("use_sim_time", True)])
+def test_good_parameters_are_accepted(name, value):
+    assert validate_change(name, value, variants=VARIANTS, has_B=True) is None
+
+
+def test_unknown_parameters_warned_with_suggestion():
+    lines = conv.unknown_parameters(["num_iters", "algorithm", "model.A.x.data", "use_sim_time", "frobnicate"],
+                                    [s.name for s in PARAMETERS])
+    assert lines == ["unknown parameter 'frobnicate' ignored",
+                     "unknown parameter 'num_iters' ignored (did you mean 'num_iter'?)"]
+
+
+def test_allowed_model_keys():
+    keys = allowed_model_keys(["loc"], ["cam"])
+    assert {"model.A.cam.data", "model.B.loc.shape", "model.D.loc", "model.states.loc"} <= keys
+    assert "model.A.lidar.data" not in keys
+
+
+# ---- statistics --------------------------------------------------------------------------------
+def test_rate_meter_and_latency_stats():
+    r = conv.RateMeter(window_s=1.0)
+    for k in range(11):
+        r.tick(k * 0.1)
+    assert abs(r.rate(1.0) - 10.0) < 1e-9
+    assert r.rate(5.0) == 0.0
+    s = conv.LatencyStats()
+    for v in range(1, 101):
+        s.add(v * 1e-3)
+    assert abs(s.percentile_ms(50) - 50.5) < 1e-9 and s.maximum == 0.1 and s.count == 100

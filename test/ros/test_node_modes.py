@@ -1,0 +1,250 @@
+"""The launch file's arguments (launch itself is not installable here: it is imported with `launch` and
+`launch_ros` stubbed, and the node is started with exactly what LifecycleNode would pass), sim time and
+a backwards clock jump, plain-node mode, and models that are refused (missing / malformed)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from ros_harness import REPO_ROOT, AgentProcess, default_params, wait_for
+
+pytestmark = pytest.mark.ros
+
+
+# ---------------------------------------------------------------------------------------------
+# the launch file, evaluated with stub launch / launch_ros modules
+# ---------------------------------------------------------------------------------------------
+class _Recorder:
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+class _LaunchConfiguration:
+    def __init__(self, name):
+        self.name = name
+
+
+class _ParameterValue:
+    def __init__(self, value, value_type=None):
+        self.value, self.value_type = value, value_type
+
+
+def load_launch_description():
+    stubs = {
+        "launch": types.ModuleType("launch"), "launch.actions": types.ModuleType("launch.actions"),
+        "launch.substitutions": types.ModuleType("launch.substitutions"),
+        "launch_ros": types.ModuleType("launch_ros"), "launch_ros.actions": types.ModuleType("launch_ros.actions"),
+        "launch_ros.parameter_descriptions": types.ModuleType("launch_ros.parameter_descriptions"),
+    }
+    stubs["launch"].LaunchDescription = lambda entities: list(entities)
+    stubs["launch.actions"].DeclareLaunchArgument = type("DeclareLaunchArgument", (_Recorder,), {})
+    stubs["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
+    stubs["launch_ros.actions"].LifecycleNode = type("LifecycleNode", (_Recorder,), {})
+    stubs["launch_ros.parameter_descriptions"].ParameterValue = _ParameterValue
+    saved = {k: sys.modules.get(k) for k in stubs}
+    sys.modules.update(stubs)
+    try:
+        spec = importlib.util.spec_from_file_location("agent_launch", REPO_ROOT / "launch" / "agent.launch.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.generate_launch_description()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+def node_command(launch_args: dict) -> tuple[dict, list[str], str]:
+    """What launch_ros would run for these launch arguments: (node kwargs, --ros-args list, params_file)."""
+    entities = load_launch_description()
+    declared = {e.args[0]: e.kwargs["default_value"] for e in entities if type(e).__name__ == "DeclareLaunchArgument"}
+    values = {**declared, **launch_args}
+    (node,) = [e for e in entities if type(e).__name__ == "LifecycleNode"]
+    kw = node.kwargs
+
+    def subst(x):
+        return values[x.name] if isinstance(x, _LaunchConfiguration) else x
+
+    ros_args: list[str] = []
+    params_file = None
+    for p in kw["parameters"]:
+        if isinstance(p, dict):
+            for k, v in p.items():
+                v = subst(v.value) if isinstance(v, _ParameterValue) else subst(v)
+                ros_args += ["-p", f"{k}:={v}"]
+        else:
+            params_file = subst(p)
+    args = [subst(a) for a in kw.get("arguments", [])]
+    assert args[0] == "--ros-args"
+    ros_args += args[1:]
+    return {**kw, "namespace": subst(kw["namespace"])}, ros_args, params_file
+
+
+def test_launch_file_declares_the_standard_arguments():
+    entities = load_launch_description()
+    declared = {e.args[0]: e.kwargs for e in entities if type(e).__name__ == "DeclareLaunchArgument"}
+    assert set(declared) == {"params_file", "namespace", "use_sim_time", "log_level", "autostart"}
+    assert all(d.get("description") for d in declared.values())
+    default_params_file = Path(declared["params_file"]["default_value"])
+    assert default_params_file.name == "agent.yaml" and default_params_file.is_file()
+    assert default_params_file.parent.name == "config"  # <share>/bayes_infer_ros/config/agent.yaml, installed
+    assert declared["use_sim_time"]["default_value"] == "false" and declared["autostart"]["default_value"] == "true"
+    kw, ros_args, params_file = node_command({})
+    assert (kw["package"], kw["executable"], kw["name"]) == ("bayes_infer_ros", "agent_node", "agent")
+    assert params_file == str(default_params_file)
+    assert ros_args == ["-p", "use_sim_time:=false", "-p", "autostart:=true", "--log-level", "info"]
+    from ament_index_python import get_package_share_directory
+
+    assert Path(get_package_share_directory("bayes_infer_ros"), "launch", "agent.launch.py").is_file()
+
+
+# ---------------------------------------------------------------------------------------------
+# the node started with the launch file's arguments: lifecycle autostart, namespace, sim time
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def launched(ros_graph, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("launched")
+    kw, ros_args, params_file = node_command({"namespace": "/launched", "use_sim_time": "true", "log_level": "info"})
+    # the same params file plus this run's compilation cache (a second file, as a user would layer one)
+    extra = tmp / "cache.yaml"
+    extra.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"jax_compilation_cache_dir": ros_graph["jax_cache"]}}}))
+    proc = AgentProcess(tmp, kw["name"], namespace=kw["namespace"], params_file=Path(params_file),
+                        extra_ros_args=tuple(ros_args) + ("--params-file", str(extra)))
+    yield proc
+    proc.stop()
+
+
+def _diag(probe, fqn, buf, timeout=5.0):
+    n = len(buf)
+    wait_for(lambda: len(buf) > n, timeout)
+    for _, arr in reversed(buf):
+        for st in arr.status:
+            if st.hardware_id == fqn:
+                return {kv.key: kv.value for kv in st.values} | {"_level": st.level, "_message": st.message}
+    return {}
+
+
+def test_launched_node_autostarts_on_sim_time(probe, launched):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from lifecycle_msgs.srv import GetState
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+    from rosgraph_msgs.msg import Clock
+
+    from bayes_infer_ros.msg import Beliefs
+
+    assert launched.wait_log("active: tick", 60), launched.log_text()
+    assert probe.call(GetState, "/launched/agent/get_state", GetState.Request(),
+                      idempotent=True).current_state.label == "active"
+    beliefs = probe.record("/launched/beliefs", Beliefs)
+    diags = probe.record("/diagnostics", DiagnosticArray)
+    req = SetParameters.Request()
+    req.parameters = [Parameter("rate_hz", value=10.0).to_parameter_msg(),
+                      Parameter("tick_without_observations", value=True).to_parameter_msg()]
+    assert all(r.successful for r in probe.call(SetParameters, "/launched/agent/set_parameters", req).results)
+    clock_pub = probe.publisher("/clock", Clock)
+    assert wait_for(lambda: clock_pub.get_subscription_count() >= 1, 20)
+
+    def run_clock(start_s: float, seconds: float, step=0.01):
+        t = start_s
+        while t < start_s + seconds:
+            msg = Clock()
+            msg.clock.sec, msg.clock.nanosec = int(t), int(round((t % 1) * 1e9))
+            clock_pub.publish(msg)
+            t += step
+            time.sleep(0.002)
+        return t
+
+    t_end = run_clock(1000.0, 2.0)
+    assert wait_for(lambda: len(beliefs) >= 10, 10)
+    n = len(beliefs)
+    stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for _, m in beliefs]
+    assert all(999.9 < s <= t_end + 1e-6 for s in stamps), stamps  # ticks on sim time, stamped with it
+    assert 10 <= n <= 25  # 2 s of sim time at 10 Hz
+    time.sleep(0.6)
+    assert len(beliefs) <= n + 1, "ticks must stop when /clock stops"
+    # a looping bag: the clock jumps backwards -> reset, said in the log and counted
+    run_clock(990.0, 0.5)
+    assert launched.wait_log("clock jumped backwards", 10), launched.log_text()
+    assert wait_for(lambda: int(_diag(probe, "/launched/agent", diags).get("time_jump_resets", 0)) >= 1, 10)
+    m = len(beliefs)
+    run_clock(990.5, 1.0)
+    assert wait_for(lambda: len(beliefs) >= m + 5, 10), "the node keeps ticking after the jump"
+
+
+# ---------------------------------------------------------------------------------------------
+# plain-node mode and refused models
+# ---------------------------------------------------------------------------------------------
+def test_plain_mode_and_refused_models(probe, ros_graph, tmp_path):
+    from lifecycle_msgs.srv import GetState
+
+    from bayes_infer_ros.msg import Beliefs, CategoricalObservation
+
+    base = default_params()
+    base["jax_compilation_cache_dir"] = ros_graph["jax_cache"]
+    base["rate_hz"] = 0.0
+    malformed = dict(base)
+    malformed["model"] = yaml.safe_load(yaml.safe_dump(base["model"]))
+    malformed["model"]["A"]["rfid_tag"]["data"] = malformed["model"]["A"]["rfid_tag"]["data"][:-1]
+    bad_yaml = tmp_path / "broken.yaml"
+    bad_yaml.write_text("/**:\n  ros__parameters:\n    model: [unclosed\n")
+    procs = {
+        # nonsense startup values: refused with a reason each, the defaults are used, the node runs
+        "plain": AgentProcess(tmp_path, "plain_agent", {**base, "num_iter": -5, "device": "tpu", "algorithm": "viterbi",
+                                                        "rate_hz": 0}, namespace="/plain", plain=True),
+        "plain_malformed": AgentProcess(tmp_path, "plain_bad", malformed, namespace="/plain_bad", plain=True),
+        "missing_file": AgentProcess(tmp_path, "missing", {"model_file": str(tmp_path / "nope.npz"), "autostart": True},
+                                     namespace="/missing"),
+        "broken_file": AgentProcess(tmp_path, "broken", {"model_file": str(bad_yaml), "autostart": True},
+                                    namespace="/broken"),
+    }
+    try:
+        # a malformed inline model: plain mode exits 1 with a message naming the tensor and the problem
+        bad = procs["plain_malformed"]
+        assert wait_for(lambda: bad.proc.poll() is not None, 60), bad.log_text()
+        assert bad.proc.returncode == 1
+        assert "model.A.rfid_tag.data" in bad.log_text() and "has 19 values" in bad.log_text()
+        # missing / malformed model files: configure fails with the reason, the lifecycle node stays up, unconfigured
+        for key, needle in (("missing_file", "does not exist"), ("broken_file", "not valid YAML")):
+            p = procs[key]
+            assert p.wait_log("configure failed", 60), p.log_text()
+            assert needle in p.log_text() and p.proc.poll() is None
+            state = probe.call(GetState, f"{p.namespace}/{p.name}/get_state", GetState.Request(), idempotent=True)
+            assert state.current_state.label == "unconfigured"
+        # plain mode with the default model: no lifecycle services, beliefs on observations
+        plain = procs["plain"]
+        assert plain.wait_log("active: tick", 60), plain.log_text()
+        log = plain.log_text()
+        for line in ("'num_iter' = -5 from the command line / params file refused: num_iter: expected an integer",
+                     "'device' = 'tpu' from the command line / params file refused", "using the default 'fpi'"):
+            assert line in log, log
+        beliefs = probe.record("/plain/beliefs", Beliefs)
+        pubs = [probe.publisher(f"/plain/observations/{m}", CategoricalObservation)
+                for m in ("rfid_tag", "voltage", "lidar_gap", "charging")]
+        assert wait_for(lambda: all(p.get_subscription_count() >= 1 for p in pubs), 20)
+        # best effort: the node's reader may not have matched a brand-new publisher yet, so repeat until a tick
+        end = time.monotonic() + 15
+        while not beliefs and time.monotonic() < end:
+            for level, pub in zip((2, 1, 0, 1), pubs):
+                msg = CategoricalObservation()
+                msg.level = level
+                pub.publish(msg)
+            wait_for(lambda: len(beliefs) >= 1, 0.5)
+        assert beliefs, plain.log_text()
+        msg = beliefs[0][1]
+        assert msg.tick == 1 and all(abs(sum(f.probabilities) - 1) < 1e-5 for f in msg.factors)
+        assert int(np.argmax(msg.factors[0].probabilities)) == 2
+        names = [n for n, _ in probe.node.get_service_names_and_types()]
+        assert "/plain/switch_variant" in names and "/plain/plain_agent/get_state" not in names
+    finally:
+        codes = {k: p.stop() for k, p in procs.items()}
+    assert codes["plain"] in (0, -2), codes  # clean exit on SIGINT
