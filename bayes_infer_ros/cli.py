@@ -14,7 +14,7 @@ COMMANDS = {
     "bench-variants": ("bayes_infer_ros.bench.variants_benchmark", "the dozen-model variants benchmark"),
     "report": ("bayes_infer_ros.bench.report", "plots and summary tables from benchmark CSVs"),
     "autotune-train": ("bayes_infer_ros.autotune.train", "train the autotuner from a benchmark CSV"),
-    "make-bag": ("bayes_infer_ros.bags.simulate", "simulate the default model and write a rosbag2 (MCAP)"),
+    "make-bag": ("bayes_infer_ros.bags.make_bag", "simulate the default model and write a rosbag2 (MCAP)"),
     "replay": ("bayes_infer_ros.ros.replay", "publish a bag into a running ROS graph"),
     "record": ("bayes_infer_ros.ros.recorder", "record beliefs into a bag"),
 }

@@ -1,0 +1,199 @@
+"""Write a simulated episode to a rosbag2 MCAP bag and read it back, with ``rosbags`` (no rclpy).
+
+Bag layout (topic names are relative to the root namespace; ``bayes-infer replay --namespace`` moves them):
+
+    at t_k = start + k * dt:
+      /clock                      rosgraph_msgs/msg/Clock               first in the step
+      /observations/<modality>    bayes_infer_ros/msg/CategoricalObservation   level = o_k[i], header.stamp = t_k
+      /true_states                std_msgs/msg/Int32MultiArray          s_k (one level per factor)
+    at t_k + dt/2 (k < T-1):
+      /actions                    std_msgs/msg/Int32MultiArray          a_k, the control taken between k and k+1
+
+The action sits half a period after the tick it follows, as a controller would issue it, so it is published
+well before the observations of k+1 (a node cannot tell from an Int32MultiArray which step it belongs to; it
+applies the latest one at its next tick). Messages of one log time are written, and read back, in the order
+above. ``metadata.yaml``'s ``custom_data`` records the generator, seed, step count, dt, factor/modality
+names and the model's digest, so a test can tell a stale committed bag from a regenerated one.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import yaml
+from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+
+from bayes_infer_ros.model import GenerativeModel, model_to_parameters
+
+from .interfaces import CLOCK_TYPE, INT32_MULTI_ARRAY_TYPE, OBSERVATION_TYPE, make_typestore
+from .simulate import Rollout
+
+CLOCK_TOPIC = "/clock"
+ACTIONS_TOPIC = "/actions"
+TRUE_STATES_TOPIC = "/true_states"
+OBSERVATIONS_PREFIX = "/observations/"
+GENERATOR = "bayes_infer_ros.bags v2"
+
+
+def model_digest(model: GenerativeModel) -> str:
+    """sha256 of the model's canonical parameters (names, shapes, values): insensitive to YAML formatting."""
+    text = json.dumps(model_to_parameters(model), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _stamp(store, ns: int):
+    Time = store.types["builtin_interfaces/msg/Time"]
+    return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+
+
+def _int_array(store, values, label: str):
+    t = store.types
+    values = np.asarray(values, dtype=np.int32)
+    dim = t["std_msgs/msg/MultiArrayDimension"](label=label, size=int(values.size), stride=int(values.size))
+    layout = t["std_msgs/msg/MultiArrayLayout"](dim=[dim], data_offset=0)
+    return t[INT32_MULTI_ARRAY_TYPE](layout=layout, data=values)
+
+
+def write_episode_bag(
+    path: os.PathLike,
+    model: GenerativeModel,
+    rollout: Rollout,
+    *,
+    dt_s: float = 0.1,
+    start_ns: int = 1_000_000_000,
+    custom_data: Optional[dict[str, str]] = None,
+) -> Path:
+    """Write ``rollout`` as an MCAP rosbag2 folder at ``path`` (which must not exist). Returns the folder."""
+    path = Path(path)
+    store = make_typestore()
+    t = store.types
+    dt_ns = int(round(dt_s * 1e9))
+    modalities = [model.modality_name(i) for i in range(model.num_modalities)]
+    factors = [model.factor_name(f) for f in range(model.num_factors)]
+    meta = {
+        "generator": GENERATOR,
+        "model_digest": model_digest(model),
+        "num_steps": str(rollout.num_steps),
+        "dt_ns": str(dt_ns),
+        "start_ns": str(start_ns),
+        "factors": ",".join(factors),
+        "modalities": ",".join(modalities),
+    }
+    meta.update(custom_data or {})
+
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        for key, value in meta.items():
+            writer.set_custom_data(key, str(value))
+        clock = writer.add_connection(CLOCK_TOPIC, CLOCK_TYPE, typestore=store)
+        actions = writer.add_connection(ACTIONS_TOPIC, INT32_MULTI_ARRAY_TYPE, typestore=store)
+        obs = [writer.add_connection(OBSERVATIONS_PREFIX + name, OBSERVATION_TYPE, typestore=store)
+               for name in modalities]
+        truth = writer.add_connection(TRUE_STATES_TOPIC, INT32_MULTI_ARRAY_TYPE, typestore=store)
+        empty = np.zeros(0, dtype=np.float32)
+        for step in range(rollout.num_steps):
+            ns = start_ns + step * dt_ns
+            stamp = _stamp(store, ns)
+            writer.write(clock, ns, store.serialize_cdr(t[CLOCK_TYPE](clock=stamp), CLOCK_TYPE))
+            header = t["std_msgs/msg/Header"](stamp=stamp, frame_id="")
+            for i, conn in enumerate(obs):
+                msg = t[OBSERVATION_TYPE](header=header, level=int(rollout.observations[step, i]), probabilities=empty)
+                writer.write(conn, ns, store.serialize_cdr(msg, OBSERVATION_TYPE))
+            msg = _int_array(store, rollout.states[step], "factors")
+            writer.write(truth, ns, store.serialize_cdr(msg, INT32_MULTI_ARRAY_TYPE))
+            if step + 1 < rollout.num_steps:
+                msg = _int_array(store, rollout.actions[step], "factors")
+                writer.write(actions, ns + dt_ns // 2, store.serialize_cdr(msg, INT32_MULTI_ARRAY_TYPE))
+    return path
+
+
+@dataclass
+class Episode:
+    """An episode read back from a bag (the inverse of :func:`write_episode_bag`).
+
+    stamps_ns:    (T,)      log time of each step (= the observations' header stamps)
+    states:       (T, F)    true states (-1 where a step had no ``/true_states`` message)
+    observations: (T, M)    observed levels, modalities in ``modality_names`` order (-1: given as probabilities)
+    actions:      (T-1, F)  a_{t-1} as recorded at step t (-1 where missing: pymdp's "no action")
+    probabilities: {(t, i): (m_i,) array} for observations sent as distributions (level == -1)
+    """
+
+    stamps_ns: np.ndarray
+    states: np.ndarray
+    observations: np.ndarray
+    actions: np.ndarray
+    factor_names: list[str]
+    modality_names: list[str]
+    custom_data: dict[str, str]
+    probabilities: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.stamps_ns.shape[0])
+
+
+def read_custom_data(path: os.PathLike) -> dict[str, str]:
+    """``custom_data`` of a rosbag2 folder's ``metadata.yaml`` (empty when absent)."""
+    doc = yaml.safe_load((Path(path) / "metadata.yaml").read_text()) or {}
+    return {str(k): str(v) for k, v in (doc.get("rosbag2_bagfile_information", {}).get("custom_data") or {}).items()}
+
+
+def read_episode(path: os.PathLike) -> Episode:
+    """Read an episode bag. Steps are the distinct log times of the observation topics; ``/true_states``
+    belongs to the step whose observations came last before it, an ``/actions`` message to the step before
+    the next observations (the control taken between that step and the next)."""
+    store = make_typestore()
+    custom = read_custom_data(path)
+    records = []
+    with Reader(path) as reader:
+        obs_topics = sorted(c.topic[len(OBSERVATIONS_PREFIX):] for c in reader.connections
+                            if c.topic.startswith(OBSERVATIONS_PREFIX))
+        for conn, ns, raw in reader.messages():
+            if conn.topic.startswith(OBSERVATIONS_PREFIX) or conn.topic in (ACTIONS_TOPIC, TRUE_STATES_TOPIC):
+                records.append((ns, conn.topic, store.deserialize_cdr(raw, conn.msgtype)))
+    modalities = custom["modalities"].split(",") if custom.get("modalities") else obs_topics
+    factors = custom["factors"].split(",") if custom.get("factors") else []
+    stamps = sorted({ns for ns, topic, _ in records if topic.startswith(OBSERVATIONS_PREFIX)})
+    T, M = len(stamps), len(modalities)
+    F = len(factors) or next((len(m.data) for _, topic, m in records if topic == TRUE_STATES_TOPIC), 0)
+    states = np.full((T, F), -1, dtype=np.int64)
+    observations = np.full((T, M), -1, dtype=np.int64)
+    actions = np.full((max(T - 1, 0), F), -1, dtype=np.int64)
+    probabilities: dict[tuple[int, int], np.ndarray] = {}
+    column = {name: i for i, name in enumerate(modalities)}
+    step, step_ns = -1, None
+    for ns, topic, msg in records:
+        if topic.startswith(OBSERVATIONS_PREFIX):
+            if ns != step_ns:
+                step, step_ns = step + 1, ns
+            i = column.get(topic[len(OBSERVATIONS_PREFIX):])
+            if i is None:
+                continue
+            observations[step, i] = int(msg.level)
+            if msg.level < 0:
+                probabilities[(step, i)] = np.asarray(msg.probabilities, dtype=np.float64)
+        elif topic == TRUE_STATES_TOPIC and step >= 0:
+            states[step] = np.asarray(msg.data, dtype=np.int64)
+        elif topic == ACTIONS_TOPIC and 0 <= step < T - 1:
+            actions[step] = np.asarray(msg.data, dtype=np.int64)
+    return Episode(stamps_ns=np.asarray(stamps, dtype=np.int64), states=states, observations=observations,
+                   actions=actions, factor_names=factors, modality_names=modalities, custom_data=custom,
+                   probabilities=probabilities)
+
+
+def bag_content_digest(path: os.PathLike) -> str:
+    """sha256 over every message's (topic, type, log time, raw CDR bytes) in bag order, and the custom data.
+
+    Equal digests mean equal decoded content even if the container bytes differ (e.g. a different MCAP
+    writer); the sample bag is also checked byte for byte."""
+    h = hashlib.sha256()
+    h.update(json.dumps(read_custom_data(path), sort_keys=True).encode())
+    with Reader(path) as reader:
+        for conn, ns, raw in reader.messages():
+            h.update(f"{conn.topic}\0{conn.msgtype}\0{ns}\0".encode())
+            h.update(bytes(raw))
+    return h.hexdigest()

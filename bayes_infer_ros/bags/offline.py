@@ -1,0 +1,147 @@
+"""What the agent node should publish for a bag, computed offline (golden values for the replay tests).
+
+The node's semantics (issue 5), reproduced step by step over an :class:`~bayes_infer_ros.bags.Episode`:
+
+- fpi: ``q_t = fpi(o_t, prior_t)`` with ``prior_0 = D`` and ``prior_{t+1} = predict(q_t, a_t)`` (pymdp's
+  ``compute_expected_state``; ``a_t`` is the action taken between t and t+1, published before o_{t+1}).
+- vmp / mmp: the window of the last ``horizon`` steps ``o_{t-H+1..t}`` with the actions between them and the
+  prior D at the window's first step; the published belief is the window's last row.
+
+Two independent implementations: :func:`engine_beliefs` (``bayes_infer_ros.inference``, the code the node runs)
+and :func:`pymdp_beliefs` (pymdp 1.0.4, the oracle). Both return ``list[(T, n_f)]`` in float64.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from bayes_infer_ros.model import GenerativeModel
+
+from .bagio import Episode
+
+
+def observation_distributions(model: GenerativeModel, episode: Episode) -> list[np.ndarray]:
+    """``(T, m_i)`` per modality: one-hot of the observed level, or the probabilities sent with level -1."""
+    out = []
+    for i, m in enumerate(model.num_obs):
+        dists = np.zeros((episode.num_steps, m))
+        for t in range(episode.num_steps):
+            level = int(episode.observations[t, i])
+            if level >= 0:
+                dists[t, level] = 1.0
+            else:
+                p = episode.probabilities[(t, i)]
+                dists[t] = p / p.sum()
+        out.append(dists)
+    return out
+
+
+def _windows(T: int, horizon: int):
+    for t in range(T):
+        yield t, max(0, t - horizon + 1)
+
+
+def engine_beliefs(model: GenerativeModel, episode: Episode, algorithm: str, *, variant: str = "baseline",
+                   num_iter: int = 16, tau: float = 1.0, horizon: int = 5,
+                   dtype=np.float32) -> list[np.ndarray]:
+    from bayes_infer_ros.inference import engine_for_model
+
+    m = model.with_dtype(dtype)
+    engine = engine_for_model(m, algorithm, variant=variant, num_iter=num_iter, tau=tau)
+    obs = [o.astype(dtype) for o in observation_distributions(model, episode)]
+    T = episode.num_steps
+    out = [np.zeros((T, n)) for n in model.num_states]
+    if algorithm == "fpi":
+        prior = [np.asarray(d, dtype=dtype) for d in m.D]
+        for t in range(T):
+            qs = engine([o[t] for o in obs], prior)
+            for f, q in enumerate(qs):
+                out[f][t] = np.asarray(q)
+            if t + 1 < T:
+                prior = engine.predict(qs, episode.actions[t])
+        return out
+    # One compiled window: the last `horizon` steps, front-padded (uniform rows, action 0) and masked with
+    # valid_steps, as the node does; pymdp_beliefs below runs the truncated windows instead.
+    prior = [np.asarray(d, dtype=dtype) for d in m.D]
+    padded = [np.concatenate([np.full((horizon - 1, o.shape[1]), 1.0 / o.shape[1], dtype=dtype), o]) for o in obs]
+    acts_padded = np.concatenate([np.zeros((horizon - 1, model.num_factors), np.int32),
+                                  np.asarray(episode.actions, dtype=np.int32).reshape(-1, model.num_factors)])
+    for t in range(T):
+        # padded index of step t is t + horizon - 1; the window ends there
+        qs = engine([o[t:t + horizon] for o in padded], prior, acts_padded[t:t + horizon - 1],
+                    valid_steps=min(t + 1, horizon))
+        for f, q in enumerate(qs):
+            out[f][t] = np.asarray(q)[-1]
+    return out
+
+
+def pymdp_beliefs(model: GenerativeModel, episode: Episode, algorithm: str, *, num_iter: int = 16,
+                  tau: float = 1.0, horizon: int = 5, dtype=np.float32, padded: bool = True) -> list[np.ndarray]:
+    """The same through pymdp 1.0.4. vmp/mmp windows: ``padded`` (default) runs pymdp's
+    ``update_posterior_states`` on a fixed front-padded window with ``valid_steps`` (one compile, pymdp's
+    default tau); otherwise ``algos.run_vmp``/``run_mmp`` on the truncated windows (one compile per length,
+    ``tau`` passed), which the tests use to check that the two agree."""
+    import jax
+    import jax.numpy as jnp
+    from pymdp import algos, control
+    from pymdp.inference import _condition_transitions_on_actions
+
+    A = [jnp.asarray(a, dtype=dtype) for a in model.A]
+    B = [jnp.asarray(b, dtype=dtype) for b in model.B] if model.B is not None else None
+    D = [jnp.asarray(d, dtype=dtype) for d in model.D]
+    A_deps = [list(d) for d in model.A_dependencies]
+    B_deps = [list(d) for d in model.B_dependencies]
+    obs = [jnp.asarray(o, dtype=dtype) for o in observation_distributions(model, episode)]
+    T = episode.num_steps
+    out = [np.zeros((T, n)) for n in model.num_states]
+    if algorithm == "fpi":
+        fpi = jax.jit(lambda o, p: algos.run_factorized_fpi(A, o, p, A_deps, num_iter=num_iter))
+        predict = jax.jit(lambda q, a: control.compute_expected_state(q, B, [a[f] for f in range(len(B))], B_deps))
+        prior = D
+        for t in range(T):
+            qs = fpi([o[t] for o in obs], prior)
+            for f, q in enumerate(qs):
+                out[f][t] = np.asarray(q)
+            if t + 1 < T and B is not None:
+                prior = predict(qs, jnp.asarray(episode.actions[t], dtype=jnp.int32))
+        return out
+    if padded:  # pymdp's own fixed-window masking (valid_steps, PR #349): one compile
+        from pymdp.inference import update_posterior_states
+
+        @jax.jit
+        def masked(o, acts, k):
+            return update_posterior_states(A, B, o, acts, prior=D, A_dependencies=A_deps, B_dependencies=B_deps,
+                                           num_iter=num_iter, method=algorithm, valid_steps=k)
+
+        pad = [jnp.concatenate([jnp.full((horizon - 1, o.shape[1]), 1.0 / o.shape[1], dtype=dtype), o]) for o in obs]
+        acts_pad = jnp.concatenate([jnp.zeros((horizon - 1, model.num_factors), jnp.int32),
+                                    jnp.asarray(episode.actions, jnp.int32).reshape(-1, model.num_factors)])
+        for t in range(T):
+            qs = masked([o[t:t + horizon] for o in pad], acts_pad[t:t + horizon - 1], min(t + 1, horizon))
+            for f, q in enumerate(qs):
+                out[f][t] = np.asarray(q)[-1]
+        return out
+
+    run = {"vmp": algos.run_vmp, "mmp": algos.run_mmp}[algorithm]
+
+    @jax.jit
+    def window(o, acts):
+        Bc = _condition_transitions_on_actions(B, acts) if acts.shape[0] else [b[..., 0][None][:0] for b in B]
+        return run(A, Bc, o, D, A_deps, B_deps, num_iter=num_iter, tau=tau)
+
+    for t, t0 in _windows(T, horizon):
+        acts = jnp.asarray(episode.actions[t0:t], dtype=jnp.int32).reshape(t - t0, model.num_factors)
+        qs = window([o[t0:t + 1] for o in obs], acts)
+        for f, q in enumerate(qs):
+            out[f][t] = np.asarray(q)[-1]
+    return out
+
+
+def posterior_mode_accuracy(beliefs: list[np.ndarray], states: np.ndarray,
+                            mask: Optional[np.ndarray] = None) -> np.ndarray:
+    """Per factor: fraction of steps where argmax of the belief equals the true state. beliefs[f]: (T, n_f)."""
+    T = states.shape[0]
+    mask = np.ones(T, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    mask = mask & np.all(states >= 0, axis=1)
+    return np.array([float(np.mean(np.argmax(b[mask], axis=1) == states[mask, f])) for f, b in enumerate(beliefs)])

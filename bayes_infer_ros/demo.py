@@ -1,0 +1,393 @@
+"""``make demo`` / ``bayes-infer demo``: the agent node inferring a robot's state from a recorded bag.
+
+1. starts ``agent_node`` as its own process with ``config/agent.yaml`` (sim time, autostart: what the launch
+   file passes), the way ``ros2 run`` would find it;
+2. replays the sample bag (``bags/agent_sample``) into it and records its beliefs into a new bag;
+3. shows the beliefs as they arrive (one live line on a terminal, a line every few ticks without one, so CI
+   logs stay short);
+4. ends with a summary (ticks, end-to-end latency median and p99, inference time, posterior-mode accuracy
+   against the true states in the bag) and a PNG plot of the beliefs over time against the true states.
+
+Outputs go to ``log/demo/<time>/`` (``log/`` is git-ignored). No rclpy import here: the ROS side is
+``bayes_infer_ros.ros.replay``; this module only starts processes and prints.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "bayes_infer_ros"
+
+
+def package_data(relative: str) -> Path:
+    """``relative`` in the source tree (also reached through colcon's symlink install), else in the ament
+    share folder (``<prefix>/share/bayes_infer_ros/<relative>``) of a copy install."""
+    here = REPO_ROOT / relative
+    if here.exists():
+        return here
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        shared = Path(get_package_share_directory(PACKAGE)) / relative
+        if shared.exists():
+            return shared
+    except Exception:  # noqa: BLE001 - not installed: report the source path
+        pass
+    return here
+
+
+DEFAULT_PARAMS = package_data("config/agent.yaml")
+DEFAULT_BAG = package_data("bags/agent_sample")
+
+
+# ---- the node as a process ---------------------------------------------------------------------
+def loopback_env(domain_id: Optional[int] = None) -> dict[str, str]:
+    """os.environ plus what keeps DDS on loopback; a random ROS_DOMAIN_ID in 1..100 unless one is set."""
+    env = dict(os.environ)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env["ROS_LOCALHOST_ONLY"] = "1"
+    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if domain_id is not None:
+        env["ROS_DOMAIN_ID"] = str(domain_id)
+    elif not env.get("ROS_DOMAIN_ID", "").isdigit() or not 1 <= int(env["ROS_DOMAIN_ID"]) <= 100:
+        env["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
+    return env
+
+
+def agent_executable() -> list[str]:
+    """How ``ros2 run bayes_infer_ros agent_node`` would start the node (ament index), run with this Python."""
+    try:
+        from ament_index_python.packages import get_package_prefix
+
+        exe = Path(get_package_prefix(PACKAGE)) / "lib" / PACKAGE / "agent_node"
+        if exe.is_file():
+            return [sys.executable, str(exe)]
+    except Exception:  # noqa: BLE001 - not built / not sourced: say so below
+        pass
+    raise FileNotFoundError(
+        f"{PACKAGE}/agent_node is not installed where ros2 run looks (<prefix>/lib/{PACKAGE}/agent_node); "
+        "run `make setup` and `source install/setup.bash`")
+
+
+class AgentProcess:
+    """``agent_node`` in its own process; stdout+stderr go to ``log_path``.
+
+    ``parameters`` become ``-p name:=value`` after ``--params-file``; ``namespace`` becomes ``-r __ns:=``.
+    """
+
+    def __init__(self, params_file: Path = DEFAULT_PARAMS, *, parameters: Optional[dict] = None,
+                 namespace: Optional[str] = None, env: Optional[dict] = None, log_path: Optional[Path] = None,
+                 extra_args: Sequence[str] = ()):
+        self.params_file = Path(params_file)
+        self.parameters = dict(parameters or {})
+        self.namespace = namespace
+        self.env = env if env is not None else loopback_env()
+        self.log_path = Path(log_path) if log_path else None
+        self.extra_args = list(extra_args)
+        self.proc: Optional[subprocess.Popen] = None
+        self._log_file = None
+
+    @property
+    def command(self) -> list[str]:
+        cmd = agent_executable() + list(self.extra_args) + ["--ros-args", "--params-file", str(self.params_file)]
+        for name, value in self.parameters.items():
+            cmd += ["-p", f"{name}:={_param_text(value)}"]
+        if self.namespace:
+            cmd += ["-r", f"__ns:=/{self.namespace.strip('/')}"]
+        return cmd
+
+    def start(self) -> "AgentProcess":
+        out = subprocess.DEVNULL
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = open(self.log_path, "wb")
+            out = self._log_file
+        self.proc = subprocess.Popen(self.command, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def rss_bytes(self) -> int:
+        """Resident set size of the node process (Linux /proc)."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def log_tail(self, lines: int = 30) -> str:
+        if self.log_path is None or not self.log_path.is_file():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, timeout: float = 10.0) -> Optional[int]:
+        """SIGINT (what Ctrl-C and launch send), then SIGTERM, then SIGKILL; returns the exit status."""
+        if self.proc is None:
+            return None
+        for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
+            if self.proc.poll() is not None:
+                break
+            try:
+                self.proc.send_signal(sig)
+                self.proc.wait(wait)
+            except subprocess.TimeoutExpired:
+                continue
+            except ProcessLookupError:
+                break
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        return self.proc.poll()
+
+    def __enter__(self) -> "AgentProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _param_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and value == "":
+        return "''"
+    return str(value)
+
+
+# ---- the live view -----------------------------------------------------------------------------
+_BARS = " ▁▂▃▄▅▆▇█"
+
+
+def _spark(p: np.ndarray) -> str:
+    return "".join(_BARS[min(int(round(float(x) * (len(_BARS) - 1))), len(_BARS) - 1)] for x in p)
+
+
+class LiveView:
+    """One status line per Beliefs. On a TTY the line is rewritten in place; otherwise every ``every``-th
+    tick is printed (CI logs)."""
+
+    def __init__(self, episode, state_labels: list[list[str]], start_ns: int, tty: bool, every: int = 20):
+        self.truth = {int(ns): episode.states[t] for t, ns in enumerate(episode.stamps_ns)}
+        self.labels = state_labels
+        self.start_ns = start_ns
+        self.tty = tty
+        self.every = every
+        self.count = 0
+
+    def line(self, sample) -> str:
+        truth = self.truth.get(sample.stamp_ns)
+        parts = [f"t={(sample.stamp_ns - self.start_ns) * 1e-9:6.1f}s tick {sample.tick:4d}"]
+        for f, p in enumerate(sample.probabilities):
+            labels = self.labels[f] if f < len(self.labels) else [str(k) for k in range(len(p))]
+            mode = int(np.argmax(p))
+            mark = ""
+            if truth is not None:
+                mark = " ok" if mode == int(truth[f]) else f" x(true {labels[int(truth[f])]})"
+            name = sample.names[f] if f < len(sample.names) else f"factor_{f}"
+            parts.append(f"{name} [{_spark(p)}] {labels[mode]} {float(p[mode]):.2f}{mark}")
+        lat = f"{sample.latency_s * 1e3:5.1f} ms" if sample.latency_s is not None else ""
+        parts.append(f"inf {sample.inference_ms:5.2f} ms e2e {lat}")
+        return " | ".join(parts)
+
+    def __call__(self, sample) -> None:
+        self.count += 1
+        text = self.line(sample)
+        if self.tty:
+            cols = shutil.get_terminal_size((120, 20)).columns
+            sys.stdout.write("\r" + text[: cols - 1].ljust(cols - 1))
+            sys.stdout.flush()
+        elif self.count == 1 or self.count % self.every == 0:
+            print(text, flush=True)
+
+
+# ---- summary and plot --------------------------------------------------------------------------
+def align_beliefs(samples, episode, num_states: Sequence[int]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Beliefs per bag step (the last received one for a stamp; NaN rows where none arrived) and the mask."""
+    index = {int(ns): t for t, ns in enumerate(episode.stamps_ns)}
+    out = [np.full((episode.num_steps, n), np.nan) for n in num_states]
+    got = np.zeros(episode.num_steps, dtype=bool)
+    for s in samples:
+        t = index.get(s.stamp_ns)
+        if t is None:
+            continue
+        got[t] = True
+        for f, p in enumerate(s.probabilities):
+            out[f][t] = p
+    return out, got
+
+
+def accuracy(beliefs: list[np.ndarray], states: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    return np.array([float(np.mean(np.argmax(b[mask], axis=1) == states[mask, f])) if mask.any() else float("nan")
+                     for f, b in enumerate(beliefs)])
+
+
+def plot_beliefs(path: Path, beliefs: list[np.ndarray], episode, factor_names: list[str],
+                 state_labels: list[list[str]], title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = (episode.stamps_ns - episode.stamps_ns[0]) * 1e-9
+    fig, axes = plt.subplots(len(beliefs), 1, figsize=(11, 1.2 + 0.55 * sum(b.shape[1] + 1 for b in beliefs)),
+                             sharex=True, squeeze=False)
+    dt = float(t[1] - t[0]) if len(t) > 1 else 1.0
+    for f, ax in enumerate(axes[:, 0]):
+        b = np.nan_to_num(beliefs[f], nan=0.0)
+        n = b.shape[1]
+        ax.imshow(b.T, aspect="auto", origin="lower", cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest",
+                  extent=(t[0] - dt / 2, t[-1] + dt / 2, -0.5, n - 0.5))
+        ax.step(t, episode.states[:, f], where="mid", color="tab:red", lw=1.4, label="true state")
+        ax.set_yticks(range(n))
+        ax.set_yticklabels(state_labels[f] if f < len(state_labels) else range(n))
+        ax.set_ylabel(factor_names[f])
+        ax.legend(loc="upper right", fontsize=8, framealpha=0.8)
+    axes[-1, 0].set_xlabel("time in the bag (s)")
+    fig.suptitle(title, fontsize=10)
+    fig.colorbar(axes[0, 0].images[0], ax=axes[:, 0].tolist(), label="belief", fraction=0.025, pad=0.01)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _pct(xs: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(xs), q)) if len(xs) else float("nan")
+
+
+# ---- main --------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bayes-infer demo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--params-file", type=Path, default=DEFAULT_PARAMS)
+    p.add_argument("--bag", type=Path, default=DEFAULT_BAG)
+    p.add_argument("--rate", type=float, default=2.0, help="replay speed factor (default: %(default)s)")
+    p.add_argument("--algorithm", default=None, help="override the params file: fpi | vmp | mmp")
+    p.add_argument("--variant", default=None, help="override the params file (auto, baseline, ...)")
+    p.add_argument("--lockstep", action="store_true", help="wait for each tick's beliefs before the next step")
+    p.add_argument("--out-dir", type=Path, default=None, help="default: log/demo/<time>/")
+    p.add_argument("--startup-timeout", type=float, default=120.0, help="seconds for the node to come up")
+    p.add_argument("--no-live", action="store_true", help="summary only")
+    p.add_argument("--keep-rate", action="store_true",
+                   help="keep the params file's rate_hz (default: event-driven, one tick per bag step)")
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    env = loopback_env()
+    os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOCALHOST_ONLY", "ROS_DOMAIN_ID",
+                                           "RMW_IMPLEMENTATION")})
+    try:
+        from bayes_infer_ros.bags import model_digest, read_episode
+        from bayes_infer_ros.model import load_model
+        from bayes_infer_ros.ros.replay import ReplaySession
+
+        agent_executable()
+    except (ImportError, FileNotFoundError) as exc:
+        print(f"demo: the ROS side is not set up ({exc}).\n      `make demo` sets it up; by hand: "
+              "`make setup && source .venv/bin/activate && source install/setup.bash`", file=sys.stderr)
+        return 2
+    if not (args.bag / "metadata.yaml").is_file():
+        print(f"demo: no bag at {args.bag}; make one with `bayes-infer make-bag`", file=sys.stderr)
+        return 2
+
+    model = load_model(args.params_file)
+    episode = read_episode(args.bag)
+    factor_names = [model.factor_name(f) for f in range(model.num_factors)]
+    labels = [model.state_label_list(f) for f in range(model.num_factors)]
+    out_dir = args.out_dir or Path.cwd() / "log" / "demo" / time.strftime("%Y%m%d-%H%M%S")
+    if episode.custom_data.get("model_digest") not in (None, model_digest(model)) or \
+            episode.modality_names != [model.modality_name(i) for i in range(model.num_modalities)]:
+        print(f"demo: {args.bag} was made from another model than {args.params_file} (modalities "
+              f"{episode.modality_names}); regenerate it: `bayes-infer make-bag --force`", file=sys.stderr)
+        return 2
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Event-driven ticks (rate_hz 0): one tick per bag step, on that step's observations. With a timer on sim
+    # time, a tick at t races the observations stamped t (it may run on those of t-1 with the action of t).
+    overrides = {"use_sim_time": True, "autostart": True}
+    if not args.keep_rate:
+        overrides["rate_hz"] = 0.0
+    if args.algorithm:
+        overrides["algorithm"] = args.algorithm
+    if args.variant:
+        overrides["variant"] = args.variant
+    tty = sys.stdout.isatty() and not args.no_live
+    view = LiveView(episode, labels, int(episode.stamps_ns[0]), tty=tty) if not args.no_live else None
+
+    print(f"demo: model {args.params_file.name} (factors {factor_names}, modalities "
+          f"{[model.modality_name(i) for i in range(model.num_modalities)]}); bag {args.bag.name} "
+          f"({episode.num_steps} steps); ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} (loopback only)")
+    node = AgentProcess(args.params_file, parameters=overrides, env=env, log_path=out_dir / "agent_node.log")
+    t_start = time.monotonic()
+    node.start()
+    try:
+        with ReplaySession(args.bag, record_to=out_dir / "beliefs", on_beliefs=view) as session:
+            print(f"demo: waiting for agent_node (pid {node.pid}) to configure and compile ...", flush=True)
+            while not session.wait_ready(1.0):
+                if not node.alive():
+                    print(f"demo: agent_node exited with status {node.proc.poll()}:\n{node.log_tail()}", file=sys.stderr)
+                    return 1
+                if time.monotonic() - t_start > args.startup_timeout:
+                    print(f"demo: agent_node not ready after {args.startup_timeout:.0f} s:\n{node.log_tail()}",
+                          file=sys.stderr)
+                    return 1
+            ready_s = time.monotonic() - t_start
+            print(f"demo: node ready after {ready_s:.1f} s; replaying at {args.rate:g}x", flush=True)
+            stats = session.play(rate=args.rate, wait_for="beliefs" if args.lockstep else None, wait_timeout=5.0)
+            session.drain(stats.steps, timeout=5.0)
+            samples = list(session.beliefs)
+            latencies = session.latencies_s()
+            recorded = dict(session.recorder.counts) if session.recorder else {}
+        if tty:
+            print()
+    finally:
+        status = node.stop()
+    if not samples:
+        print(f"demo: no beliefs arrived.\n{node.log_tail()}", file=sys.stderr)
+        return 1
+
+    beliefs, got = align_beliefs(samples, episode, model.num_states)
+    acc = accuracy(beliefs, episode.states, got)
+    inf_ms = [s.inference_ms for s in samples]
+    first = samples[0]
+    title = (f"bayes_infer_ros demo: {first.algorithm}/{first.variant}, {got.sum()}/{episode.num_steps} steps; "
+             "posterior-mode accuracy " + ", ".join(f"{n} {a:.0%}" for n, a in zip(factor_names, acc)))
+    png = plot_beliefs(out_dir / "beliefs.png", beliefs, episode, factor_names, labels, title)
+    chance = [1.0 / n for n in model.num_states]
+    print("\n==== summary ====")
+    print(f"ticks received        {len(samples)} for {episode.num_steps} bag steps "
+          f"({got.sum()} steps answered; algorithm {first.algorithm}, variant {first.variant})")
+    print(f"end-to-end latency    median {_pct(latencies, 50) * 1e3:.2f} ms, p99 {_pct(latencies, 99) * 1e3:.2f} ms "
+          "(replay publishes the step's last observation -> beliefs received)")
+    print(f"inference per tick    median {_pct(inf_ms, 50):.3f} ms, p99 {_pct(inf_ms, 99):.3f} ms (Beliefs.inference_ms)")
+    for name, a, c in zip(factor_names, acc, chance):
+        print(f"accuracy {name:<12} {a:6.1%} posterior mode vs true state (chance {c:.0%})")
+    print(f"replay                {stats.summary()}")
+    print(f"startup               {ready_s:.1f} s to ready; agent_node exit status {status}")
+    print(f"outputs               plot {png}\n                      beliefs bag {out_dir / 'beliefs'} {recorded}\n"
+          f"                      node log {out_dir / 'agent_node.log'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
