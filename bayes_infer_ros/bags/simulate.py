@@ -11,7 +11,6 @@ function of (model, num_steps, seed) and does not depend on numpy's sampling alg
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
