@@ -1,0 +1,380 @@
+"""The paper's END-TO-END variants (Table "variants", Appendix A): ``end_to_end``, ``sparse_end_to_end``,
+``clustered_end_to_end``, for FPI, VMP and MMP.
+
+Axis-aligned merging with ONE lagging width per merged tensor, so a padded posterior can be contracted
+against ANY lagging axis and the marginalisation step stays merged (no deconstruction into per-modality
+log-likelihoods, unlike the hybrid variants):
+
+* ``end_to_end``: every modality in one tensor ``log Ā`` of shape ``(M, max m, n_max, ..., n_max)``
+  (k = longest A-dependency list axes). A modality with fewer than k dependencies sits at index 0 of the
+  trailing axes, which are contracted against the one-hot ``e_0``.
+* ``sparse_end_to_end``: the same tensor stored as BCOO (``jax.experimental.sparse``) with the modality
+  axis as its batch axis; ``nse`` (per modality, the largest count) is static, part of the plan and of the
+  compiled shape. Only the log-likelihood contraction is sparse; its (per-call) output is dense.
+* ``clustered_end_to_end``: rank-based clustering (modalities grouped by dependency-list length, the
+  paper's Sec. III-D); each cluster merged end-to-end with its own width (the largest state dimension
+  among its dependencies), so no trailing dummy axes and far less padding.
+
+Posteriors live as ONE zero-padded ``(F, n_max)`` array (``(T, F, n_max)`` for VMP/MMP) throughout the
+variant's own drivers (``drive``); the softmax runs on ``-inf``-masked padding, so padded probabilities
+are exact zeros. The all-but-one marginals of each cluster are computed by divide and conquer (two
+contractions of the full tensor per level instead of k), and the per-(modality, slot) contributions are
+summed into their factors by one 0/1 incidence matmul (adds exact zeros only). Transition messages come
+from :class:`~.transitions.MergedTransitions` (merged, arbitrary B-dependencies).
+
+The math is pymdp 1.0.4's (``run_factorized_fpi``, ``update_marginals`` with ``get_vmp_messages`` /
+``get_mmp_messages``; ``log_stable`` clip at MINVAL, softmax, mirror-descent step); only the summation
+order inside contractions differs (rounding level). The list-API methods (``log_likelihoods``,
+``marginals``, ``joint``) also let the shared drivers in ``algorithms.py`` run these ops unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax, nn
+from jax.experimental import sparse as jsparse
+
+from ...model.generative_model import ModelStructure
+from ..merging.axis_aligned import axis_aligned_plan, merge_arrays
+from ..numerics import log_stable, log_stable_np
+from ..reference import sequence_masks
+from .transitions import MergedTransitions, all_but_one, pad_states, unpad_states
+
+Array = jax.Array
+
+__all__ = [
+    "EndToEndCluster", "EndToEndLikelihood", "SparseEndToEndLikelihood", "ClusteredEndToEndLikelihood",
+    "stored_elements", "register", "END_TO_END_VARIANTS", "MAX_MERGED_ELEMENTS",
+]
+
+
+
+# Padding every lagging axis to one width explodes as width ** rank (the paper's "explosion in memory
+# requirements"). Beyond this many elements of the dense-equivalent merged tensor (128 MiB in float32;
+# the per-call log-likelihood of the sparse variant is dense and of the same order) a variant refuses the
+# model with VariantUnsupported instead of exhausting memory.
+MAX_MERGED_ELEMENTS = 2 ** 25
+
+
+@dataclass(frozen=True)
+class EndToEndCluster:
+    """One merged tensor (static only).
+
+    modalities: (M_c,) modality indices
+    deps:       M_c tuples: each modality's real dependencies (axes 0..k_i-1 of its slab)
+    rank:       k_c, number of lagging axes (longest dependency list in the cluster)
+    width:      every lagging axis is padded to this size (end-to-end: one width per tensor)
+    obs_width:  max m_i in the cluster
+    nse:        BCOO entries per modality (0: dense storage)
+    """
+
+    modalities: tuple[int, ...]
+    deps: tuple[tuple[int, ...], ...]
+    rank: int
+    width: int
+    obs_width: int
+    nse: int = 0
+
+    @property
+    def lagging_size(self) -> int:
+        return self.width ** self.rank
+
+    def dep_table(self, num_factors: int) -> np.ndarray:
+        """(M_c, rank) factor index per slot; ``num_factors`` marks a trailing dummy slot (one-hot e_0)."""
+        table = np.full((len(self.modalities), self.rank), num_factors, dtype=np.int32)
+        for r, d in enumerate(self.deps):
+            table[r, : len(d)] = d
+        return table
+
+
+def _rank_clusters(A_dependencies: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    """Paper Sec. III-D rank-based clustering: modalities grouped by dependency-list length (private
+    helper: the shared ``merging/clustering.py`` was not available when this was written)."""
+    by_len: dict[int, list[int]] = {}
+    for i, d in enumerate(A_dependencies):
+        by_len.setdefault(len(d), []).append(i)
+    return [tuple(by_len[k]) for k in sorted(by_len)]
+
+
+@dataclass(frozen=True)
+class EndToEndLikelihood:
+    """LikelihoodOps of ``end_to_end`` (one merged tensor, global width n_max).
+
+    params (leading engine batch axis b on every leaf):
+      dense:  "log_A": per cluster (b, M_c, m_c, W_c ** k_c) padded log A (0 in the padding)
+      sparse: "data": per cluster (b, M_c, nse), "indices": (b, M_c, nse, 2) int32 (obs, flat lagging)
+    """
+
+    num_states: tuple[int, ...]
+    num_obs: tuple[int, ...]
+    n_max: int
+    clusters: tuple[EndToEndCluster, ...]
+    slot_targets: tuple[int, ...]  # factor receiving each (cluster, modality, slot) contribution; -1: dummy
+
+    SPARSE = False
+    CLUSTERED = False
+
+    # ---- build --------------------------------------------------------------------------------
+    @classmethod
+    def _cluster_members(cls, structure: ModelStructure) -> list[tuple[int, ...]]:
+        if cls.CLUSTERED:
+            return _rank_clusters(structure.A_dependencies)
+        return [tuple(range(structure.num_modalities))]
+
+    @classmethod
+    def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["EndToEndLikelihood", dict]:
+        """A[i]: (b, m_i, n_deps...) -> (ops, params). Padding, merging and BCOO conversion happen here."""
+        ns = tuple(int(n) for n in structure.num_states)
+        deps_all = structure.A_dependencies
+        clusters, log_A, data, indices = [], [], [], []
+        for members in cls._cluster_members(structure):
+            plan = axis_aligned_plan([structure.num_obs[i] for i in members],
+                                     [tuple(ns[f] for f in deps_all[i]) for i in members], global_max=True)
+            # one width for every lagging axis: the paper's global n_max (over the cluster's dependencies)
+            width = plan.padded_lagging[0]
+            rank = len(plan.padded_lagging)
+            dense_size = len(members) * plan.padded_lead * width ** rank
+            if dense_size > MAX_MERGED_ELEMENTS:
+                from ..registry import VariantUnsupported
+
+                raise VariantUnsupported(
+                    f"{cls.__name__}: the merged log A would hold {dense_size:,} elements ({len(members)} modalities x "
+                    f"{plan.padded_lead} x {width}^{rank}), over the budget of {MAX_MERGED_ELEMENTS:,}; "
+                    "use clustered_end_to_end or a hybrid variant")
+            merged = merge_arrays(plan, [log_stable_np(np.asarray(A[i], dtype=np.float64)) for i in members], fill=0.0)
+            b, M_c, m_c = merged.shape[:3]
+            flat = merged.reshape(b, M_c, m_c, width ** rank)
+            nse = 0
+            if cls.SPARSE:
+                nse, d, ix = _to_bcoo_arrays(flat)
+                data.append(jnp.asarray(d, dtype=dtype))
+                indices.append(jnp.asarray(ix))
+            else:
+                log_A.append(jnp.asarray(flat, dtype=dtype))
+            clusters.append(EndToEndCluster(tuple(members), tuple(deps_all[i] for i in members), rank, width, m_c, nse))
+        targets = tuple(
+            (c.deps[r][j] if j < len(c.deps[r]) else -1)
+            for c in clusters for r in range(len(c.modalities)) for j in range(c.rank)
+        )
+        ops = cls(ns, tuple(int(m) for m in structure.num_obs), max(ns), tuple(clusters), targets)
+        params = {"data": data, "indices": indices} if cls.SPARSE else {"log_A": log_A}
+        return ops, params
+
+    # ---- per step, one model --------------------------------------------------------------------
+    def _merge_obs(self, c: EndToEndCluster, obs: Sequence[Array]) -> Array:
+        """obs[i]: (..., m_i) -> (..., M_c, m_c) zero-padded."""
+        return jnp.stack([jnp.pad(obs[i], [(0, 0)] * (obs[i].ndim - 1) + [(0, c.obs_width - obs[i].shape[-1])])
+                          for i in c.modalities], axis=-2)
+
+    def _cluster_ll(self, params: dict, k: int, c: EndToEndCluster, obs_c: Array) -> Array:
+        """obs_c: (M_c, m_c) -> (M_c, W, ..., W): sum_o obs[o] log A[o, ...] (pymdp's xlogy form)."""
+        if self.SPARSE:
+            mat = jsparse.BCOO((params["data"][k], params["indices"][k]),
+                               shape=(len(c.modalities), c.obs_width, c.lagging_size))
+            ll = jsparse.bcoo_dot_general(mat, obs_c, dimension_numbers=(([1], [1]), ([0], [0])))
+        else:
+            ll = jnp.einsum("mop,mo->mp", params["log_A"][k], obs_c)
+        return ll.reshape((len(c.modalities),) + (c.width,) * c.rank)
+
+    def log_likelihoods(self, params: dict, obs: Sequence[Array]) -> list[Array]:
+        """obs[i]: (m_i,) -> per cluster (M_c, W_c, ..., W_c), kept merged."""
+        return [self._cluster_ll(params, k, c, self._merge_obs(c, obs)) for k, c in enumerate(self.clusters)]
+
+    def marginals_padded(self, ll: Sequence[Array], Q: Array) -> Array:
+        """Q: (..., F, n_max) padded posteriors (exact zeros in the padding); ll[c]: (..., M_c, W_c, ...)
+        with the same leading axes (e.g. time) -> (..., F, n_max) likelihood messages (pymdp
+        ``all_marginal_log_likelihood``, padded; entries past n_f are unspecified).
+
+        Leading axes are folded into the modality batch axis, so every contraction is a dot_general
+        with ONE batch dimension (vmapping instead costs ~5x on XLA:CPU: two batch dims, transposes).
+        """
+        F = len(self.num_states)
+        lead = Q.shape[:-2]
+        Qf = Q.reshape((-1,) + Q.shape[-2:])  # (L, F, n_max)
+        L = Qf.shape[0]
+        parts = []
+        for ll_c, c in zip(ll, self.clusters):
+            M_c = len(c.modalities)
+            if c.rank == 1:
+                msgs = ll_c.reshape(L, M_c, 1, c.width)
+            else:
+                x = ll_c.reshape((L * M_c,) + (c.width,) * c.rank)
+                msgs = jnp.stack(all_but_one(x, self._slot_vectors(c, Qf)), axis=1)
+            msgs = msgs.reshape(L, M_c * c.rank, c.width)
+            parts.append(jnp.pad(msgs, ((0, 0), (0, 0), (0, self.n_max - c.width))))
+        stacked = jnp.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]  # (L, R, n_max)
+        targets = np.asarray(self.slot_targets)
+        incidence = np.zeros((F, len(targets)), dtype=np.dtype(stacked.dtype))
+        real = targets >= 0
+        incidence[targets[real], np.nonzero(real)[0]] = 1.0
+        out = jnp.einsum("fr,lrn->lfn", incidence, stacked)
+        return out.reshape(lead + (F, self.n_max))
+
+    @staticmethod
+    def _slot_vectors(c: EndToEndCluster, Qf: Array) -> list[Array]:
+        """Qf: (L, F, n_max) -> per slot j, (L * M_c, W): the posterior feeding slot j of every modality
+        (one-hot e_0 for a trailing dummy slot). Built from static slices: a gather here gets fused into
+        the dot_generals that consume it and makes them ~10x slower on XLA:CPU."""
+        L = Qf.shape[0]
+        e0 = jnp.broadcast_to(jnp.asarray(np.eye(1, c.width, dtype=np.dtype(Qf.dtype))), (L, c.width))
+        out = []
+        for j in range(c.rank):
+            cols = [Qf[:, d[j], : c.width] if j < len(d) else e0 for d in c.deps]
+            out.append(jnp.stack(cols, axis=1).reshape(L * len(c.deps), c.width))
+        return out
+
+    def marginals(self, params: dict, ll: Sequence[Array], qs: Sequence[Array]) -> list[Array]:
+        """List API: qs[f] (n_f,) -> per factor (n_f,)."""
+        return unpad_states(self.marginals_padded(ll, pad_states(qs, self.n_max)), self.num_states)
+
+    def joint(self, params: dict, ll: Sequence[Array]) -> Array:
+        """F == 1: sum over modalities of ll (n_0,). Every dependency list is (0,), so rank 1."""
+        total = sum(x.sum(axis=0) for x in ll)
+        return total[: self.num_states[0]]
+
+    # ---- own drivers: posteriors stay one padded array through the loop ---------------------------
+    def _state_mask(self) -> np.ndarray:
+        return np.arange(self.n_max)[None, :] < np.asarray(self.num_states)[:, None]  # (F, n_max)
+
+    def run_fpi(self, params: dict, obs: Sequence[Array], prior: Sequence[Array], num_iter: int) -> list[Array]:
+        """pymdp ``run_factorized_fpi``; obs[i] (m_i,), prior[f] (n_f,) -> list of (n_f,)."""
+        ll = self.log_likelihoods(params, obs)
+        if len(prior) == 1:
+            return [nn.softmax(self.joint(params, ll) + log_stable(prior[0]), axis=-1)]
+        mask = self._state_mask()
+        log_prior = pad_states([log_stable(p) for p in prior], self.n_max)
+
+        def step(log_q, _):
+            q = nn.softmax(jnp.where(mask, log_q, -jnp.inf), axis=-1)
+            return self.marginals_padded(ll, q) + log_prior, None
+
+        log_q, _ = lax.scan(step, jnp.zeros_like(log_prior), None, length=num_iter)
+        return unpad_states(nn.softmax(jnp.where(mask, log_q, -jnp.inf), axis=-1), self.num_states)
+
+    def run_sequence(self, kind: str, params: dict, trans: Any, trans_params: dict, obs: Sequence[Array],
+                     prior: Sequence[Array], actions: Array, valid_steps: Optional[Array], num_iter: int,
+                     tau: float) -> list[Array]:
+        """pymdp ``update_marginals`` (VMP / MMP) with padded (T, F, n_max) posteriors throughout."""
+        if not isinstance(trans, MergedTransitions):  # another transition layout: use the shared driver
+            from ..algorithms import run_sequence
+
+            return run_sequence(kind, self, params, trans, trans_params, obs, prior, actions, valid_steps, num_iter, tau)
+        T = obs[0].shape[0]
+        obs_valid, trans_valid = sequence_masks(T, actions, valid_steps)
+        cond = trans.condition(trans_params, actions)
+        ll = jax.vmap(self.log_likelihoods, in_axes=(None, 0))(params, list(obs))
+        if obs_valid is not None:
+            ll = [x * obs_valid.astype(x.dtype).reshape((T,) + (1,) * (x.ndim - 1)) for x in ll]
+        mask = self._state_mask()
+        counts = jnp.asarray(np.asarray(self.num_states), dtype=ll[0].dtype)[:, None]
+        ln_prior = pad_states([log_stable(p) for p in prior], self.n_max)  # (F, n_max)
+        marginals = self.marginals_padded  # takes the leading time axis natively
+
+        if not trans.has_B:
+            def messages(Q):
+                zero = jnp.zeros_like(Q)
+                return (zero if kind == "vmp" else jnp.broadcast_to(ln_prior[None], Q.shape)), zero
+        else:
+            fn = trans.vmp_messages_padded if kind == "vmp" else trans.mmp_messages_padded
+
+            def messages(Q):
+                return fn(trans_params, cond, Q, ln_prior, trans_valid)
+
+        def step(Q, _):
+            ln_qs = log_stable(Q)
+            future, past = messages(Q)
+            err = marginals(ll, Q) - ln_qs + past + future
+            ln_qs = ln_qs + tau * err
+            mean = jnp.where(mask, ln_qs, 0.0).sum(axis=-1, keepdims=True) / counts
+            return nn.softmax(jnp.where(mask, ln_qs - mean, -jnp.inf), axis=-1), None
+
+        Q0 = nn.softmax(jnp.where(mask, jnp.zeros((T,) + mask.shape, ln_prior.dtype), -jnp.inf), axis=-1)
+        Q, _ = lax.scan(step, Q0, None, length=num_iter)
+        return unpad_states(Q, self.num_states)
+
+    def drive(self, algorithm: str, params: dict, trans: Any, trans_params: dict, obs: Sequence[Array],
+              prior: Sequence[Array], actions: Array, valid_steps: Optional[Array], num_iter: int,
+              tau: float) -> list[Array]:
+        """Engine hook: run ``algorithm`` with this variant's own padded driver."""
+        if algorithm == "fpi":
+            return self.run_fpi(params, obs, prior, num_iter)
+        return self.run_sequence(algorithm, params, trans, trans_params, obs, prior, actions, valid_steps, num_iter, tau)
+
+    # ---- bookkeeping ------------------------------------------------------------------------------
+    def stored_elements(self) -> int:
+        """Elements of the prepared likelihood arrays for one model (padding included; BCOO: the nse
+        stored values, indices not counted)."""
+        total = 0
+        for c in self.clusters:
+            if self.SPARSE:
+                total += len(c.modalities) * c.nse
+            else:
+                total += len(c.modalities) * c.obs_width * c.lagging_size
+        return total
+
+
+@dataclass(frozen=True)
+class SparseEndToEndLikelihood(EndToEndLikelihood):
+    """``sparse_end_to_end``: the merged log A as BCOO (modality axis = BCOO batch axis, static nse)."""
+
+    SPARSE = True
+
+
+@dataclass(frozen=True)
+class ClusteredEndToEndLikelihood(EndToEndLikelihood):
+    """``clustered_end_to_end``: rank-clustered, one end-to-end merged tensor per dependency length."""
+
+    CLUSTERED = True
+
+
+def _to_bcoo_arrays(flat: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """flat: (b, M, m, P) -> (nse, data (b, M, nse), indices (b, M, nse, 2)) for BCOO with n_batch=1.
+
+    nse is the largest non-zero count over models and modalities (at least 1); shorter rows are filled
+    with explicit zeros at index (0, 0), which add nothing.
+    """
+    b, M = flat.shape[:2]
+    nz = [[np.nonzero(flat[k, i]) for i in range(M)] for k in range(b)]
+    nse = max(1, max(len(z[0]) for row in nz for z in row))
+    data = np.zeros((b, M, nse), dtype=flat.dtype)
+    indices = np.zeros((b, M, nse, 2), dtype=np.int32)
+    for k in range(b):
+        for i in range(M):
+            o, p = nz[k][i]
+            data[k, i, : len(o)] = flat[k, i, o, p]
+            indices[k, i, : len(o), 0] = o
+            indices[k, i, : len(o), 1] = p
+    return nse, data, indices
+
+
+END_TO_END_VARIANTS = {
+    "end_to_end": EndToEndLikelihood,
+    "sparse_end_to_end": SparseEndToEndLikelihood,
+    "clustered_end_to_end": ClusteredEndToEndLikelihood,
+}
+
+
+def stored_elements(structure: ModelStructure, A: Sequence[np.ndarray]) -> dict:
+    """Stored elements of each end-to-end variant's prepared likelihood arrays, for one model.
+
+    A[i]: (m_i, n_deps...) or (b, m_i, n_deps...) (then the first model is counted; nse is the max over
+    the batch). Returns {variant: int}, plus "unmerged": sum of the A sizes.
+    """
+    A = [np.asarray(a) for a in A]
+    batched = A[0].ndim == len(structure.A_dependencies[0]) + 2
+    A_b = A if batched else [a[None] for a in A]
+    out = {name: cls.prepare(structure, A_b, np.float32)[0].stored_elements() for name, cls in END_TO_END_VARIANTS.items()}
+    out["unmerged"] = int(sum(np.prod(a.shape[1:]) for a in A_b))
+    return out
+
+
+def register() -> None:
+    """Add the three end-to-end variants to the registry (transitions: MergedTransitions)."""
+    from ..registry import register_variant
+
+    for name, cls in END_TO_END_VARIANTS.items():
+        register_variant(name, cls, MergedTransitions)
