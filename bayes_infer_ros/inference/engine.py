@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -66,6 +66,34 @@ def _expected_state(B_sel: Array, qs_deps: Sequence[Array]) -> Array:
     return jnp.einsum(",".join([sub] + list(sub[1:])) + "->" + sub[0], B_sel, *qs_deps)
 
 
+def pack_params(params: Any) -> tuple[list[Array], Callable[[list[Array]], Any]]:
+    """Pack a pytree of (b, ...) arrays into one (b, total) buffer per dtype; return (buffers, unpack).
+
+    ``unpack(buffers)`` rebuilds the pytree with static slices and reshapes (free inside jit).
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    leaves = [np.asarray(x) for x in leaves]
+    dtypes = sorted({x.dtype.str for x in leaves})
+    b = leaves[0].shape[0] if leaves else 1
+    slots, sizes = [], {d: 0 for d in dtypes}
+    for x in leaves:
+        if x.ndim == 0 or x.shape[0] != b:
+            raise ValueError(f"params: every array needs the leading batch axis ({b}), got shape {x.shape}")
+        size = int(np.prod(x.shape[1:], dtype=np.int64))
+        slots.append((dtypes.index(x.dtype.str), sizes[x.dtype.str], size, x.shape))
+        sizes[x.dtype.str] += size
+    host = [np.zeros((b, sizes[d]), dtype=np.dtype(d)) for d in dtypes]
+    for x, (g, off, size, _) in zip(leaves, slots):
+        host[g][:, off:off + size] = x.reshape(b, size)
+    buffers = [jnp.asarray(h) for h in host]
+
+    def unpack(bufs: Sequence[Array]) -> Any:
+        out = [bufs[g][:, off:off + size].reshape(shape) for g, off, size, shape in slots]
+        return jax.tree_util.tree_unflatten(treedef, out)
+
+    return buffers, unpack
+
+
 class InferenceEngine:
     """A compiled-once FPI/VMP/MMP engine for one model structure and variant.
 
@@ -100,10 +128,13 @@ class InferenceEngine:
         self.dtype = jnp.dtype(dtype)
         self.trace_count = 0
         self._lik, self._trans = lik_ops, trans_ops
-        self._params = {"lik": lik_params, "trans": trans_params}
+        # Dispatch costs JAX about 1.5-3 us per array leaf per call, so the params pytree (hundreds of leaves
+        # for a large model) travels as ONE buffer per dtype, unpacked inside the jitted call by static slices.
+        self._param_buffers, self._param_unpack = pack_params({"lik": lik_params, "trans": trans_params})
         self._B = None if B is None else [jnp.asarray(b, dtype=dtype) for b in B]  # (b, n_f, deps..., u_f)
-        self._call_lists = jax.jit(self._lists_impl, static_argnames=("use_valid_steps",))
-        self._call_packed = jax.jit(self._packed_impl, static_argnames=("use_valid_steps",))
+        self._zero_actions: dict[tuple[int, ...], Array] = {}
+        self._call_lists = jax.jit(self._lists_impl)
+        self._call_packed = jax.jit(self._packed_impl)
         self._predict = jax.jit(self._predict_impl)
 
     @property
@@ -116,6 +147,10 @@ class InferenceEngine:
 
     # ---- the per-model core ----------------------------------------------------------------
     def _core(self, params: dict, obs: list[Array], prior: list[Array], actions: Array, valid_steps: Optional[Array]) -> list[Array]:
+        drive = getattr(self._lik, "drive", None)  # a variant's own driver (end-to-end: padded posteriors)
+        if drive is not None:
+            return drive(self.algorithm, params["lik"], self._trans, params["trans"], obs, prior, actions,
+                         valid_steps, self.num_iter, self.tau)
         if self.algorithm == "fpi":
             return run_fpi(self._lik, params["lik"], obs, prior, self.num_iter)
         return run_sequence(
@@ -123,58 +158,68 @@ class InferenceEngine:
             obs, prior, actions, valid_steps, self.num_iter, self.tau,
         )
 
-    def _mapped(self, params, obs, prior, actions, valid_steps):
+    def _mapped(self, buffers, obs, prior, actions, valid_steps):
+        params = self._param_unpack(buffers)
         if self.batched:
             return jax.vmap(self._core, in_axes=(0, 0, 0, 0, None))(params, obs, prior, actions, valid_steps)
         single = jax.tree_util.tree_map(lambda x: x[0], params)
         return self._core(single, obs, prior, actions, valid_steps)
 
-    def _lists_impl(self, params, obs, prior, actions, valid_steps, use_valid_steps: bool):
+    def _lists_impl(self, buffers, obs, prior, actions, valid_steps):
         self.trace_count += 1
-        return self._mapped(params, obs, prior, actions, valid_steps if use_valid_steps else None)
+        return self._mapped(buffers, obs, prior, actions, valid_steps)
 
-    def _packed_impl(self, params, obs_packed, prior_packed, actions, valid_steps, use_valid_steps: bool):
+    def _packed_impl(self, buffers, obs_packed, prior_packed, actions, valid_steps):
         self.trace_count += 1
         obs = self.layout.split_obs(obs_packed)
         prior = self.layout.split_states(prior_packed)
-        qs = self._mapped(params, obs, prior, actions, valid_steps if use_valid_steps else None)
+        qs = self._mapped(buffers, obs, prior, actions, valid_steps)
         return jnp.concatenate(qs, axis=-1)
 
     # ---- public calls ------------------------------------------------------------------------
-    def _actions(self, obs_leading_shape: tuple[int, ...], actions: Optional[Any]) -> Array:
+    def _input(self, x: Any) -> Any:
+        """An input in the engine's dtype without a Python-side device round trip (numpy stays numpy)."""
+        if isinstance(x, jax.Array) and x.dtype == self.dtype:
+            return x
+        return np.asarray(x, dtype=self.dtype)
+
+    def _actions(self, lead: tuple[int, ...], actions: Optional[Any]) -> Optional[Any]:
+        """lead: the observations' leading shape ([b,] T). None for fpi; zeros (cached) when B has one control."""
         if self.algorithm == "fpi":
-            return jnp.zeros(obs_leading_shape + (0, self.structure.num_factors), jnp.int32)
-        T = obs_leading_shape[-1]
+            return None
+        T = lead[-1]
+        expected = lead[:-1] + (max(T - 1, 0), self.structure.num_factors)
         if actions is None:
             if T > 1 and any(u != 1 for u in self.structure.num_controls):
                 raise ValueError("actions: required (shape (T-1, F)) when B has more than one control state and T > 1")
-            shape = obs_leading_shape[:-1] + (max(T - 1, 0), self.structure.num_factors)
-            return jnp.zeros(shape, jnp.int32)
-        actions = jnp.asarray(actions, dtype=jnp.int32)
-        expected = obs_leading_shape[:-1] + (max(T - 1, 0), self.structure.num_factors)
-        if actions.shape != expected:
+            if expected not in self._zero_actions:
+                self._zero_actions[expected] = jnp.zeros(expected, jnp.int32)
+            return self._zero_actions[expected]
+        if not (isinstance(actions, jax.Array) and actions.dtype == jnp.int32):
+            actions = np.asarray(actions, dtype=np.int32)
+        if tuple(actions.shape) != expected:
             raise ValueError(f"actions: expected shape {expected}, got {tuple(actions.shape)}")
         return actions
+
+    @staticmethod
+    def _valid_steps(valid_steps: Optional[int]) -> Optional[np.int32]:
+        return None if valid_steps is None else np.int32(valid_steps)
 
     def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None, valid_steps: Optional[int] = None) -> list[Array]:
         """List API (pymdp's conventions). fpi: obs[i] (m_i,) ; vmp/mmp: obs[i] (T, m_i), actions (T-1, F).
 
         With a batch, every argument has a leading axis b. Returns a list of (n_f,) or (T, n_f) arrays.
         """
-        obs = [jnp.asarray(o, dtype=self.dtype) for o in obs]
-        prior = [jnp.asarray(p, dtype=self.dtype) for p in prior]
-        lead = tuple(obs[0].shape[:-1])
-        acts = self._actions(lead, actions)
-        vs = jnp.asarray(0 if valid_steps is None else valid_steps, jnp.int32)
-        return self._call_lists(self._params, obs, prior, acts, vs, use_valid_steps=valid_steps is not None)
+        obs = [self._input(o) for o in obs]
+        prior = [self._input(p) for p in prior]
+        acts = self._actions(tuple(obs[0].shape[:-1]), actions)
+        return self._call_lists(self._param_buffers, obs, prior, acts, self._valid_steps(valid_steps))
 
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None, valid_steps: Optional[int] = None) -> Array:
         """Packed API: obs (…, sum m_i) -> beliefs (…, sum n_f); one buffer in, one out."""
-        obs_packed = jnp.asarray(obs_packed, dtype=self.dtype)
+        obs_packed = self._input(obs_packed)
         acts = self._actions(tuple(obs_packed.shape[:-1]), actions)
-        vs = jnp.asarray(0 if valid_steps is None else valid_steps, jnp.int32)
-        return self._call_packed(self._params, obs_packed, jnp.asarray(prior_packed, dtype=self.dtype), acts, vs,
-                                 use_valid_steps=valid_steps is not None)
+        return self._call_packed(self._param_buffers, obs_packed, self._input(prior_packed), acts, self._valid_steps(valid_steps))
 
     # ---- prediction (empirical prior of the next tick) ----------------------------------------
     def _predict_impl(self, B: list[Array], qs: list[Array], action: Array) -> list[Array]:
