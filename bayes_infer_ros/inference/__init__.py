@@ -8,6 +8,8 @@ from . import registry as _registry
 from .engine import ALGORITHMS, InferenceEngine, PackedLayout
 from .registry import PAPER_VARIANTS, VariantUnsupported, build_inference, engine_for_model, register_variant, variant_ops
 
+from .merging import parameter_counts
+
 try:  # variants register themselves on import; a missing module leaves the rest usable
     from .variants import register_all as _register_all
 
@@ -23,4 +25,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["ALGORITHMS", "VARIANTS", "PAPER_VARIANTS", "InferenceEngine", "PackedLayout", "VariantUnsupported",
-           "build_inference", "engine_for_model", "register_variant", "variant_ops"]
+           "build_inference", "engine_for_model", "parameter_counts", "register_variant", "variant_ops"]

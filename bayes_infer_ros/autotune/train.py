@@ -1,0 +1,465 @@
+"""Train the autotuner from benchmark CSVs (``bayes-infer autotune-train``).
+
+Per algorithm (fpi, vmp, mmp), one classifier maps structure features to the fastest variant. The protocol
+follows Section V of the paper:
+
+- outer 80/20 cross-validation (5 folds over configurations, shuffled with a fixed seed);
+- inside each training split, model selection by randomized search over the paper's hyperparameter table
+  (60 draws) on an internal 80/20 split, scored by regret;
+- the regret metric: mean over test configurations of latency(selected) / latency(oracle best) - 1, where the
+  selected variant is the feasible class with the highest classifier score (a class the classifier ranks
+  first but that could not run the configuration falls through to the next, as ``select_variant`` does);
+- XGBoost (shipped) and a random forest (for comparison), plus two references: the single best fixed variant
+  (chosen on the training split) and always-``baseline``;
+- beyond the paper, the verify step: time the top-k ranked variants on the device and keep the fastest.
+  Offline it is simulated with the sweep's own latencies (so it is the oracle restricted to the top k).
+
+Outputs: ``<out-dir>/<backend>_<algorithm>.json`` (XGBoost's JSON, read at run time by a numpy evaluator),
+``<out-dir>/<backend>_meta.json`` (classes, feature names, hyperparameters, CV regret), and
+``<out-dir>/<backend>_training.csv`` (one row per configuration and algorithm: features, per-variant latency,
+label), which is also a valid input to retrain from (``--from-training-csv``).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .features import feature_names, structure_features
+
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "models"
+N_ITER = 60
+FOLDS = 5
+TOP_K = 3
+
+# The paper's hyperparameter table (Section V).
+RF_SPACE = {
+    "n_estimators": [300, 500, 700, 900, 1200],
+    "max_depth": [6, 8, 10, 12, 16, 20, None],
+    "min_samples_split": [2, 4, 6, 8, 10, 14, 18],
+    "min_samples_leaf": [1, 2, 3, 4, 5, 7, 10],
+    "max_features": ["sqrt", "log2", 0.3, 0.5],
+    "max_samples": [None, 0.7, 0.8, 0.9],
+    "min_impurity_decrease": [0.0, 1e-4, 5e-4, 1e-3],
+    "class_weight": [None, "balanced"],
+}
+XGB_SPACE = {
+    "n_estimators": [100, 300, 500, 700, 1000, 1500],
+    "max_depth": [3, 4, 5, 6, 7, 8, 10],
+    "learning_rate": [0.01, 0.03, 0.05, 0.1, 0.2],
+    "subsample": [0.6, 0.7, 0.8, 0.9, 1.0],
+    "colsample_bytree": [0.6, 0.7, 0.8, 0.9, 1.0],
+    "min_child_weight": [1, 3, 5, 7, 10],
+    "gamma": [0, 0.1, 0.2, 0.3, 0.5],
+    "reg_alpha": [0, 0.01, 0.1, 1],
+    "reg_lambda": [1, 2, 5, 10],
+}
+
+
+@dataclass
+class Dataset:
+    """One algorithm's training data. L[i, v]: latency of variant v on config i (NaN: did not run)."""
+
+    algorithm: str
+    config_ids: list[str]
+    X: np.ndarray
+    L: np.ndarray
+    variants: list[str]
+    pymdp: np.ndarray  # pymdp latency per config (NaN when missing)
+    backend: str = "cpu"
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def labels(self) -> np.ndarray:
+        return np.nanargmin(self.L, axis=1)
+
+
+# ---- data ---------------------------------------------------------------------------------------
+def _float(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def load_benchmark(paths: Sequence[Path], metric: str = "core_median_s", cache: Optional[Path] = None,
+                   generator_seed: int = 0, variants: Optional[Sequence[str]] = None) -> dict[str, Dataset]:
+    """Benchmark CSV rows -> one Dataset per algorithm (configs with at least one variant that ran)."""
+    from bayes_infer_ros.bench.generator import DEFAULT_CACHE, generate_specs, read_index
+    from bayes_infer_ros.bench.harness import PYMDP, read_rows
+
+    rows = read_rows(paths)
+    try:
+        specs = {s.config_id: s for s in read_index(cache or DEFAULT_CACHE)}
+    except FileNotFoundError:
+        specs = {s.config_id: s for s in generate_specs(seed=generator_seed)}
+    order = ["baseline", "hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block", "sparse_hybrid_block",
+             "clustered_hybrid_block", "end_to_end", "sparse_end_to_end", "clustered_end_to_end"]
+    seen = {r["variant"] for r in rows if r["variant"] != PYMDP}
+    all_variants = list(variants) if variants else [v for v in order if v in seen] + sorted(seen - set(order))
+    out: dict[str, Dataset] = {}
+    for alg in sorted({r["algorithm"] for r in rows}):
+        lat: dict[str, dict[str, float]] = {}
+        pym: dict[str, float] = {}
+        settings: dict[str, tuple] = {}
+        for r in rows:
+            if r["algorithm"] != alg or r.get("status") != "ok":
+                continue
+            val = _float(r.get(metric))
+            if not math.isfinite(val):
+                val = _float(r.get("median_s"))
+            if r["variant"] == PYMDP:
+                pym[r["config_id"]] = _float(r.get("median_s"))
+                continue
+            lat.setdefault(r["config_id"], {})[r["variant"]] = val
+            settings[r["config_id"]] = (int(r["horizon"]), int(r["num_iter"]), r.get("backend", "cpu"))
+        ids = sorted(c for c in lat if c in specs and any(math.isfinite(x) for x in lat[c].values()))
+        if not ids:
+            continue
+        X = np.array([[structure_features(specs[c], *settings[c])[k] for k in feature_names()] for c in ids],
+                     dtype=np.float32)
+        L = np.array([[lat[c].get(v, np.nan) for v in all_variants] for c in ids], dtype=np.float64)
+        P = np.array([pym.get(c, np.nan) for c in ids])
+        out[alg] = Dataset(alg, ids, X, L, list(all_variants), P, backend=settings[ids[0]][2],
+                           meta={"horizon": settings[ids[0]][0], "num_iter": settings[ids[0]][1]})
+    return out
+
+
+def write_training_csv(path: Path, datasets: dict[str, Dataset]) -> None:
+    names = feature_names()
+    with Path(path).open("w", newline="") as fh:
+        w = csv.writer(fh)
+        variants = next(iter(datasets.values())).variants if datasets else []
+        w.writerow(["algorithm", "config_id", "backend", "label", "pymdp_s"] + names + [f"lat_{v}" for v in variants])
+        for alg, ds in datasets.items():
+            for i, c in enumerate(ds.config_ids):
+                w.writerow([alg, c, ds.backend, ds.variants[ds.labels[i]], f"{ds.pymdp[i]:.9g}"]
+                           + [f"{x:.6g}" for x in ds.X[i]] + [f"{x:.9g}" for x in ds.L[i]])
+
+
+def read_training_csv(path: Path) -> dict[str, Dataset]:
+    names = feature_names()
+    with Path(path).open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows:
+        return {}
+    variants = [k[4:] for k in rows[0] if k.startswith("lat_")]
+    out = {}
+    for alg in sorted({r["algorithm"] for r in rows}):
+        sub = [r for r in rows if r["algorithm"] == alg]
+        X = np.array([[float(r[k]) for k in names] for r in sub], dtype=np.float32)
+        L = np.array([[_float(r[f"lat_{v}"]) for v in variants] for r in sub])
+        P = np.array([_float(r["pymdp_s"]) for r in sub])
+        out[alg] = Dataset(alg, [r["config_id"] for r in sub], X, L, variants, P, backend=sub[0]["backend"],
+                           meta={"horizon": int(X[0, names.index("horizon")]),
+                                 "num_iter": int(X[0, names.index("num_iter")])})
+    return out
+
+
+# ---- selection and regret -----------------------------------------------------------------------
+def choose(scores: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """Per row, the highest-scoring variant that ran (finite latency)."""
+    s = np.where(np.isfinite(L), scores, -np.inf)
+    return np.argmax(s, axis=1)
+
+
+def choose_verify(scores: np.ndarray, L: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the fastest measured among the top-k feasible variants by score."""
+    s = np.where(np.isfinite(L), scores, -np.inf)
+    order = np.argsort(-s, axis=1, kind="stable")[:, :k]
+    out = np.empty(len(L), dtype=np.int64)
+    for i, cand in enumerate(order):
+        cand = [c for c in cand if np.isfinite(L[i, c])]
+        out[i] = cand[int(np.argmin(L[i, cand]))]
+    return out
+
+
+def regrets(L: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    best = np.nanmin(L, axis=1)
+    return L[np.arange(len(L)), chosen] / best - 1.0
+
+
+# ---- classifiers --------------------------------------------------------------------------------
+class _Constant:
+    """A classifier for a training split with one class."""
+
+    def __init__(self, cls: int, n: int):
+        self.cls, self.n = cls, n
+
+    def scores(self, X: np.ndarray) -> np.ndarray:
+        s = np.zeros((len(X), self.n))
+        s[:, self.cls] = 1.0
+        return s
+
+
+class _Fitted:
+    def __init__(self, model: Any, classes: np.ndarray, n: int):
+        self.model, self.classes, self.n = model, classes, n
+
+    def scores(self, X: np.ndarray) -> np.ndarray:
+        p = self.model.predict_proba(X)
+        s = np.full((len(X), self.n), -1.0)
+        s[:, self.classes] = p
+        return s
+
+
+def make_classifier(kind: str, params: dict, seed: int, n_jobs: int = 1):
+    if kind == "xgboost":
+        import xgboost as xgb
+
+        return xgb.XGBClassifier(objective="multi:softprob", tree_method="hist", n_jobs=n_jobs,
+                                 random_state=seed, **params)
+    if kind == "rf":
+        from sklearn.ensemble import RandomForestClassifier
+
+        params = dict(params)
+        if params.get("max_samples") is not None:
+            params["bootstrap"] = True
+        return RandomForestClassifier(random_state=seed, n_jobs=n_jobs, **params)
+    raise ValueError(f"unknown classifier {kind!r}")
+
+
+def fit(kind: str, params: dict, X: np.ndarray, y: np.ndarray, n_classes: int, seed: int = 0, n_jobs: int = 1):
+    classes = np.unique(y)
+    if len(classes) == 1:
+        return _Constant(int(classes[0]), n_classes)
+    enc = {c: i for i, c in enumerate(classes)}
+    model = make_classifier(kind, params, seed, n_jobs)
+    model.fit(X, np.array([enc[c] for c in y]))
+    return _Fitted(model, classes, n_classes)
+
+
+def sample_params(space: dict, n_iter: int, seed: int) -> list[dict]:
+    from sklearn.model_selection import ParameterSampler
+
+    return list(ParameterSampler(space, n_iter=n_iter, random_state=seed))
+
+
+def _draw_regret(kind: str, params: dict, X_tr, y_tr, X_val, L_val, n_classes: int, seed: int) -> float:
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning, module="sklearn")
+    model = fit(kind, params, X_tr, y_tr, n_classes, seed, 1)
+    return float(regrets(L_val, choose(model.scores(X_val), L_val)).mean())
+
+
+def search(kind: str, X: np.ndarray, L: np.ndarray, n_iter: int = N_ITER, seed: int = 0, n_jobs: int = 1
+           ) -> tuple[dict, float]:
+    """Randomized search on an internal 80/20 split, scored by mean regret. Returns (params, regret).
+
+    ``n_jobs`` > 1 evaluates draws in parallel processes (each fit single-threaded).
+    """
+    space = XGB_SPACE if kind == "xgboost" else RF_SPACE
+    draws = sample_params(space, n_iter, seed)
+    rng = np.random.default_rng(seed)
+    idx = rng.permutation(len(X))
+    n_val = max(1, int(round(0.2 * len(X))))
+    val, tr = idx[:n_val], idx[n_val:]
+    if len(tr) < 2:
+        return draws[0], float("nan")
+    y = np.nanargmin(L, axis=1)
+    args = (X[tr], y[tr], X[val], L[val], L.shape[1], seed)
+    if n_jobs > 1:
+        from joblib import Parallel, delayed
+
+        scores = Parallel(n_jobs=n_jobs)(delayed(_draw_regret)(kind, p, *args) for p in draws)
+    else:
+        scores = [_draw_regret(kind, p, *args) for p in draws]
+    best = int(np.argmin(scores))  # first of equals: the draw order is seeded
+    return draws[best], float(scores[best])
+
+
+@dataclass
+class CVResult:
+    kind: str
+    regret: float
+    regret_verify: float
+    regret_median: float
+    regret_verify_median: float
+    chosen: np.ndarray
+    chosen_verify: np.ndarray
+    fold_params: list[dict]
+
+
+def cross_validate(kind: str, ds: Dataset, n_iter: int = N_ITER, folds: int = FOLDS, seed: int = 0,
+                   top_k: int = TOP_K, n_jobs: int = 1) -> CVResult:
+    """Outer k-fold (80/20 for k=5) with an inner randomized search; out-of-fold choices for every config."""
+    n = len(ds.X)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    chosen = np.zeros(n, dtype=np.int64)
+    chosen_v = np.zeros(n, dtype=np.int64)
+    fold_params = []
+    y = ds.labels
+    for k in range(min(folds, n)):
+        test = perm[k::folds]
+        train = np.setdiff1d(perm, test)
+        params, _ = search(kind, ds.X[train], ds.L[train], n_iter, seed + k, n_jobs)
+        model = fit(kind, params, ds.X[train], y[train], len(ds.variants), seed)
+        s = model.scores(ds.X[test])
+        chosen[test] = choose(s, ds.L[test])
+        chosen_v[test] = choose_verify(s, ds.L[test], top_k)
+        fold_params.append(params)
+    r, rv = regrets(ds.L, chosen), regrets(ds.L, chosen_v)
+    return CVResult(kind, float(r.mean()), float(rv.mean()), float(np.median(r)), float(np.median(rv)),
+                    chosen, chosen_v, fold_params)
+
+
+def single_best_cv(ds: Dataset, folds: int = FOLDS, seed: int = 0) -> tuple[float, np.ndarray]:
+    """Reference: the variant with the lowest mean regret on the training split, applied to the test split."""
+    n = len(ds.X)
+    perm = np.random.default_rng(seed).permutation(n)
+    chosen = np.zeros(n, dtype=np.int64)
+    best_all = np.nanmin(ds.L, axis=1, keepdims=True)
+    rel = np.where(np.isfinite(ds.L), ds.L / best_all - 1.0, np.inf)
+    for k in range(min(folds, n)):
+        test = perm[k::folds]
+        train = np.setdiff1d(perm, test)
+        fixed = int(np.argmin(np.mean(np.minimum(rel[train], 1e3), axis=0)))
+        s = np.zeros((len(test), len(ds.variants)))
+        s[:, fixed] = 1.0
+        s[:, ds.variants.index("baseline") if "baseline" in ds.variants else 0] += 0.5  # fallback
+        chosen[test] = choose(s, ds.L[test])
+    return float(regrets(ds.L, chosen).mean()), chosen
+
+
+# ---- the command --------------------------------------------------------------------------------
+def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[Path], n_iter: int, folds: int,
+              seed: int, top_k: int, classifiers: Sequence[str], n_jobs: int, tag: Optional[str] = None,
+              log=print, rf_n_iter: Optional[int] = None, metric: str = "core_median_s") -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    backend = tag or next(iter(datasets.values())).backend
+    summary: dict[str, Any] = {"backend": backend, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "feature_names": feature_names(), "n_iter": n_iter, "folds": folds,
+                               "rf_n_iter": rf_n_iter if rf_n_iter is not None else n_iter, "metric": metric,
+                               "top_k": top_k, "algorithms": {}}
+    oof_rows = []
+    for alg, ds in datasets.items():
+        t0 = time.time()
+        entry: dict[str, Any] = {"variants": ds.variants, "configs": len(ds.config_ids),
+                                 "horizon": ds.meta.get("horizon"), "num_iter": ds.meta.get("num_iter")}
+        results = {}
+        for kind in classifiers:
+            draws = rf_n_iter if (kind == "rf" and rf_n_iter is not None) else n_iter
+            res = cross_validate(kind, ds, draws, folds, seed, top_k, n_jobs)
+            results[kind] = res
+            entry[f"regret_{kind}"] = res.regret
+            entry[f"regret_{kind}_verify{top_k}"] = res.regret_verify
+            entry[f"median_regret_{kind}"] = res.regret_median
+            entry[f"median_regret_{kind}_verify{top_k}"] = res.regret_verify_median
+        sb_regret, sb_chosen = single_best_cv(ds, folds, seed)
+        entry["regret_single_best"] = sb_regret
+        entry["median_regret_single_best"] = float(np.median(regrets(ds.L, sb_chosen)))
+        if "baseline" in ds.variants:
+            rb = regrets(ds.L, np.full(len(ds.L), ds.variants.index("baseline")))
+            entry["regret_always_baseline"] = float(np.nanmean(rb))
+            entry["median_regret_always_baseline"] = float(np.nanmedian(rb))
+        # The shipped model: search on all configurations, refit on all.
+        y = ds.labels
+        params, _ = search("xgboost", ds.X, ds.L, n_iter, seed, n_jobs)
+        model = fit("xgboost", params, ds.X, y, len(ds.variants), seed)
+        path = out_dir / f"{backend}_{alg}.json"
+        if isinstance(model, _Constant):
+            entry["constant"] = ds.variants[model.cls]
+            path.unlink(missing_ok=True)
+        else:
+            model.model.save_model(path)
+            entry["classes"] = [ds.variants[c] for c in model.classes]
+        entry["xgboost_params"] = params
+        entry["train_seconds"] = round(time.time() - t0, 1)
+        summary["algorithms"][alg] = entry
+        for i, c in enumerate(ds.config_ids):
+            row = {"config_id": c, "algorithm": alg, "best": ds.variants[int(np.nanargmin(ds.L[i]))],
+                   "best_s": float(np.nanmin(ds.L[i])), "pymdp_s": float(ds.pymdp[i]),
+                   "single_best": ds.variants[sb_chosen[i]]}
+            for kind, res in results.items():
+                row[f"{kind}"] = ds.variants[res.chosen[i]]
+                row[f"{kind}_s"] = float(ds.L[i, res.chosen[i]])
+                row[f"{kind}_verify"] = ds.variants[res.chosen_verify[i]]
+                row[f"{kind}_verify_s"] = float(ds.L[i, res.chosen_verify[i]])
+            oof_rows.append(row)
+        log(f"{alg}: {len(ds.config_ids)} configs, " + ", ".join(
+            f"{k}={v:.2%}" for k, v in entry.items() if k.startswith("regret_")) + f" ({entry['train_seconds']} s)",
+            flush=True)
+    (out_dir / f"{backend}_meta.json").write_text(json.dumps(summary, indent=1, default=str))
+    write_training_csv(out_dir / f"{backend}_training.csv", datasets)
+    if report_dir is not None and oof_rows:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        with (report_dir / f"autotune_cv_{backend}.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(oof_rows[0].keys()))
+            w.writeheader()
+            w.writerows(oof_rows)
+        (report_dir / f"autotune_regret_{backend}.md").write_text(regret_table(summary))
+    return summary
+
+
+def regret_table(summary: dict) -> str:
+    k = summary.get("top_k", TOP_K)
+    cols = [("regret_xgboost", "XGBoost"), (f"regret_xgboost_verify{k}", f"XGBoost + verify top-{k}"),
+            ("regret_rf", "RF"), (f"regret_rf_verify{k}", f"RF + verify top-{k}"),
+            ("regret_single_best", "single best variant"), ("regret_always_baseline", "always baseline")]
+    lines = [f"Autotuner regret ({summary['backend']}, {summary['folds']}-fold CV, randomized search: "
+             f"{summary['n_iter']} draws XGBoost, {summary.get('rf_n_iter', summary['n_iter'])} draws RF; "
+             f"latency metric {summary.get('metric', 'median_s')})",
+             "", "Mean regret over held-out configurations (the paper's metric); median in parentheses.", "",
+             "| algorithm | configs | " + " | ".join(c[1] for c in cols) + " |",
+             "|---|---|" + "---|" * len(cols)]
+    for alg, e in summary["algorithms"].items():
+        vals = []
+        for c, _ in cols:
+            mean, med = e.get(c), e.get(f"median_{c}")
+            cell = f"{mean:.2%}" if isinstance(mean, float) else "-"
+            vals.append(cell + (f" ({med:.1%})" if isinstance(med, float) else ""))
+        lines.append(f"| {alg} | {e['configs']} | " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    import warnings
+
+    # tiny training splits make sklearn warn about fractional max_samples; the search just scores those draws
+    warnings.filterwarnings("ignore", category=UserWarning, module="sklearn")
+    p = argparse.ArgumentParser(prog="bayes-infer autotune-train", description=__doc__.split("\n")[0])
+    p.add_argument("csv", nargs="*", type=Path, help="benchmark CSVs from `bayes-infer bench` (merged)")
+    p.add_argument("--from-training-csv", type=Path, help="retrain from a shipped *_training.csv instead")
+    p.add_argument("--out-dir", type=Path, default=DEFAULT_MODEL_DIR, help="where the models are written")
+    p.add_argument("--report-dir", type=Path, help="also write out-of-fold choices and the regret table here")
+    p.add_argument("--cache", type=Path, help="generator cache (structure of each config_id)")
+    p.add_argument("--metric", default="core_median_s",
+                   help="latency column: core_median_s (the jitted program alone; default: the engine's per-call "
+                        "wrapper cost is the same for every variant and would dilute regret), median_s (list "
+                        "call) or packed_median_s; rows without it use median_s")
+    p.add_argument("--tag", help="model name prefix (default: the backend in the CSV, e.g. cpu, gpu)")
+    p.add_argument("--n-iter", type=int, default=N_ITER, help="randomized-search draws (paper: 60)")
+    p.add_argument("--rf-n-iter", type=int, help="randomized-search draws for the random forest (default: --n-iter)")
+    p.add_argument("--folds", type=int, default=FOLDS, help="outer CV folds (5 = 80/20)")
+    p.add_argument("--top-k", type=int, default=TOP_K, help="verify step: time the top k")
+    p.add_argument("--classifiers", nargs="+", default=["xgboost", "rf"], choices=["xgboost", "rf"])
+    p.add_argument("--jobs", type=int, default=1, help="search draws evaluated in parallel processes")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.from_training_csv:
+        datasets = read_training_csv(args.from_training_csv)
+    else:
+        if not args.csv:
+            p.error("give benchmark CSVs or --from-training-csv")
+        datasets = load_benchmark(args.csv, args.metric, args.cache)
+    if not datasets:
+        print("no usable rows (status ok) in the input")
+        return 1
+    summary = train_all(datasets, args.out_dir, args.report_dir, args.n_iter, args.folds, args.seed, args.top_k,
+                        args.classifiers, args.jobs, args.tag, rf_n_iter=args.rf_n_iter,
+                        metric="(training CSV)" if args.from_training_csv else args.metric)
+    print(regret_table(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,632 @@
+"""The benchmark harness (``bayes-infer bench``): configuration x algorithm x variant, pymdp in the same run.
+
+For each case it records the build time, the compile time apart from the steady-state median (warm-up,
+``block_until_ready``, adaptive repeats) for both the list API and the packed API (what the node calls), the
+parameter count, the largest absolute difference from pymdp's result, and the environment (machine, jax/jaxlib,
+backend, device, dtype, 1-minute load average) on every row.
+
+Built for long sweeps:
+- rows are appended to the CSV as each case finishes, and a rerun skips every case already in it (resume);
+- cases run in a worker process; a case over ``--case-time-limit`` kills the worker (recorded as ``timeout``)
+  and a fresh worker takes the next case; a worker that dies (out of memory) is recorded as ``error``;
+- a variant whose prepared arrays would not fit ``--memory-budget-gb`` (estimated from the structure alone,
+  before anything is built) is recorded as ``skipped_memory``; a variant that refuses the model at build
+  (``VariantUnsupported``) is recorded as ``unsupported``;
+- ``--shard i/n`` (0 <= i < n) takes every n-th configuration, so machines can split a sweep and their CSVs
+  merge (``--merge OUT IN...``, or pass several CSVs to ``report`` / ``autotune-train``);
+- a tqdm progress bar with ETA.
+
+The pymdp baseline is pymdp 1.0.4's ``algos.run_factorized_fpi`` / ``run_vmp`` / ``run_mmp`` under
+``jax.jit`` with the dependency lists static, A (and B) passed as arguments as pymdp's ``Agent`` does; for
+vmp/mmp B is selected by the actions inside the jitted call with
+``pymdp.inference._condition_transitions_on_actions``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import multiprocessing as mp
+import os
+import random
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+import numpy as np
+
+from .generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build, read_index
+
+PYMDP = "pymdp"
+DEFAULT_ALGORITHMS = ("fpi", "vmp", "mmp")
+DEFAULT_HORIZON = 5
+DEFAULT_NUM_ITER = 16
+DEFAULT_MEMORY_BUDGET_GB = 2.0
+DEFAULT_CASE_TIME_LIMIT = 120.0
+
+COLUMNS = [
+    "config_id", "stratum", "F", "M", "algorithm", "variant", "horizon", "num_iter", "status", "reason",
+    "build_s", "compile_s", "first_call_s", "median_s", "p10_s", "p90_s", "repeats", "core_median_s",
+    "packed_compile_s", "packed_median_s", "packed_p10_s", "packed_p90_s", "packed_repeats",
+    "param_count", "param_count_source", "est_peak_elements", "max_abs_diff_vs_pymdp",
+    "machine", "cpu", "cpu_count", "python", "jax", "jaxlib", "backend", "device", "dtype", "loadavg",
+    "timestamp",
+]
+KEY = ("config_id", "algorithm", "variant", "horizon", "num_iter", "dtype", "backend")
+OK_STATUSES = ("ok",)
+
+
+@dataclass(frozen=True)
+class Case:
+    spec: ConfigSpec
+    algorithm: str
+    variant: str
+    horizon: int
+    num_iter: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Run-wide settings a worker needs (picklable)."""
+
+    cache: Optional[str]
+    dtype: str = "float32"
+    tau: float = 1.0
+    warmup: int = 2
+    min_repeats: int = 5
+    max_repeats: int = 200
+    min_time_s: float = 0.2
+    max_time_s: float = 3.0
+    packed: bool = True
+    builder: Optional[str] = None  # "module:function" used instead of build_inference (tests)
+
+
+# ---- configuration selection ---------------------------------------------------------------------
+def stratified_subset(specs: Sequence[ConfigSpec], per_stratum: int, seed: int = 0,
+                      max_total_a: Optional[int] = None, strata: Optional[Callable[[ConfigSpec], Any]] = None
+                      ) -> list[ConfigSpec]:
+    """``per_stratum`` configurations from every (F, M, regime) stratum, drawn with a fixed seed.
+
+    ``max_total_a`` drops configurations whose total A size exceeds it before drawing (a CPU time bound).
+    """
+    key = strata or (lambda s: (s.F, s.M, s.regime))
+    groups: dict[Any, list[ConfigSpec]] = {}
+    for s in specs:
+        if max_total_a is not None and sum(s.a_elements()) > max_total_a:
+            continue
+        groups.setdefault(key(s), []).append(s)
+    rng = random.Random(seed)
+    out = []
+    for k in sorted(groups):
+        members = groups[k]
+        out.extend(rng.sample(members, min(per_stratum, len(members))))
+    return sorted(out, key=lambda s: s.index)
+
+
+def shard(items: Sequence[Any], spec: Optional[str]) -> list[Any]:
+    """``"i/n"``: every n-th item starting at i (0-based)."""
+    if not spec:
+        return list(items)
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise SystemExit(f"--shard: expected i/n with integers, got {spec!r}") from None
+    if not (n >= 1 and 0 <= i < n):
+        raise SystemExit(f"--shard: expected 0 <= i < n, got {spec!r}")
+    return [x for k, x in enumerate(items) if k % n == i]
+
+
+# ---- CSV -----------------------------------------------------------------------------------------
+def row_key(row: dict) -> tuple:
+    return tuple(str(row.get(k, "")) for k in KEY)
+
+
+def read_rows(paths: Iterable[os.PathLike]) -> list[dict]:
+    """Rows of one or more benchmark CSVs; a later row with the same key replaces an earlier one."""
+    merged: dict[tuple, dict] = {}
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            continue
+        with path.open(newline="") as fh:
+            for row in csv.DictReader(fh):
+                merged[row_key(row)] = row
+    return list(merged.values())
+
+
+def write_rows(path: os.PathLike, rows: Sequence[dict]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+class RowWriter:
+    """Appends one row at a time and flushes, so a killed sweep loses at most the case in flight."""
+
+    def __init__(self, path: os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        new = not self.path.is_file() or self.path.stat().st_size == 0
+        self._fh = self.path.open("a", newline="")
+        self._w = csv.DictWriter(self._fh, fieldnames=COLUMNS, extrasaction="ignore")
+        if new:
+            self._w.writeheader()
+            self._fh.flush()
+
+    def write(self, row: dict) -> None:
+        self._w.writerow(row)
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+# ---- inputs and the pymdp baseline --------------------------------------------------------------
+def make_inputs(spec: ConfigSpec, model, algorithm: str, horizon: int, dtype) -> dict:
+    """Seeded one-hot observations, the model's prior D, random actions (T-1, F)."""
+    rng = np.random.default_rng([spec.seed, spec.index, 7, ("fpi", "vmp", "mmp").index(algorithm)])
+    T = 1 if algorithm == "fpi" else horizon
+    obs = []
+    for m in spec.num_obs:
+        o = np.zeros((T, m), dtype=dtype)
+        o[np.arange(T), rng.integers(0, m, size=T)] = 1.0
+        obs.append(o[0] if algorithm == "fpi" else o)
+    prior = [np.asarray(d, dtype=dtype) for d in model.D]
+    actions = None
+    if algorithm != "fpi":
+        actions = np.stack([rng.integers(0, u, size=max(T - 1, 0)) for u in spec.num_controls], axis=-1)
+        actions = actions.astype(np.int32).reshape(max(T - 1, 0), len(spec.num_controls))
+    return {"obs": obs, "prior": prior, "actions": actions}
+
+
+def pymdp_callable(algorithm: str, A_dependencies, B_dependencies, num_iter: int, tau: float):
+    """pymdp 1.0.4's algorithm under jax.jit, structure static, arrays as arguments.
+
+    fpi: ``f(A, obs, prior)``; vmp/mmp: ``f(A, B, obs, prior, actions)`` (only the arrays each one reads, so
+    pymdp pays no dispatch cost for unused leaves).
+    """
+    import jax
+    from pymdp import algos
+    from pymdp.inference import _condition_transitions_on_actions
+
+    A_deps = [list(d) for d in A_dependencies]
+    B_deps = [list(d) for d in B_dependencies]
+    if algorithm == "fpi":
+        return jax.jit(lambda A, obs, prior: algos.run_factorized_fpi(A, obs, prior, A_deps, num_iter=num_iter))
+    run = {"vmp": algos.run_vmp, "mmp": algos.run_mmp}[algorithm]
+
+    def seq(A, B, obs, prior, actions):
+        B_cond = _condition_transitions_on_actions(B, actions)
+        return run(A, B_cond, obs, prior, A_deps, B_deps, num_iter=num_iter, tau=tau)
+
+    return jax.jit(seq)
+
+
+def _import_builder(path: Optional[str]):
+    if not path:
+        from bayes_infer_ros.inference import build_inference
+
+        return build_inference
+    module, _, name = path.partition(":")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def _param_count(engine, model, variant: str, estimates: dict) -> tuple[int, str]:
+    """Stored elements of the prepared likelihood arrays: the variant's own count when it offers one
+    (``ops.stored_elements()``, or ``inference.merging.parameter_counts``), else our structure estimate."""
+    plan = getattr(engine, "plan", None)
+    lik_ops = plan[0] if isinstance(plan, tuple) and plan else None
+    if lik_ops is not None and hasattr(lik_ops, "stored_elements"):
+        try:
+            return int(lik_ops.stored_elements()), "variant"
+        except Exception:  # noqa: BLE001 - fall through to the other sources
+            pass
+    try:
+        from bayes_infer_ros.inference.merging import parameter_counts
+
+        return int(parameter_counts(model, variants=[variant])[variant]), "variant"
+    except Exception:  # noqa: BLE001
+        pass
+    return int(estimates.get(variant, estimates["baseline"])), "estimate"
+
+
+def _max_diff(a: Sequence[Any], b: Optional[Sequence[Any]]) -> float:
+    if b is None:
+        return float("nan")
+    return float(max(np.max(np.abs(np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)))
+                     for x, y in zip(a, b)))
+
+
+# ---- running one case (inside the worker) --------------------------------------------------------
+class CaseRunner:
+    """Holds the last model and pymdp's outputs, so a config's cases share loading and the reference."""
+
+    def __init__(self, settings: Settings):
+        import jax
+
+        if settings.dtype == "float64":
+            jax.config.update("jax_enable_x64", True)
+        from .timing import environment
+
+        self.settings = settings
+        self.env = environment(settings.dtype)
+        self._model_key = None
+        self._model = None
+        self._reference: dict[tuple, list] = {}
+        self._builder = None
+
+    def model(self, spec: ConfigSpec):
+        if self._model_key != spec.config_id:
+            cache = Path(self.settings.cache) if self.settings.cache else None
+            self._model = load_or_build(spec, cache, dtype=np.dtype(self.settings.dtype))
+            self._model_key = spec.config_id
+            self._reference = {}
+        return self._model
+
+    def run(self, case: Case) -> dict:
+        import jax
+        import jax.numpy as jnp
+
+        from bayes_infer_ros.autotune.features import size_estimates
+
+        from .timing import time_callable
+
+        s = self.settings
+        spec = case.spec
+        model = self.model(spec)
+        est = size_estimates(spec)
+        inp = make_inputs(spec, model, case.algorithm, case.horizon, np.dtype(s.dtype))
+        obs = [jnp.asarray(o) for o in inp["obs"]]
+        prior = [jnp.asarray(p) for p in inp["prior"]]
+        actions = None if inp["actions"] is None else jnp.asarray(inp["actions"])
+        tkw = dict(warmup=s.warmup, min_repeats=s.min_repeats, max_repeats=s.max_repeats,
+                   min_time_s=s.min_time_s, max_time_s=s.max_time_s)
+        row: dict[str, Any] = {}
+        ref_key = (case.algorithm, case.horizon, case.num_iter)
+        if case.variant == PYMDP:
+            t0 = time.perf_counter()
+            fn = pymdp_callable(case.algorithm, spec.A_dependencies, model.B_dependencies, case.num_iter, s.tau)
+            A = [jnp.asarray(a) for a in model.A]
+            B = [jnp.asarray(b) for b in model.B]
+            row["build_s"] = time.perf_counter() - t0
+            args = (A, obs, prior) if case.algorithm == "fpi" else (A, B, obs, prior, actions)
+            t = time_callable(fn, *args, **tkw)
+            out = fn(*args)
+            self._reference[ref_key] = [np.asarray(x) for x in out]
+            row.update(_timing_columns(t, ""))
+            row["core_median_s"] = t.median_s  # pymdp's jitted function is already the bare program
+            # likelihood arrays only, like the variants' counts (pymdp stores A and takes its log per call)
+            row["param_count"] = est["baseline"]
+            row["param_count_source"] = "A arrays"
+            row["max_abs_diff_vs_pymdp"] = 0.0
+            return row
+        if self._builder is None:
+            self._builder = _import_builder(s.builder)
+        t0 = time.perf_counter()
+        engine = self._builder(case.algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies,
+                               variant=case.variant, num_iter=case.num_iter, tau=s.tau)
+        row["build_s"] = time.perf_counter() - t0
+        if case.algorithm == "fpi":
+            t = time_callable(engine, obs, prior, **tkw)
+            out = engine(obs, prior)
+        else:
+            t = time_callable(engine, obs, prior, actions, **tkw)
+            out = engine(obs, prior, actions)
+        row.update(_timing_columns(t, ""))
+        core = _core_callable(engine, obs, prior, actions)
+        if core is not None:
+            row["core_median_s"] = time_callable(core, **tkw).median_s
+        row["max_abs_diff_vs_pymdp"] = _max_diff(out, self._reference.get(ref_key))
+        if s.packed and hasattr(engine, "run_packed"):
+            layout = engine.layout
+            obs_p = jnp.asarray(layout.pack_obs(inp["obs"]))
+            prior_p = jnp.asarray(layout.pack_states(inp["prior"]))
+            if case.algorithm == "fpi":
+                tp = time_callable(engine.run_packed, obs_p, prior_p, **tkw)
+            else:
+                tp = time_callable(engine.run_packed, obs_p, prior_p, actions, **tkw)
+            row.update(_timing_columns(tp, "packed_"))
+        row["param_count"], row["param_count_source"] = _param_count(engine, model, case.variant, est)
+        del engine  # frees its compiled programs and prepared arrays before the next case
+        return row
+
+
+def _core_callable(engine, obs, prior, actions):
+    """The engine's jitted list program with its arguments prepared once (no per-call Python wrapper work),
+    or None when the engine does not expose it. Same shapes and dtypes as the list call: no new compile.
+
+    Measures what the variant's computation costs apart from the engine's per-call argument handling, so
+    a wrapper overhead (identical for every variant) can be told apart from the variants' own speed.
+    """
+    try:
+        lead = tuple(obs[0].shape[:-1])
+        acts = engine._actions(lead, actions)
+        import jax.numpy as jnp
+
+        obs_c = [jnp.asarray(o, dtype=engine.dtype) for o in obs]
+        prior_c = [jnp.asarray(p, dtype=engine.dtype) for p in prior]
+        call, buffers = engine._call_lists, engine._param_buffers
+        before = getattr(engine, "trace_count", 0)
+        call(buffers, obs_c, prior_c, acts, None)
+        if getattr(engine, "trace_count", 0) != before:
+            return None  # would not be the program the list call runs
+        return lambda: call(buffers, obs_c, prior_c, acts, None)
+    except Exception:  # noqa: BLE001 - private hooks: optional measurement
+        return None
+
+
+def _timing_columns(t, prefix: str) -> dict:
+    cols = {f"{prefix}compile_s": t.compile_s, f"{prefix}median_s": t.median_s, f"{prefix}p10_s": t.p10_s,
+            f"{prefix}p90_s": t.p90_s, f"{prefix}repeats": t.repeats}
+    if not prefix:
+        cols["first_call_s"] = t.first_call_s
+    return cols
+
+
+def _classify_error(exc: BaseException) -> tuple[str, str]:
+    name = type(exc).__name__
+    msg = f"{name}: {exc}".replace("\n", " ")[:300]
+    if name == "VariantUnsupported":
+        return "unsupported", msg
+    if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in msg or "out of memory" in msg.lower():
+        return "skipped_memory", msg
+    return "error", msg
+
+
+def _worker_main(conn, settings: Settings) -> None:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    runner = CaseRunner(settings)
+    conn.send(("ready", runner.env))
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        case: Case = msg
+        try:
+            row = runner.run(case)
+            row["status"], row["reason"] = "ok", ""
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded row
+            status, reason = _classify_error(exc)
+            if status == "error":
+                traceback.print_exc(file=sys.stderr)
+            row = {"status": status, "reason": reason}
+        conn.send(("row", row))
+
+
+class Worker:
+    """A child process that runs cases; killed and replaced on a timeout or a crash."""
+
+    def __init__(self, settings: Settings):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, settings), daemon=True)
+        self.proc.start()
+        child.close()
+        if not self.conn.poll(180):
+            self.kill()
+            raise RuntimeError("benchmark worker did not start within 180 s")
+        kind, self.env = self.conn.recv()
+
+    def run(self, case: Case, time_limit: float) -> Optional[dict]:
+        """The row, or None when the case ran past ``time_limit`` (the worker is then dead)."""
+        self.conn.send(case)
+        if not self.conn.poll(time_limit):
+            self.kill()
+            return None
+        try:
+            kind, row = self.conn.recv()
+        except (EOFError, ConnectionResetError):
+            self.kill()
+            return {"status": "error", "reason": "worker died (killed by the OS, likely out of memory)"}
+        return row
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self.proc.join(10)
+        self.kill()
+
+
+# ---- the sweep -----------------------------------------------------------------------------------
+def plan_cases(specs: Sequence[ConfigSpec], algorithms: Sequence[str], variants: Sequence[str],
+               horizon: int, num_iter: int, include_pymdp: bool = True) -> list[Case]:
+    """pymdp first within each (config, algorithm), so variants can be compared with its result."""
+    cases = []
+    for spec in specs:
+        for alg in algorithms:
+            for v in ([PYMDP] if include_pymdp else []) + [v for v in variants if v != PYMDP]:
+                cases.append(Case(spec, alg, v, horizon if alg != "fpi" else 1, num_iter))
+    return cases
+
+
+def run_sweep(
+    specs: Sequence[ConfigSpec],
+    out_csv: os.PathLike,
+    algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
+    variants: Optional[Sequence[str]] = None,
+    horizon: int = DEFAULT_HORIZON,
+    num_iter: int = DEFAULT_NUM_ITER,
+    settings: Optional[Settings] = None,
+    memory_budget_gb: float = DEFAULT_MEMORY_BUDGET_GB,
+    case_time_limit: float = DEFAULT_CASE_TIME_LIMIT,
+    retry_failed: bool = False,
+    progress: bool = True,
+    include_pymdp: bool = True,
+    max_minutes: Optional[float] = None,
+) -> dict:
+    """Run (or resume) a sweep; returns counts by status. Rows are appended to ``out_csv`` as they finish.
+
+    ``max_minutes``: start no new case after this long (the sweep can be resumed later).
+    """
+    from bayes_infer_ros.autotune.features import peak_elements, size_estimates
+
+    from .timing import environment, loadavg
+
+    settings = settings or Settings(cache=str(DEFAULT_CACHE))
+    if variants is None:
+        from bayes_infer_ros.inference import VARIANTS
+
+        variants = list(VARIANTS)
+    env = environment(settings.dtype)
+    itemsize = np.dtype(settings.dtype).itemsize
+    done = {}
+    for r in read_rows([out_csv]):
+        if r.get("backend") == env["backend"] and (not retry_failed or r.get("status") not in ("timeout", "error")):
+            done[row_key(r)] = r
+    cases = plan_cases(specs, algorithms, variants, horizon, num_iter, include_pymdp)
+    todo = [c for c in cases if _case_key(c, env) not in done]
+    counts: dict[str, int] = {"resumed": len(cases) - len(todo)}
+    writer = RowWriter(out_csv)
+    worker: Optional[Worker] = None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        tqdm = None
+    bar = tqdm(total=len(todo), unit="case", dynamic_ncols=True, disable=not progress) if tqdm else None
+    started = time.time()
+    try:
+        for case in todo:
+            if max_minutes is not None and time.time() - started > 60 * max_minutes:
+                counts["stopped_at_time_limit"] = 1
+                break
+            spec = case.spec
+            base = {"config_id": spec.config_id, "stratum": spec.stratum, "F": spec.F, "M": spec.M,
+                    "algorithm": case.algorithm, "variant": case.variant, "horizon": case.horizon,
+                    "num_iter": case.num_iter}
+            est = size_estimates(spec)
+            peak = peak_elements(case.variant if case.variant != PYMDP else "baseline", est)
+            base["est_peak_elements"] = peak
+            if case.variant != PYMDP and peak * itemsize > memory_budget_gb * 2**30:
+                row = {"status": "skipped_memory",
+                       "reason": f"estimated {peak * itemsize / 2**30:.2f} GiB > budget {memory_budget_gb} GiB",
+                       "param_count": est.get(case.variant, ""), "param_count_source": "estimate"}
+            else:
+                if worker is None or not worker.alive():
+                    worker = Worker(settings)
+                row = worker.run(case, case_time_limit)
+                if row is None:
+                    row = {"status": "timeout", "reason": f"over the {case_time_limit:.0f} s case limit"}
+                    worker = None
+            row = {**base, **env, **row, "loadavg": loadavg(),
+                   "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())}
+            writer.write(row)
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+            if bar is not None:
+                bar.set_postfix_str(f"{spec.config_id} {case.algorithm} {case.variant[:14]} {row['status']}")
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+        writer.close()
+        if worker is not None:
+            worker.close()
+    return counts
+
+
+def _case_key(case: Case, env: dict) -> tuple:
+    row = {"config_id": case.spec.config_id, "algorithm": case.algorithm, "variant": case.variant,
+           "horizon": case.horizon, "num_iter": case.num_iter, "dtype": env["dtype"], "backend": env["backend"]}
+    return row_key(row)
+
+
+def select_configs(args, specs: Sequence[ConfigSpec]) -> list[ConfigSpec]:
+    if args.ids:
+        wanted = set(args.ids)
+        specs = [s for s in specs if s.config_id in wanted]
+    if args.max_total_a is not None:
+        specs = [s for s in specs if sum(s.a_elements()) <= args.max_total_a]
+    if args.max_fm is not None:
+        specs = [s for s in specs if s.F <= args.max_fm and s.M <= args.max_fm]
+    if args.exclude:
+        specs = [s for s in specs if s.config_id not in set(args.exclude)]
+    if args.per_stratum:
+        specs = stratified_subset(specs, args.per_stratum, seed=args.subset_seed)
+    if args.limit is not None:
+        specs = specs[: args.limit]
+    return shard(specs, args.shard)
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="generator cache folder")
+    p.add_argument("--algorithms", nargs="+", default=list(DEFAULT_ALGORITHMS), choices=DEFAULT_ALGORITHMS)
+    p.add_argument("--variants", nargs="+", help="default: every name in VARIANTS (pymdp always runs)")
+    p.add_argument("--horizon", type=int, default=DEFAULT_HORIZON, help="window T for vmp/mmp")
+    p.add_argument("--num-iter", type=int, default=DEFAULT_NUM_ITER)
+    p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    p.add_argument("--memory-budget-gb", type=float, default=DEFAULT_MEMORY_BUDGET_GB)
+    p.add_argument("--case-time-limit", type=float, default=DEFAULT_CASE_TIME_LIMIT, help="seconds per case")
+    p.add_argument("--min-time", type=float, default=0.2, help="steady-state seconds per timing (at least)")
+    p.add_argument("--max-time", type=float, default=3.0, help="steady-state seconds per timing (at most)")
+    p.add_argument("--no-packed", action="store_true", help="skip timing the packed API")
+    p.add_argument("--retry-failed", action="store_true", help="rerun cases recorded as timeout/error")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--max-minutes", type=float, help="start no new case after this many minutes")
+
+
+def settings_from_args(args) -> Settings:
+    return Settings(cache=str(args.cache), dtype=args.dtype, min_time_s=args.min_time, max_time_s=args.max_time,
+                    packed=not args.no_packed)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="bayes-infer bench", description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, default=Path("benchmarks/sweep_cpu.csv"), help="CSV (appended, resumed)")
+    add_common_arguments(p)
+    p.add_argument("--ids", nargs="+", help="only these config ids")
+    p.add_argument("--per-stratum", type=int, help="stratified subset: N configs per (F, M, regime)")
+    p.add_argument("--subset-seed", type=int, default=0)
+    p.add_argument("--max-total-a", type=int, help="drop configs whose total A size exceeds this")
+    p.add_argument("--max-fm", type=int, help="drop configs with more factors or modalities than this")
+    p.add_argument("--exclude", nargs="+", help="config ids to leave out")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--shard", help="i/n: this machine's share (0 <= i < n)")
+    p.add_argument("--merge", nargs="+", metavar=("OUT", "IN"), help="merge CSVs into OUT and exit")
+    p.add_argument("--list", action="store_true", help="print the selected config ids and exit")
+    args = p.parse_args(argv)
+
+    if args.merge:
+        if len(args.merge) < 2:
+            p.error("--merge OUT IN [IN ...]")
+        rows = read_rows(args.merge[1:])
+        write_rows(args.merge[0], rows)
+        print(f"merged {len(rows)} rows into {args.merge[0]}")
+        return 0
+    try:
+        specs = read_index(args.cache)
+    except FileNotFoundError:
+        specs = generate_specs()
+    chosen = select_configs(args, specs)
+    if args.list:
+        print(" ".join(s.config_id for s in chosen))
+        return 0
+    t0 = time.time()
+    counts = run_sweep(chosen, args.out, args.algorithms, args.variants, args.horizon, args.num_iter,
+                       settings_from_args(args), args.memory_budget_gb, args.case_time_limit, args.retry_failed,
+                       progress=not args.no_progress, max_minutes=args.max_minutes)
+    print(f"{len(chosen)} configurations, {time.time() - t0:.0f} s: {counts} -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,102 @@
+"""Training (paper protocol, tiny search), the numpy evaluator, regret, and select_variant's guarantees."""
+import json
+import time
+
+import numpy as np
+import pytest
+
+from bayes_infer_ros.autotune import select as sel
+from bayes_infer_ros.autotune import train as tr
+from bayes_infer_ros.autotune.forest import NumpyForest
+from bayes_infer_ros.bench import generator as g
+from bayes_infer_ros.bench import harness as h
+from bayes_infer_ros.bench.synthetic import synthetic_rows
+
+
+def test_numpy_forest_matches_xgboost(tmp_path):
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 7)).astype(np.float32)
+    y = (X[:, 0] * 3).astype(int)
+    model = xgb.XGBClassifier(n_estimators=30, max_depth=4, subsample=0.8, n_jobs=1, random_state=0)
+    model.fit(X, y)
+    model.save_model(tmp_path / "m.json")
+    forest = NumpyForest.load(tmp_path / "m.json")
+    Xt = rng.random((25, 7)).astype(np.float32)
+    Xt[0, 2] = np.nan  # missing values follow default_left
+    np.testing.assert_allclose(forest.predict_proba(Xt), model.predict_proba(Xt), atol=1e-5)
+
+
+def test_choose_regret_and_verify():
+    L = np.array([[1.0, 2.0, np.nan], [3.0, 1.0, 1.5]])
+    scores = np.array([[0.1, 0.2, 0.7], [0.6, 0.1, 0.3]])
+    chosen = tr.choose(scores, L)  # the top class of row 0 did not run: next one
+    assert chosen.tolist() == [1, 0]
+    np.testing.assert_allclose(tr.regrets(L, chosen), [1.0, 2.0])
+    verify = tr.choose_verify(scores, L, k=2)
+    assert verify.tolist() == [0, 2]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("models")
+    specs = h.stratified_subset(g.generate_specs(), 1, seed=0)
+    csv_path = out / "bench.csv"
+    h.write_rows(csv_path, synthetic_rows(specs, algorithms=("fpi", "vmp")))
+    rc = tr.main([str(csv_path), "--out-dir", str(out), "--report-dir", str(out), "--n-iter", "2",
+                  "--folds", "2", "--classifiers", "xgboost"])
+    assert rc == 0
+    return out
+
+
+def test_training_writes_models_meta_and_training_csv(trained):
+    meta = json.loads((trained / "cpu_meta.json").read_text())
+    assert meta["feature_names"] == sel.feature_names()
+    assert set(meta["algorithms"]) == {"fpi", "vmp"}
+    for alg, entry in meta["algorithms"].items():
+        assert 0.0 <= entry["regret_xgboost"] and entry["regret_xgboost_verify3"] <= entry["regret_xgboost"] + 1e-12
+    assert (trained / "autotune_cv_cpu.csv").is_file() and (trained / "autotune_regret_cpu.md").is_file()
+    # the shipped training CSV is itself a training input
+    ds = tr.read_training_csv(trained / "cpu_training.csv")
+    assert set(ds) == {"fpi", "vmp"} and ds["fpi"].X.shape[1] == len(sel.feature_names())
+
+
+def test_select_variant_is_fast_feasible_and_falls_back(trained, monkeypatch):
+    monkeypatch.setattr(sel, "_registered", lambda: ("baseline", "hybrid", "clustered_hybrid", "hybrid_block",
+                                                     "clustered_hybrid_block"))
+    spec = g.generate_specs()[123]
+    name = sel.select_variant("vmp", spec, horizon=5, model_dir=trained)
+    assert name in sel._registered()
+    t0 = time.perf_counter()
+    for _ in range(5):
+        sel.select_variant("vmp", spec, horizon=5, model_dir=trained)
+    assert (time.perf_counter() - t0) / 5 < 0.05
+    # nothing fits a tiny budget except the baseline, which runs every model
+    assert sel.select_variant("vmp", spec, horizon=5, model_dir=trained, memory_budget_gb=1e-12) == "baseline"
+    # no trained model at all
+    assert sel.select_variant("mmp", spec, horizon=5, model_dir=trained / "nowhere") == "baseline"
+    # a variant the classifier likes but that is not registered is never returned
+    monkeypatch.setattr(sel, "_registered", lambda: ("baseline",))
+    assert sel.select_variant("fpi", spec, model_dir=trained) == "baseline"
+
+
+def test_shipped_models_load():
+    """The models shipped in the package use the current feature set and name registered variants."""
+    meta_path = sel.DEFAULT_MODEL_DIR / "cpu_meta.json"
+    if not meta_path.is_file():
+        pytest.skip("no shipped CPU model yet")
+    meta = json.loads(meta_path.read_text())
+    assert meta["feature_names"] == sel.feature_names()
+    spec = g.generate_specs()[10]
+    for alg in meta["algorithms"]:
+        assert sel.select_variant(alg, spec, horizon=5) in sel._registered()
+
+
+def test_verify_builds_and_times_candidates():
+    """The verify step on real engines: every candidate timed, the fastest returned, refusals skipped."""
+    spec = min(g.generate_specs(), key=lambda s: sum(s.a_elements()))
+    model = g.build_model(spec)
+    best, timings = sel.verify_variants("fpi", model, ["baseline", "hybrid_block", "no_such_variant"])
+    assert set(timings) == {"baseline", "hybrid_block", "no_such_variant"}
+    assert timings["no_such_variant"] == float("inf")
+    assert best in ("baseline", "hybrid_block") and timings[best] == min(timings.values())
