@@ -8,9 +8,12 @@ log-likelihoods, unlike the hybrid variants):
 * ``end_to_end``: every modality in one tensor ``log Ā`` of shape ``(M, max m, n_max, ..., n_max)``
   (k = longest A-dependency list axes). A modality with fewer than k dependencies sits at index 0 of the
   trailing axes, which are contracted against the one-hot ``e_0``.
-* ``sparse_end_to_end``: the same tensor stored as BCOO (``jax.experimental.sparse``) with the modality
-  axis as its batch axis; ``nse`` (per modality, the largest count) is static, part of the plan and of the
-  compiled shape. Only the log-likelihood contraction is sparse; its (per-call) output is dense.
+* ``sparse_end_to_end``: the same tensor stored as one BCOO (``jax.experimental.sparse``, no batch axes:
+  nse = the non-zeros of the whole merged log A, padding never stored); ``nse`` is static, part of the plan
+  and of the compiled shape. Only the log-likelihood contraction is sparse; its per-call output is dense.
+  ``bcoo_dot_general`` can keep the modality axis only as a BCOO *batch* axis, which pads every modality
+  to the largest one's nse (10-20x more stored values on generator models), so the contraction runs on
+  the BCOO's own (data, indices): one gather of the observations and one segment_sum.
 * ``clustered_end_to_end``: rank-based clustering (modalities grouped by dependency-list length, the
   paper's Sec. III-D); each cluster merged end-to-end with its own width (the largest state dimension
   among its dependencies), so no trailing dummy axes and far less padding.
@@ -40,6 +43,7 @@ from jax.experimental import sparse as jsparse
 
 from ...model.generative_model import ModelStructure
 from ..merging.axis_aligned import axis_aligned_plan, merge_arrays
+from ..merging.clustering import rank_clusters
 from ..numerics import log_stable, log_stable_np
 from ..reference import sequence_masks
 from .transitions import MergedTransitions, all_but_one, pad_states, unpad_states
@@ -50,8 +54,6 @@ __all__ = [
     "EndToEndCluster", "EndToEndLikelihood", "SparseEndToEndLikelihood", "ClusteredEndToEndLikelihood",
     "stored_elements", "register", "END_TO_END_VARIANTS", "MAX_MERGED_ELEMENTS",
 ]
-
-
 
 # Padding every lagging axis to one width explodes as width ** rank (the paper's "explosion in memory
 # requirements"). Beyond this many elements of the dense-equivalent merged tensor (128 MiB in float32;
@@ -69,7 +71,7 @@ class EndToEndCluster:
     rank:       k_c, number of lagging axes (longest dependency list in the cluster)
     width:      every lagging axis is padded to this size (end-to-end: one width per tensor)
     obs_width:  max m_i in the cluster
-    nse:        BCOO entries per modality (0: dense storage)
+    nse:        BCOO stored entries of the cluster's merged tensor (0: dense storage)
     """
 
     modalities: tuple[int, ...]
@@ -91,22 +93,13 @@ class EndToEndCluster:
         return table
 
 
-def _rank_clusters(A_dependencies: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
-    """Paper Sec. III-D rank-based clustering: modalities grouped by dependency-list length (private
-    helper: the shared ``merging/clustering.py`` was not available when this was written)."""
-    by_len: dict[int, list[int]] = {}
-    for i, d in enumerate(A_dependencies):
-        by_len.setdefault(len(d), []).append(i)
-    return [tuple(by_len[k]) for k in sorted(by_len)]
-
-
 @dataclass(frozen=True)
 class EndToEndLikelihood:
     """LikelihoodOps of ``end_to_end`` (one merged tensor, global width n_max).
 
     params (leading engine batch axis b on every leaf):
       dense:  "log_A": per cluster (b, M_c, m_c, W_c ** k_c) padded log A (0 in the padding)
-      sparse: "data": per cluster (b, M_c, nse), "indices": (b, M_c, nse, 2) int32 (obs, flat lagging)
+      sparse: "data": per cluster (b, nse), "indices": (b, nse, 3) int32 BCOO of (M_c, m_c, W_c ** k_c)
     """
 
     num_states: tuple[int, ...]
@@ -121,8 +114,8 @@ class EndToEndLikelihood:
     # ---- build --------------------------------------------------------------------------------
     @classmethod
     def _cluster_members(cls, structure: ModelStructure) -> list[tuple[int, ...]]:
-        if cls.CLUSTERED:
-            return _rank_clusters(structure.A_dependencies)
+        if cls.CLUSTERED:  # the paper's rank-based clustering (shared primitive)
+            return list(rank_clusters([structure.A_shape(i)[1:] for i in range(structure.num_modalities)]))
         return [tuple(range(structure.num_modalities))]
 
     @classmethod
@@ -175,7 +168,9 @@ class EndToEndLikelihood:
         if self.SPARSE:
             mat = jsparse.BCOO((params["data"][k], params["indices"][k]),
                                shape=(len(c.modalities), c.obs_width, c.lagging_size))
-            ll = jsparse.bcoo_dot_general(mat, obs_c, dimension_numbers=(([1], [1]), ([0], [0])))
+            rows, levels, cols = mat.indices[:, 0], mat.indices[:, 1], mat.indices[:, 2]
+            ll = jax.ops.segment_sum(mat.data * obs_c[rows, levels], rows * c.lagging_size + cols,
+                                     num_segments=len(c.modalities) * c.lagging_size)
         else:
             ll = jnp.einsum("mop,mo->mp", params["log_A"][k], obs_c)
         return ll.reshape((len(c.modalities),) + (c.width,) * c.rank)
@@ -189,8 +184,8 @@ class EndToEndLikelihood:
         with the same leading axes (e.g. time) -> (..., F, n_max) likelihood messages (pymdp
         ``all_marginal_log_likelihood``, padded; entries past n_f are unspecified).
 
-        Leading axes are folded into the modality batch axis, so every contraction is a dot_general
-        with ONE batch dimension (vmapping instead costs ~5x on XLA:CPU: two batch dims, transposes).
+        Leading axes are folded into the modality batch axis, so every contraction is one canonical
+        batched mat-vec (see ``transitions.all_but_one``) over all time steps and modalities at once.
         """
         F = len(self.num_states)
         lead = Q.shape[:-2]
@@ -311,7 +306,7 @@ class EndToEndLikelihood:
         total = 0
         for c in self.clusters:
             if self.SPARSE:
-                total += len(c.modalities) * c.nse
+                total += c.nse
             else:
                 total += len(c.modalities) * c.obs_width * c.lagging_size
         return total
@@ -319,7 +314,7 @@ class EndToEndLikelihood:
 
 @dataclass(frozen=True)
 class SparseEndToEndLikelihood(EndToEndLikelihood):
-    """``sparse_end_to_end``: the merged log A as BCOO (modality axis = BCOO batch axis, static nse)."""
+    """``sparse_end_to_end``: the merged log A as one BCOO (static nse, padding never stored)."""
 
     SPARSE = True
 
@@ -332,22 +327,19 @@ class ClusteredEndToEndLikelihood(EndToEndLikelihood):
 
 
 def _to_bcoo_arrays(flat: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """flat: (b, M, m, P) -> (nse, data (b, M, nse), indices (b, M, nse, 2)) for BCOO with n_batch=1.
+    """flat: (b, M, m, P) -> (nse, data (b, nse), indices (b, nse, 3)): one BCOO per model, no batch axes.
 
-    nse is the largest non-zero count over models and modalities (at least 1); shorter rows are filled
-    with explicit zeros at index (0, 0), which add nothing.
+    nse is the largest non-zero count over the models of a batch (at least 1); a model with fewer stores
+    explicit zeros at index (0, 0, 0), which add nothing.
     """
-    b, M = flat.shape[:2]
-    nz = [[np.nonzero(flat[k, i]) for i in range(M)] for k in range(b)]
-    nse = max(1, max(len(z[0]) for row in nz for z in row))
-    data = np.zeros((b, M, nse), dtype=flat.dtype)
-    indices = np.zeros((b, M, nse, 2), dtype=np.int32)
-    for k in range(b):
-        for i in range(M):
-            o, p = nz[k][i]
-            data[k, i, : len(o)] = flat[k, i, o, p]
-            indices[k, i, : len(o), 0] = o
-            indices[k, i, : len(o), 1] = p
+    b = flat.shape[0]
+    nz = [np.nonzero(flat[k]) for k in range(b)]
+    nse = max(1, max(len(z[0]) for z in nz))
+    data = np.zeros((b, nse), dtype=flat.dtype)
+    indices = np.zeros((b, nse, 3), dtype=np.int32)
+    for k, z in enumerate(nz):
+        data[k, : len(z[0])] = flat[k][z]
+        indices[k, : len(z[0])] = np.stack(z, axis=-1)
     return nse, data, indices
 
 
@@ -358,18 +350,40 @@ END_TO_END_VARIANTS = {
 }
 
 
-def stored_elements(structure: ModelStructure, A: Sequence[np.ndarray]) -> dict:
-    """Stored elements of each end-to-end variant's prepared likelihood arrays, for one model.
+def stored_elements(structure: ModelStructure, A: Optional[Sequence[np.ndarray]] = None, dtype: Any = np.float32) -> dict:
+    """Stored elements of each end-to-end variant's prepared likelihood arrays for one model, computed
+    from the plan without allocating anything (so a layout over MAX_MERGED_ELEMENTS is counted, not
+    refused). Equals ``ops.stored_elements()`` after ``prepare``.
 
-    A[i]: (m_i, n_deps...) or (b, m_i, n_deps...) (then the first model is counted; nse is the max over
-    the batch). Returns {variant: int}, plus "unmerged": sum of the A sizes.
+    Dense: every merged tensor with its padding, M_c x max m x W_c ** k_c. BCOO: nse, the non-zeros of log A
+    (log 1 = 0 and padding are not stored; the max over the batch when A has a leading batch axis); without
+    A every real entry counts as non-zero. Index arrays are not counted. Returns {variant: int, "unmerged": sum of the A sizes}.
     """
-    A = [np.asarray(a) for a in A]
-    batched = A[0].ndim == len(structure.A_dependencies[0]) + 2
-    A_b = A if batched else [a[None] for a in A]
-    out = {name: cls.prepare(structure, A_b, np.float32)[0].stored_elements() for name, cls in END_TO_END_VARIANTS.items()}
-    out["unmerged"] = int(sum(np.prod(a.shape[1:]) for a in A_b))
-    return out
+    ns = structure.num_states
+    deps_all = structure.A_dependencies
+    sizes = [int(structure.num_obs[i] * np.prod([ns[f] for f in d], dtype=np.int64)) for i, d in enumerate(deps_all)]
+    if A is None:
+        nonzeros = np.asarray([sum(sizes)], dtype=np.int64)
+    else:
+        A = [np.asarray(a) for a in A]
+        batched = A[0].ndim == len(deps_all[0]) + 2
+        A_b = A if batched else [a[None] for a in A]
+        nonzeros = np.stack([np.count_nonzero(log_stable_np(a).astype(np.dtype(dtype)).reshape(a.shape[0], -1), axis=1)
+                             for a in A_b], axis=1).sum(axis=1)  # (b,) per model
+
+    def dense(members):
+        width = max(ns[f] for i in members for f in deps_all[i])
+        rank = max(len(deps_all[i]) for i in members)
+        return len(members) * max(structure.num_obs[i] for i in members) * width ** rank
+
+    everything = list(range(structure.num_modalities))
+    clusters = rank_clusters([structure.A_shape(i)[1:] for i in everything])
+    return {
+        "end_to_end": int(dense(everything)),
+        "sparse_end_to_end": int(max(1, int(np.max(nonzeros)))),
+        "clustered_end_to_end": int(sum(dense(list(c)) for c in clusters)),
+        "unmerged": int(sum(sizes)),
+    }
 
 
 def register() -> None:

@@ -1,0 +1,307 @@
+"""The three end-to-end variants x FPI/VMP/MMP against pymdp 1.0.4 (float32 within 1e-5, float64 within
+1e-10), through the public ``build_inference`` (which runs the variants' own padded driver, ``drive``),
+and with the same ops under the shared drivers of algorithms.py.
+
+Seeded fresh random models: one factor (pymdp's one-pass FPI), one modality, a modality depending on 7
+factors, exact zeros in A, skewed sizes, non-trivial B-dependencies (factors depending on 2-3 factors,
+one not on itself), negative (neutral) actions, soft and one-hot observations, a batch, valid_steps
+windows, B=None. Engines are built once per (structure, algorithm, variant); a second call must not
+retrace. The long random sweep is marked slow.
+"""
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayes_infer_ros.inference import VARIANTS, build_inference
+from bayes_infer_ros.inference.variants.end_to_end import END_TO_END_VARIANTS, stored_elements
+from bayes_infer_ros.model.generative_model import ModelStructure
+from conftest import enable_x64
+from oracle import max_abs_diff, random_case, unbatch
+from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
+
+E2E = tuple(END_TO_END_VARIANTS)
+ALGORITHMS = ("fpi", "vmp", "mmp")
+
+# id -> (num_states, A_deps, num_obs, B_deps, zeros_fraction in A for float32)
+STRUCTURES = {
+    # a 7-factor modality, skewed sizes, four A-ranks (four rank clusters), B-deps of length 1-3 (sizes kept
+    # small: end_to_end pads all 6 modalities to n_max ** 7)
+    "wide_skewed": ((2, 3, 2, 3, 2, 2, 3), [[0, 1, 2, 3, 4, 5, 6], [1], [4, 6], [1, 3], [0], [5, 2, 1]],
+                    (4, 11, 2, 3, 7, 2), [[0, 1], [1], [2], [3, 0, 6], [4], [5], [2, 6, 1]], 0.0),
+    # exact zeros in A (30%), skewed sizes, a factor that does not depend on itself
+    "skewed_zeros": ((12, 2, 2, 9), [[0], [1, 2], [0, 3], [2, 1, 3]], (2, 11, 3, 2), [[0, 3], [1], [1], [3]], 0.3),
+    "one_factor": ((5,), [[0], [0], [0]], (3, 6, 2), None, 0.2),
+    "one_modality": ((3, 4), [[1, 0]], (6,), None, 0.0),
+}
+# float64 adds exact zeros everywhere (in float32, -36 log terms next to a 7-factor modality make even the
+# baseline's FPI deviate from pymdp by ~1e-4: summation order, not merging).
+F64_ZEROS = 0.3
+ITERS = {"fpi": 12, "vmp": 6, "mmp": 6}
+TAU = 0.8
+
+
+def _T(algorithm):
+    return None if algorithm == "fpi" else 4
+
+
+@functools.lru_cache(maxsize=None)
+def _case(sid, algorithm, one_hot=False, batch=None, dtype=np.float32):
+    ns, adeps, nobs, bdeps, zeros = STRUCTURES[sid]
+    zeros = F64_ZEROS if dtype == np.float64 else zeros
+    seed = 2000 + sorted(STRUCTURES).index(sid) * 10 + ALGORITHMS.index(algorithm)
+    case = random_case(seed, ns, adeps, nobs, B_deps=bdeps, T=_T(algorithm), batch=batch,
+                       zeros_fraction=zeros, negative_actions=True, dtype=dtype)
+    if one_hot:
+        rng = np.random.default_rng(seed + 1)
+        case = dataclasses.replace(case, obs=[np.eye(o.shape[-1], dtype=dtype)[rng.integers(0, o.shape[-1], o.shape[:-1])]
+                                              for o in case.obs])
+    return case
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_program(algorithm, A_deps, B_deps, num_iter, tau, valid_steps):
+    from pymdp import algos
+    from pymdp.inference import _build_sequence_validity_masks, _condition_transitions_on_actions
+
+    A_deps, B_deps = [list(d) for d in A_deps], [list(d) for d in B_deps]
+
+    @jax.jit
+    def run(A, B, obs, prior, actions):
+        if algorithm == "fpi":
+            return algos.run_factorized_fpi(A, obs, prior, A_deps, num_iter=num_iter)
+        Bc = None if B is None else _condition_transitions_on_actions(B, actions)
+        masks = {}
+        if valid_steps is not None:
+            ov, tv = _build_sequence_validity_masks(obs, actions, valid_steps)
+            masks = dict(obs_valid_mask=ov, transition_valid_mask=tv)
+        fn = algos.run_vmp if algorithm == "vmp" else algos.run_mmp
+        return fn(A, Bc, obs, prior, A_deps, B_deps, num_iter=num_iter, tau=tau, **masks)
+
+    return run
+
+
+def _reference(algorithm, case, num_iter, tau=1.0, valid_steps=None):
+    """oracle.pymdp_reference, jitted as one program (cached per structure): pymdp op by op costs 5-10 s
+    per case here, which would dominate this module's run time. Same calls: run_factorized_fpi / run_vmp /
+    run_mmp with B conditioned by _condition_transitions_on_actions and pymdp's own valid_steps masks."""
+    run = _reference_program(algorithm, tuple(map(tuple, case.A_deps)), tuple(map(tuple, case.B_deps)),
+                             num_iter, tau, valid_steps)
+    as_list = lambda xs: None if xs is None else [jnp.asarray(x) for x in xs]  # noqa: E731
+    actions = None if case.actions is None else jnp.asarray(case.actions)
+    return [np.asarray(q) for q in run(as_list(case.A), as_list(case.B), as_list(case.obs), as_list(case.prior), actions)]
+
+
+@functools.lru_cache(maxsize=None)
+def _want(sid, algorithm, one_hot=False, dtype=np.float32, valid_steps=None):
+    return _reference(algorithm, _case(sid, algorithm, one_hot, None, dtype), ITERS[algorithm], TAU,
+                      valid_steps=valid_steps)
+
+
+@functools.lru_cache(maxsize=None)
+def _engine(sid, algorithm, variant):
+    case = _case(sid, algorithm)
+    return build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant,
+                           num_iter=ITERS[algorithm], tau=TAU)
+
+
+def _shared_driver(engine, case, valid_steps=None):
+    """Run the variant's ops under the SHARED drivers of algorithms.py (run_fpi / run_sequence, the list
+    API: log_likelihoods, marginals, joint, vmp/mmp_messages) on one model with the engine's params. The
+    engine itself runs the variant's own padded driver (``lik.drive``); both must match pymdp."""
+    from bayes_infer_ros.inference.algorithms import run_fpi, run_sequence
+
+    lik, trans = engine.plan
+    params = jax.tree_util.tree_map(lambda x: x[0], engine._param_unpack(engine._param_buffers))
+    actions = None if case.actions is None else jnp.asarray(case.actions)
+    if actions is None:
+        actions = jnp.zeros((0, len(case.num_states)), jnp.int32)
+
+    @jax.jit
+    def run(params, obs, prior, actions, vs):
+        if engine.algorithm == "fpi":
+            return run_fpi(lik, params["lik"], obs, prior, engine.num_iter)
+        return run_sequence(engine.algorithm, lik, params["lik"], trans, params["trans"], obs, prior, actions, vs,
+                            engine.num_iter, engine.tau)
+
+    vs = None if valid_steps is None else jnp.asarray(valid_steps, jnp.int32)
+    return run(params, [jnp.asarray(o, engine.dtype) for o in case.obs],
+               [jnp.asarray(p, engine.dtype) for p in case.prior], actions, vs)
+
+
+def test_end_to_end_registered():
+    assert set(E2E) <= set(VARIANTS)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("sid", list(STRUCTURES))
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("variant", E2E)
+def test_float32_matches_pymdp(variant, algorithm, sid):
+    engine = _engine(sid, algorithm, variant)
+    for one_hot in (False, True):
+        case = _case(sid, algorithm, one_hot)
+        got = engine(case.obs, case.prior, case.actions)
+        assert all(np.asarray(g).dtype == np.float32 for g in got)
+        err = max_abs_diff(got, _want(sid, algorithm, one_hot))
+        assert err <= FLOAT32_ATOL, f"{variant}/{algorithm}/{sid} one_hot={one_hot}: {err:.3g}"
+    count = engine.trace_count
+    engine(case.obs, case.prior, case.actions)  # same shapes again: no retrace
+    assert engine.trace_count == count
+
+
+# The shared drivers are variant-independent; each structure runs them with one variant, rotating.
+DRIVER_GRID = [("wide_skewed", "end_to_end"), ("skewed_zeros", "clustered_end_to_end"),
+               ("one_factor", "sparse_end_to_end"), ("one_modality", "clustered_end_to_end")]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("sid,variant", DRIVER_GRID)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_shared_driver_matches_pymdp(algorithm, sid, variant):
+    """The ops' list API under algorithms.run_fpi / run_sequence (what a generic engine would run)."""
+    err = max_abs_diff(_shared_driver(_engine(sid, algorithm, variant), _case(sid, algorithm)), _want(sid, algorithm))
+    assert err <= FLOAT32_ATOL, f"{variant}/{algorithm}/{sid}: {err:.3g}"
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_float64_matches_pymdp(algorithm):
+    sid = "wide_skewed"  # every edge at once: 7-factor modality, 3 ranks, B-deps of length 1-3, zeros in A
+    with enable_x64():
+        case = _case(sid, algorithm, dtype=np.float64)
+        want = _want(sid, algorithm, dtype=np.float64)
+        for variant in E2E:
+            engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant,
+                                     num_iter=ITERS[algorithm], tau=TAU)
+            got = engine(case.obs, case.prior, case.actions)
+            assert all(np.asarray(g).dtype == np.float64 for g in got)
+            assert max_abs_diff(got, want) <= FLOAT64_ATOL, variant
+            if variant == "clustered_end_to_end":  # the shared drivers, once
+                assert max_abs_diff(_shared_driver(engine, case), want) <= FLOAT64_ATOL, variant
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_batched_matches_pymdp_per_model(algorithm):
+    b = 3
+    ns, adeps, nobs, bdeps = (3, 2, 4), [[0, 1], [2], [0, 1, 2]], (4, 2, 3), [[0], [0, 1], [2, 1]]
+    case = random_case(77, ns, adeps, nobs, B_deps=bdeps, T=_T(algorithm), batch=b, num_controls=(2, 1, 3),
+                       negative_actions=True, zeros_fraction=0.1)
+    wants = [_reference(algorithm, unbatch(case, k), 5, 1.0) for k in range(b)]
+    for variant in E2E:
+        engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant, num_iter=5)
+        assert engine.batch_size == b
+        got = engine(case.obs, case.prior, case.actions)
+        for k in range(b):
+            assert max_abs_diff([g[k] for g in got], wants[k]) <= FLOAT32_ATOL, (variant, k)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("algorithm", ["vmp", "mmp"])
+def test_valid_steps_and_packed_api(algorithm):
+    """pymdp's valid_steps masks on a fixed window; the packed call gives the same beliefs, no retrace."""
+    sid = "wide_skewed"
+    case = _case(sid, algorithm)
+    for variant in E2E:
+        engine = _engine(sid, algorithm, variant)
+        want = _want(sid, algorithm, valid_steps=2)
+        assert max_abs_diff(engine(case.obs, case.prior, case.actions, valid_steps=2), want) <= FLOAT32_ATOL
+        if variant == "end_to_end":
+            assert max_abs_diff(_shared_driver(engine, case, valid_steps=2), want) <= FLOAT32_ATOL
+        if variant == "clustered_end_to_end":
+            packed = engine.run_packed(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), case.actions)
+            assert max_abs_diff(engine.layout.unpack_states(packed), _want(sid, algorithm)) <= FLOAT32_ATOL
+            count = engine.trace_count
+            engine.run_packed(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), case.actions)
+            assert engine.trace_count == count
+
+
+@pytest.mark.oracle
+def test_no_B_sequence_matches_pymdp():
+    case = random_case(5, (3, 2), [[0], [0, 1]], (2, 3), T=3)
+    case.B = None
+    for algorithm in ("vmp", "mmp"):
+        want = _reference(algorithm, case, 4, 1.0)
+        for variant in E2E:
+            engine = build_inference(algorithm, case.A, case.A_deps, None, None, variant=variant, num_iter=4)
+            assert max_abs_diff(engine(case.obs, case.prior, case.actions), want) <= FLOAT32_ATOL
+            if variant == "end_to_end":
+                assert max_abs_diff(_shared_driver(engine, case), want) <= FLOAT32_ATOL
+
+
+def test_plans_are_static_and_hashable():
+    """Same structure and values -> equal plans (hash by value); BCOO nse lives in the plan."""
+    sid = "wide_skewed"
+    case = _case(sid, "fpi")
+    for variant in E2E:
+        a = build_inference("fpi", case.A, case.A_deps, variant=variant).plan
+        b = build_inference("fpi", [x.copy() for x in case.A], case.A_deps, variant=variant).plan
+        assert a == b and hash(a) == hash(b)
+    lik = _engine(sid, "fpi", "sparse_end_to_end").plan[0]
+    assert all(c.nse > 0 for c in lik.clusters)
+    ranks = [c.rank for c in _engine(sid, "fpi", "clustered_end_to_end").plan[0].clusters]
+    assert ranks == [1, 2, 3, 7]
+
+
+def test_too_large_for_end_to_end_is_refused():
+    """One global width ** rank explodes: refused with VariantUnsupported; clustering still builds it."""
+    from bayes_infer_ros.inference import VariantUnsupported
+
+    ns, adeps, nobs = (2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 30), [list(range(10)), [10]], (3, 40)
+    case = random_case(1, ns, adeps, nobs)
+    for variant in ("end_to_end", "sparse_end_to_end"):
+        with pytest.raises(VariantUnsupported):
+            build_inference("fpi", case.A, case.A_deps, variant=variant)
+    engine = build_inference("fpi", case.A, case.A_deps, variant="clustered_end_to_end")
+    assert max_abs_diff(engine(case.obs, case.prior), _reference("fpi", case, 16)) <= FLOAT32_ATOL
+
+
+def test_stored_elements():
+    """Padding included; BCOO counts its nse; rank clustering pads far less than one global tensor."""
+    sid = "wide_skewed"
+    ns, adeps, nobs, bdeps, _ = STRUCTURES[sid]
+    case = _case(sid, "fpi")
+    structure = ModelStructure(tuple(nobs), tuple(ns), (1,) * len(ns), tuple(map(tuple, adeps)), tuple(map(tuple, bdeps)))
+    counts = stored_elements(structure, case.A)
+    unmerged = sum(a.size for a in case.A)
+    assert counts["unmerged"] == unmerged
+    assert counts["end_to_end"] == len(nobs) * max(nobs) * max(ns) ** 7
+    assert unmerged <= counts["clustered_end_to_end"] < counts["end_to_end"]
+    assert counts["sparse_end_to_end"] < counts["end_to_end"]
+    for variant in E2E:  # the analytic count equals the prepared arrays' count
+        assert counts[variant] == _engine(sid, "fpi", variant).plan[0].stored_elements(), variant
+    assert stored_elements(structure)["sparse_end_to_end"] >= counts["sparse_end_to_end"]  # no values: all count
+
+
+# ---- slow: a sweep over seeded random structures -------------------------------------------------------
+def _random_structure(rng):
+    F = int(rng.integers(1, 6))
+    ns = tuple(int(n) for n in rng.integers(2, 7, F))
+    M = int(rng.integers(1, 6))
+    adeps = [sorted(rng.choice(F, int(rng.integers(1, min(F, 4) + 1)), replace=False).tolist()) for _ in range(M)]
+    covered = {f for d in adeps for f in d}
+    adeps += [[f] for f in range(F) if f not in covered]
+    nobs = tuple(int(m) for m in rng.integers(2, 7, len(adeps)))
+    bdeps = [sorted(set([f] * int(rng.integers(0, 2)) + rng.choice(F, int(rng.integers(1, min(F, 3) + 1)), replace=False).tolist()))
+             for f in range(F)]
+    return ns, adeps, nobs, bdeps
+
+
+@pytest.mark.slow
+@pytest.mark.oracle
+@pytest.mark.parametrize("seed", range(12))
+def test_random_sweep(seed):
+    rng = np.random.default_rng(seed)
+    ns, adeps, nobs, bdeps = _random_structure(rng)
+    for algorithm in ALGORITHMS:
+        case = random_case(seed, ns, adeps, nobs, B_deps=bdeps, T=_T(algorithm), negative_actions=True,
+                           one_hot=bool(seed % 2))
+        want = _reference(algorithm, case, 8, 1.0)
+        for variant in E2E:
+            engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant, num_iter=8)
+            assert max_abs_diff(engine(case.obs, case.prior, case.actions), want) <= FLOAT32_ATOL, (variant, algorithm)
+            assert max_abs_diff(_shared_driver(engine, case), want) <= FLOAT32_ATOL, (variant, algorithm)
