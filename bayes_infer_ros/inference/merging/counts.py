@@ -62,6 +62,9 @@ def _hybrid_count(variant: str, structure: ModelStructure, nonzeros: np.ndarray)
     return int(sum(p.merged_size for p in plans))
 
 
+END_TO_END_VARIANTS = ("end_to_end", "sparse_end_to_end", "clustered_end_to_end")
+
+
 def _prepared_count(variant: str, structure: ModelStructure, A: Optional[list[np.ndarray]], dtype: Any) -> int:
     from ..registry import variant_ops
 
@@ -100,11 +103,18 @@ def parameter_counts(
     unmerged = int(sum(structure.num_obs[i] * int(np.prod([structure.num_states[f] for f in d], dtype=np.int64))
                        for i, d in enumerate(structure.A_dependencies)))
     out: dict[str, int] = {"unmerged": unmerged}
+    end_to_end_counts: Optional[dict] = None
     for v in variants:
         if v == "baseline":
             out[v] = unmerged
         elif v in HYBRID_VARIANTS:
             out[v] = _hybrid_count(v, structure, nonzeros)
+        elif v in END_TO_END_VARIANTS:
+            if end_to_end_counts is None:  # from the plan: counts layouts too large to prepare, allocates nothing
+                from ..variants.end_to_end import stored_elements
+
+                end_to_end_counts = stored_elements(structure, arrays, dtype)
+            out[v] = int(end_to_end_counts[v])
         else:
             out[v] = _prepared_count(v, structure, arrays, dtype)
     return out
