@@ -116,6 +116,9 @@ def block_groups(structure: ModelStructure, clustered: bool) -> Clusters:
 class _LoopedMarginals:
     """The hybrid half that stays pymdp's: looped marginalisation of the per-modality ll.
 
+    Subclasses set ``grouping`` and ``plan_group`` (axis-aligned or block-diagonal); the planning and the
+    size-sorted log-tensors below are shared.
+
     ``ll[m]``'s axes follow ``self.ll_dependencies[m]``, a permutation of ``A_dependencies[m]``
     (contracting a tensor is symmetric in its axes; each factor still receives its modalities'
     contributions in modality order, so the per-factor sums are pymdp's).
@@ -138,6 +141,29 @@ class _LoopedMarginals:
         """Single-factor models: the summed log-likelihood (n_0,)."""
         return sum(ll[1:], ll[0])
 
+    @classmethod
+    def plan(cls, structure: ModelStructure) -> tuple[Clusters, tuple[Any, ...]]:
+        """Modality groups and one merge plan per group, from the shapes only (lagging axes size-sorted)."""
+        orders = size_sorted_axes(structure)
+        lag = tuple(tuple(s[j] for j in o) for s, o in zip(_lagging_shapes(structure), orders))
+        groups = cls.grouping(structure, cls.clustered)
+        plans = tuple(cls.plan_group([structure.num_obs[i] for i in g], [lag[i] for i in g]) for g in groups)
+        return groups, plans
+
+    @classmethod
+    def _plan_and_log_tensors(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any):
+        """(groups, plans, axis orders, log A[i] (b, m_i, lagging axes in size order)); refuses oversized dense merges."""
+        groups, plans = cls.plan(structure)
+        if not cls.sparse:
+            _check_dense_size(cls.__name__, [p.merged_size for p in plans])
+        orders = size_sorted_axes(structure)
+        log_A = [np.transpose(la, (0, 1) + tuple(2 + j for j in o)) for la, o in zip(_log_tensors(A, dtype), orders)]
+        return groups, plans, orders, log_A
+
+    def stored_elements(self) -> int:
+        """Elements of the prepared likelihood arrays for one model (padding included; BCOO: nse)."""
+        return sum(b.nse for b in self.bcoo) if self.bcoo else sum(p.merged_size for p in self.plans)
+
 
 # ---- axis-aligned ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -159,22 +185,13 @@ class AxisAlignedHybrid(_LoopedMarginals):
     sparse: ClassVar[bool] = False
     clustered: ClassVar[bool] = False
 
-    @classmethod
-    def plan(cls, structure: ModelStructure) -> tuple[Clusters, tuple[aa.AxisAlignedPlan, ...]]:
-        orders = size_sorted_axes(structure)
-        lag = tuple(tuple(s[j] for j in o) for s, o in zip(_lagging_shapes(structure), orders))
-        groups = axis_groups(structure, cls.clustered)
-        plans = tuple(aa.axis_aligned_plan([structure.num_obs[i] for i in g], [lag[i] for i in g]) for g in groups)
-        return groups, plans
+    grouping = staticmethod(axis_groups)      # (structure, clustered) -> modality groups
+    plan_group = staticmethod(aa.axis_aligned_plan)  # (num_obs, lagging shapes) -> the group's merge plan
 
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["AxisAlignedHybrid", dict]:
         """A[i]: (b, m_i, n_deps...) -> (ops, {"groups": [...]}) (see the module docstring)."""
-        groups, plans = cls.plan(structure)
-        if not cls.sparse:
-            _check_dense_size(cls.__name__, [p.merged_size for p in plans])
-        orders = size_sorted_axes(structure)
-        log_A = [np.transpose(la, (0, 1) + tuple(2 + j for j in o)) for la, o in zip(_log_tensors(A, dtype), orders)]
+        groups, plans, orders, log_A = cls._plan_and_log_tensors(structure, A, dtype)
         arrays, bcoo_plans = [], []
         for g, plan in zip(groups, plans):
             if cls.sparse:
@@ -184,10 +201,6 @@ class AxisAlignedHybrid(_LoopedMarginals):
             else:
                 arrays.append(jnp.asarray(aa.merge_arrays(plan, [log_A[i] for i in g])))
         return cls(structure, groups, plans, orders, tuple(bcoo_plans)), {"groups": arrays}
-
-    def stored_elements(self) -> int:
-        """Elements of the prepared likelihood arrays for one model (padding included; BCOO: nse)."""
-        return sum(b.nse for b in self.bcoo) if self.bcoo else sum(p.merged_size for p in self.plans)
 
     def log_likelihoods(self, params: dict, obs: Sequence[Array]) -> list[Array]:
         """obs[i]: (m_i,) -> ll[i]: its lagging axes in ``ll_dependencies[i]`` order, one contraction per group."""
@@ -245,22 +258,13 @@ class BlockDiagonalHybrid(_LoopedMarginals):
     sparse: ClassVar[bool] = False
     clustered: ClassVar[bool] = False
 
-    @classmethod
-    def plan(cls, structure: ModelStructure) -> tuple[Clusters, tuple[bd.BlockDiagonalPlan, ...]]:
-        orders = size_sorted_axes(structure)
-        lag = tuple(tuple(s[j] for j in o) for s, o in zip(_lagging_shapes(structure), orders))
-        groups = block_groups(structure, cls.clustered)
-        plans = tuple(bd.block_diagonal_plan([structure.num_obs[i] for i in g], [lag[i] for i in g]) for g in groups)
-        return groups, plans
+    grouping = staticmethod(block_groups)      # (structure, clustered) -> modality groups
+    plan_group = staticmethod(bd.block_diagonal_plan)  # (num_obs, lagging shapes) -> the group's merge plan
 
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["BlockDiagonalHybrid", dict]:
         """A[i]: (b, m_i, n_deps...) -> (ops, {"groups": [...]}) (see the module docstring)."""
-        groups, plans = cls.plan(structure)
-        if not cls.sparse:
-            _check_dense_size(cls.__name__, [p.merged_size for p in plans])
-        orders = size_sorted_axes(structure)
-        log_A = [np.transpose(la, (0, 1) + tuple(2 + j for j in o)) for la, o in zip(_log_tensors(A, dtype), orders)]
+        groups, plans, orders, log_A = cls._plan_and_log_tensors(structure, A, dtype)
         arrays, bcoo_plans = [], []
         for g, plan in zip(groups, plans):
             if cls.sparse:
@@ -274,10 +278,6 @@ class BlockDiagonalHybrid(_LoopedMarginals):
             else:
                 arrays.append(jnp.asarray(bd.merge_arrays(plan, [log_A[i] for i in g])))
         return cls(structure, groups, plans, orders, tuple(bcoo_plans)), {"groups": arrays}
-
-    def stored_elements(self) -> int:
-        """Elements of the prepared likelihood arrays for one model (padding included; BCOO: nse)."""
-        return sum(b.nse for b in self.bcoo) if self.bcoo else sum(p.merged_size for p in self.plans)
 
     def log_likelihoods(self, params: dict, obs: Sequence[Array]) -> list[Array]:
         """obs[i]: (m_i,) -> ll[i]: its lagging axes in ``ll_dependencies[i]`` order, one matvec per group."""
