@@ -15,12 +15,13 @@ Topics (relative to the node's namespace):
   out  /diagnostics              diagnostic_msgs/DiagnosticArray          reliable, depth 10
 Services: reset (std_srvs/Trigger), switch_variant (bayes_infer_ros/SwitchVariant), plus lifecycle services.
 
-Threading: a MultiThreadedExecutor (2 threads). Subscriptions, the tick, reset, diagnostics and parameter
-callbacks share the node's default (mutually exclusive) callback group. ``switch_variant`` runs in its own
-reentrant group and waits for the build. Builds (autotuner, engine build, compile with tick-shaped inputs) run
-in a one-thread worker pool; the finished engine is swapped in under ``_tick_lock`` (held by each tick), so a
-swap waits for at most one tick and a tick never waits for a compile. Only the newest request is installed;
-a failed build keeps the running engine and puts the parameters back.
+Threading: a SingleThreadedExecutor serves subscriptions, the tick, reset, diagnostics and parameter callbacks
+(one at a time, as a mutually exclusive group would). ``switch_variant`` waits for the build, so it is served by
+a hidden companion node in its own thread (``companion.py``; rclpy's MultiThreadedExecutor is avoided on purpose,
+see there). Builds (autotuner, engine build, compile with tick-shaped inputs) run in a one-thread worker pool;
+the finished engine is swapped in under ``_tick_lock`` (held by each tick), so a swap waits for at most one tick
+and a tick never waits for a compile. Only the newest request is installed; a failed build keeps the running
+engine and puts the parameters back.
 """
 from __future__ import annotations
 
@@ -40,10 +41,9 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
-from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType, JumpThreshold
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -52,6 +52,7 @@ from std_msgs.msg import Int32MultiArray
 from std_srvs.srv import Trigger
 
 from . import conversion as conv
+from .companion import CompanionServices
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, allowed_model_keys, validate_change
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
@@ -195,7 +196,7 @@ class _AgentCore:
 
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.add_post_set_parameters_callback(self._post_set_parameters)
-        self._switch_group = ReentrantCallbackGroup()
+        self._companion = CompanionServices(self)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         period = float(self.get_parameter("diagnostics_period").value)
         self._diag_timer = self.create_timer(period, self._publish_diagnostics, clock=Clock(clock_type=ClockType.STEADY_TIME))
@@ -307,6 +308,7 @@ class _AgentCore:
         for entity in self._entities:
             kind, obj = entity
             {"pub": self.destroy_publisher, "sub": self.destroy_subscription, "srv": self.destroy_service,
+             "csrv": self._companion.destroy_service,
              "lpub": getattr(self, "destroy_lifecycle_publisher", self.destroy_publisher)}[kind](obj)
         self._entities = []
         if self._pool is not None:
@@ -315,6 +317,12 @@ class _AgentCore:
         self._slot = None
         self._model = None
         self._configured = False
+
+    def destroy_node(self) -> None:
+        companion = getattr(self, "_companion", None)
+        if companion is not None:
+            companion.close()
+        super().destroy_node()
 
     # ------------------------------------------------------------------------------------------
     # model, jax, engine
@@ -479,8 +487,8 @@ class _AgentCore:
                                            lambda msg, i=i: self._on_observation(i, msg), sensor_qos)
             self._entities.append(("sub", sub))
         self._entities.append(("srv", self.create_service(Trigger, "reset", self._on_reset)))
-        self._entities.append(("srv", self.create_service(SwitchVariant, "switch_variant", self._on_switch_variant,
-                                                          callback_group=self._switch_group)))
+        self._entities.append(("csrv", self._companion.create_service(SwitchVariant, "switch_variant",
+                                                                      self._on_switch_variant)))
         self._obs_prefix = self.resolve_topic_name("observations") + "/"
 
     def _make_tick_timer(self) -> None:
@@ -887,6 +895,7 @@ class AgentNode(_AgentCore, Node):
         super().__init__(NODE_NAME, **kwargs)
         self._core_init()
         if not self._configure():
+            self.destroy_node()
             raise RuntimeError(self._config_error)
         self._activate()
 
@@ -915,7 +924,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not plain and node.get_parameter("autostart").value:
             if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
                 node.trigger_activate()
-        executor = MultiThreadedExecutor(num_threads=2)
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -19,11 +19,10 @@ import yaml
 
 from tolerances import ROS_FLOAT32_ATOL
 
-# Known flaky, so behind `-m slow` (run: `make test-slow`): in a quiet-machine CI run (2026-11-21 00:05) the
-# lockstep fpi replay took ~1 s per step (the node's observation_timeout: an observation on the best-effort
-# SensorDataQoS topics apparently lost in the back-to-back replay) and failed, while the same test passed in
-# the loaded run 15 minutes earlier and in every helper run. Open in issue 6 until the cause is found.
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+# These once ran at ~1 s per step and were parked behind `-m slow`: the cause was rclpy's MultiThreadedExecutor
+# starving its own workers (ros2/rclpy#1452), not DDS; the node now uses a SingleThreadedExecutor (see
+# bayes_infer_ros/ros/companion.py) and the three replays take about 15 s together.
+pytestmark = [pytest.mark.ros]
 
 # Node vs offline (our engine, and pymdp 1.0.4 as the oracle): test/tolerances.ROS_FLOAT32_ATOL, i.e. float32
 # inference plus one rounding to the float32 topic. Measured on the sample bag (200 steps, prior chain / windows
