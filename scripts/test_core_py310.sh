@@ -3,8 +3,13 @@
 # Builds .venv310/ once (pyenv's 3.10, or PYTHON310=/path/to/python3.10) and runs the ROS-free tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY310="${PYTHON310:-$(command -v python3.10 || echo /root/.pyenv/versions/3.10.13/bin/python)}"
-if [ ! -x "$PY310" ]; then
+# A candidate counts only if it runs and is 3.10 (a pyenv shim named python3.10 exists even when pyenv would
+# refuse to run it).
+PY310=""
+for c in ${PYTHON310:-} python3.10 /root/.pyenv/versions/3.10*/bin/python /usr/bin/python3.10; do
+  if "$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' 2>/dev/null; then PY310="$c"; break; fi
+done
+if [ -z "$PY310" ]; then
   echo "Python 3.10 not found (set PYTHON310); cannot run the 3.10 core tests" >&2
   exit 1
 fi

@@ -88,7 +88,7 @@ class Settings:
 def stratified_subset(specs: Sequence[ConfigSpec], per_stratum: int, seed: int = 0,
                       max_total_a: Optional[int] = None, strata: Optional[Callable[[ConfigSpec], Any]] = None
                       ) -> list[ConfigSpec]:
-    """``per_stratum`` configurations from every (F, M, regime) stratum, drawn with a fixed seed.
+    """``per_stratum`` configurations from every (F, M, regime) stratum, drawn with a fixed seed, interleaved.
 
     ``max_total_a`` drops configurations whose total A size exceeds it before drawing (a CPU time bound).
     """
@@ -99,11 +99,10 @@ def stratified_subset(specs: Sequence[ConfigSpec], per_stratum: int, seed: int =
             continue
         groups.setdefault(key(s), []).append(s)
     rng = random.Random(seed)
-    out = []
-    for k in sorted(groups):
-        members = groups[k]
-        out.extend(rng.sample(members, min(per_stratum, len(members))))
-    return sorted(out, key=lambda s: s.index)
+    draws = [rng.sample(groups[k], min(per_stratum, len(groups[k]))) for k in sorted(groups)]
+    # Round-robin over the strata (the i-th draw of every stratum, then the (i+1)-th): a time-boxed sweep
+    # stopped anywhere still covers every stratum about equally.
+    return [d[i] for i in range(max((len(d) for d in draws), default=0)) for d in draws if i < len(d)]
 
 
 def shard(items: Sequence[Any], spec: Optional[str]) -> list[Any]:

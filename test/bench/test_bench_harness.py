@@ -30,6 +30,8 @@ def test_shard_and_stratified(small_specs):
     sub = h.stratified_subset(specs, 2, seed=0)
     assert len(sub) == 40  # 10 (F, M) pairs x 2 regimes x 2
     assert sub == h.stratified_subset(specs, 2, seed=0)
+    strata = [(s.F, s.M, s.regime) for s in sub]
+    assert len(set(strata[:20])) == 20 and set(strata[:20]) == set(strata[20:])  # round-robin: any prefix is stratified
 
 
 def test_sweep_records_resumes_skips_and_limits(small_specs, tmp_path):
