@@ -5,8 +5,8 @@
 set -euo pipefail
 export JAX_PLATFORMS=cpu
 CACHE=.cache/pomdp_configs
-SWEEP_MINUTES=${SWEEP_MINUTES:-12}
-PER_STRATUM=${PER_STRATUM:-3}
+SWEEP_MINUTES=${SWEEP_MINUTES:-62}
+PER_STRATUM=${PER_STRATUM:-20}
 N_ITER=${N_ITER:-60}
 RF_N_ITER=${RF_N_ITER:-$N_ITER}
 T=.cache/bench_shards  # intermediate shard CSVs and logs (git-ignored)
@@ -26,7 +26,8 @@ python -m bayes_infer_ros.cli bench-variants --out benchmarks/variants_cpu.csv -
 
 # 3. A stratified subset for the autotuner: PER_STRATUM configurations per (F, M, regime) stratum with
 #    F, M <= 10 (XLA compile time: ~3 s per program at M = 10, 10-13 s at M = 25, 15-60 s at M = 125 here),
-#    list API only, time-boxed (the configurations run in index order; a stopped sweep resumes).
+#    list API only, time-boxed (the strata are interleaved, so a stopped sweep is still stratified; it resumes).
+#    Rows already in benchmarks/sweep_cpu.csv (earlier, smaller sweeps) are kept in the merge.
 DOZEN=$(python -c "from bayes_infer_ros.bench.variants_benchmark import dozen_models; \
 from bayes_infer_ros.bench.generator import generate_specs; print(' '.join(s.config_id for s in dozen_models(generate_specs())))")
 for i in 0 1; do
@@ -35,7 +36,8 @@ for i in 0 1; do
       --max-minutes "$SWEEP_MINUTES" --shard $i/2 --no-progress > $T/sweep_cpu.$i.log 2>&1 &
 done
 wait
-python -m bayes_infer_ros.cli bench --merge benchmarks/sweep_cpu.csv $T/sweep_cpu.0.csv $T/sweep_cpu.1.csv
+python -m bayes_infer_ros.cli bench --merge benchmarks/sweep_cpu.csv $(ls benchmarks/sweep_cpu.csv 2>/dev/null) \
+    $T/sweep_cpu.0.csv $T/sweep_cpu.1.csv
 
 # 4. The autotuner (paper protocol) on both CSVs; ships models + training CSV in the package.
 python -m bayes_infer_ros.cli autotune-train benchmarks/variants_cpu.csv benchmarks/sweep_cpu.csv \

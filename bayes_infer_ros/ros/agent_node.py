@@ -68,6 +68,7 @@ class EngineConfig:
     num_iter: int
     tau: float
     horizon: int
+    autotune_verify_top_k: int = 0  # variant auto: time the autotuner's k best here and keep the fastest
 
 
 @dataclass
@@ -374,7 +375,8 @@ class _AgentCore:
     def _config_from_parameters(self, overrides: Optional[dict] = None) -> EngineConfig:
         values = {n: self._p(n) for n in ENGINE_PARAMETERS}
         values.update(overrides or {})
-        return EngineConfig(values["algorithm"], values["variant"], int(values["num_iter"]), float(values["tau"]), int(values["horizon"]))
+        return EngineConfig(values["algorithm"], values["variant"], int(values["num_iter"]), float(values["tau"]),
+                            int(values["horizon"]), int(values["autotune_verify_top_k"]))
 
     def _resolve_variant(self, config: EngineConfig) -> tuple[str, str]:
         if config.variant != "auto":
@@ -382,9 +384,10 @@ class _AgentCore:
         try:
             from bayes_infer_ros.autotune import select_variant
 
-            chosen = select_variant(config.algorithm, self._model, horizon=config.horizon, num_iter=config.num_iter)
-            chosen = getattr(chosen, "variant", chosen)
-            return str(chosen), f"autotuner chose {chosen}"
+            k = config.autotune_verify_top_k
+            chosen = select_variant(config.algorithm, self._model, horizon=config.horizon, num_iter=config.num_iter,
+                                    verify_top_k=k)
+            return str(chosen), f"autotuner chose {chosen}" + (f" (fastest of its top {k}, timed here)" if k else "")
         except Exception as exc:  # noqa: BLE001 - documented fallback
             return AUTO_FALLBACK_VARIANT, f"autotuner unavailable ({type(exc).__name__}: {str(exc)[:120]}); rule: {AUTO_FALLBACK_VARIANT}"
 
@@ -824,6 +827,7 @@ class _AgentCore:
                 values[f"input.{mod.name}.received"] = mod.received
                 values[f"input.{mod.name}.accepted"] = mod.accepted
                 values[f"input.{mod.name}.superseded"] = mod.superseded
+                values[f"input.{mod.name}.pending"] = int(mod.fresh is not None)  # accepted, waiting for a tick
                 values[f"input.{mod.name}.rejected"] = sum(mod.rejected.values())
             values.update({k: v for k, v in sorted(self._counters.items())})
             dropped = sum(v for k, v in self._counters.items() if k.startswith("rejected."))
