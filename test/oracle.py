@@ -1,6 +1,7 @@
 """Seeded random models and pymdp 1.0.4 as the oracle. Shared by every inference test module."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -120,3 +121,21 @@ def unbatch(case: Case, k: int) -> Case:
 def max_abs_diff(a: Sequence, b: Sequence) -> float:
     assert len(a) == len(b)
     return max(float(np.max(np.abs(np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)))) for x, y in zip(a, b))
+
+
+def structured_case(structure: tuple, seed: int, T: Optional[int], one_hot: bool = False, batch: Optional[int] = None,
+                    dtype=np.float32, f64_zeros: float = 0.3) -> Case:
+    """``random_case`` for a ``(num_states, A_deps, num_obs, B_deps, zeros_fraction)`` tuple, with negative actions.
+
+    float64 uses ``f64_zeros`` exact zeros in A. ``one_hot``: the SAME model with one-hot observations (drawn
+    with ``seed + 1``) instead of soft ones.
+    """
+    ns, adeps, nobs, bdeps, zeros = structure
+    zeros = f64_zeros if dtype == np.float64 else zeros
+    case = random_case(seed, ns, adeps, nobs, B_deps=bdeps, T=T, batch=batch, zeros_fraction=zeros,
+                       negative_actions=True, dtype=dtype)
+    if one_hot:
+        rng = np.random.default_rng(seed + 1)
+        case = dataclasses.replace(case, obs=[np.eye(o.shape[-1], dtype=dtype)[rng.integers(0, o.shape[-1], o.shape[:-1])]
+                                              for o in case.obs])
+    return case

@@ -8,7 +8,6 @@ one not on itself), negative (neutral) actions, soft and one-hot observations, a
 windows, B=None. Engines are built once per (structure, algorithm, variant); a second call must not
 retrace. The long random sweep is marked slow.
 """
-import dataclasses
 import functools
 
 import jax
@@ -20,7 +19,7 @@ from bayes_infer_ros.inference import VARIANTS, build_inference
 from bayes_infer_ros.inference.variants.end_to_end import END_TO_END_VARIANTS, stored_elements
 from bayes_infer_ros.model.generative_model import ModelStructure
 from conftest import enable_x64
-from oracle import max_abs_diff, random_case, unbatch
+from oracle import max_abs_diff, random_case, structured_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
 
 E2E = tuple(END_TO_END_VARIANTS)
@@ -50,16 +49,8 @@ def _T(algorithm):
 
 @functools.lru_cache(maxsize=None)
 def _case(sid, algorithm, one_hot=False, batch=None, dtype=np.float32):
-    ns, adeps, nobs, bdeps, zeros = STRUCTURES[sid]
-    zeros = F64_ZEROS if dtype == np.float64 else zeros
     seed = 2000 + sorted(STRUCTURES).index(sid) * 10 + ALGORITHMS.index(algorithm)
-    case = random_case(seed, ns, adeps, nobs, B_deps=bdeps, T=_T(algorithm), batch=batch,
-                       zeros_fraction=zeros, negative_actions=True, dtype=dtype)
-    if one_hot:
-        rng = np.random.default_rng(seed + 1)
-        case = dataclasses.replace(case, obs=[np.eye(o.shape[-1], dtype=dtype)[rng.integers(0, o.shape[-1], o.shape[:-1])]
-                                              for o in case.obs])
-    return case
+    return structured_case(STRUCTURES[sid], seed, _T(algorithm), one_hot, batch, dtype, f64_zeros=F64_ZEROS)
 
 
 @functools.lru_cache(maxsize=None)

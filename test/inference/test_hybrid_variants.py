@@ -5,7 +5,6 @@ a modality depending on 7 factors, exact zeros in A, skewed dimensions, non-triv
 soft and one-hot observations, a batch. Everything goes through the public ``build_inference``.
 Engines are built once per (structure, algorithm, variant) and reused; a second call must not retrace.
 """
-import dataclasses
 import functools
 
 import numpy as np
@@ -13,7 +12,7 @@ import pytest
 
 from bayes_infer_ros.inference import VARIANTS, build_inference
 from conftest import enable_x64
-from oracle import max_abs_diff, pymdp_reference, random_case, unbatch
+from oracle import max_abs_diff, pymdp_reference, random_case, structured_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
 
 HYBRIDS = ("hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block", "sparse_hybrid_block", "clustered_hybrid_block")
@@ -44,16 +43,8 @@ def _T(algorithm):
 @functools.lru_cache(maxsize=None)
 def _case(sid, algorithm, one_hot, batch=None, dtype=np.float32):
     """A fresh seeded model with soft observations, or the SAME model with one-hot observations."""
-    ns, adeps, nobs, bdeps, zeros = STRUCTURES[sid]
-    zeros = F64_ZEROS if dtype == np.float64 else zeros
     seed = 1000 + sorted(STRUCTURES).index(sid) * 10 + ALGORITHMS.index(algorithm)
-    case = random_case(seed, ns, adeps, nobs, B_deps=bdeps, T=_T(algorithm), batch=batch,
-                       zeros_fraction=zeros, negative_actions=True, dtype=dtype)
-    if one_hot:
-        rng = np.random.default_rng(seed + 1)
-        case = dataclasses.replace(case, obs=[np.eye(o.shape[-1], dtype=dtype)[rng.integers(0, o.shape[-1], o.shape[:-1])]
-                                              for o in case.obs])
-    return case
+    return structured_case(STRUCTURES[sid], seed, _T(algorithm), one_hot, batch, dtype, f64_zeros=F64_ZEROS)
 
 
 @functools.lru_cache(maxsize=None)
