@@ -39,6 +39,24 @@ wait
 python -m bayes_infer_ros.cli bench --merge benchmarks/sweep_cpu.csv $(ls benchmarks/sweep_cpu.csv 2>/dev/null) \
     $T/sweep_cpu.0.csv $T/sweep_cpu.1.csv
 
+# 3b. Beyond F, M <= 10 (2026-11-21, 03:35-04:44 UTC): the first 3 configurations of each M = 25 stratum, then
+#     the first 2 of each M = 125 stratum and 3 more of each M = 25 stratum (stratified order, --ids keeps it),
+#     time-boxed (a configuration cut off mid-way is left out of training until a rerun completes it).
+BATCH1="c0247 c0193 c0459 c0510 c0677 c0704 c0198 c0191 c0538 c0520 c0687 c0710 c0218 c0254 c0496 c0461 c0675 c0653"
+BATCH2="c0345 c0340 c0586 c0573 c0735 c0804 c0845 c0863 c0189 c0222 c0508 c0706 c0632 c0268 c0232 c0465 c0484 \
+c0665 c0226 c0220 c0335 c0270 c0609 c0593 c0808 c0784 c0838 c0871 c0668 c0712 c0245 c0495 c0483 c0656 c0661 c0255"
+for batch in "sweep25:$BATCH1:85" "sweep3:$BATCH2:45"; do
+  IFS=: read -r name ids minutes <<< "$batch"
+  for i in 0 1; do
+    python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/${name}_cpu.$i.csv --ids $ids --no-packed \
+        --min-time 0.1 --max-time 1 --case-time-limit 240 --max-minutes "$minutes" --shard $i/2 --no-progress \
+        > $T/${name}_cpu.$i.log 2>&1 &
+  done
+  wait
+  python -m bayes_infer_ros.cli bench --merge benchmarks/sweep_cpu.csv benchmarks/sweep_cpu.csv \
+      $T/${name}_cpu.0.csv $T/${name}_cpu.1.csv
+done
+
 # 4. The autotuner (paper protocol) on both CSVs; ships models + training CSV in the package.
 python -m bayes_infer_ros.cli autotune-train benchmarks/variants_cpu.csv benchmarks/sweep_cpu.csv \
     --n-iter "$N_ITER" --rf-n-iter "$RF_N_ITER" --jobs 2 --report-dir benchmarks | tee benchmarks/autotune_train_cpu.txt

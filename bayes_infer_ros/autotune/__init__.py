@@ -3,11 +3,11 @@
     from bayes_infer_ros.autotune import select_variant
     variant = select_variant("vmp", model, horizon=5, num_iter=16)
 
-Public: ``select_variant``, ``rank_variants``, ``verify_variants``, ``structure_features``. Training lives in
+Public: ``select_variant``, ``rank_variants``, ``verify_variants`` / ``verify_engines``, ``structure_features``. Training lives in
 ``bayes_infer_ros.autotune.train`` (``bayes-infer autotune-train``); see docs/autotune.md.
 """
 from .features import feature_names, size_estimates, structure_features
-from .select import rank_variants, select_variant, verify_variants
+from .select import rank_variants, select_variant, verify_engines, verify_variants
 
 __all__ = ["feature_names", "rank_variants", "select_variant", "size_estimates", "structure_features",
-           "verify_variants"]
+           "verify_engines", "verify_variants"]

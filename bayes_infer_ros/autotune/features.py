@@ -19,7 +19,7 @@ count) follow the paper's constructions (Section III and the Appendix):
 
 The variants' own ``parameter_counts`` (when present) are exact for their layouts; these estimates may
 differ by the order of dependency axes a variant chooses, which is why they are only used for features
-and for the memory-budget pre-check.
+and for the memory-budget pre-check (and, through the features, for the size guard in ``guard.py``).
 """
 from __future__ import annotations
 

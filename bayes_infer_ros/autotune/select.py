@@ -4,7 +4,8 @@
     name = select_variant("mmp", model, horizon=5, num_iter=16)     # e.g. "clustered_hybrid_block"
 
 Guarantees: the answer is a name in ``VARIANTS`` whose prepared arrays fit ``memory_budget_gb`` by the
-structure-only estimate; with ``check_build=True`` the candidate is also built (and the next one tried when it
+structure-only estimate and that the model's size guard allows (``guard.py``: never a variant padded far
+beyond any size at which it was ever nearly the fastest in training); with ``check_build=True`` the candidate is also built (and the next one tried when it
 raises ``VariantUnsupported`` / ``MemoryError``). Anything missing (no trained model for the backend, a
 variant not registered, nothing fits) falls back to ``"baseline"``, which runs every model.
 
@@ -23,10 +24,11 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from . import guard
 from .features import feature_names, peak_elements, size_estimates, structure_features
 from .forest import NumpyForest
 
@@ -94,7 +96,10 @@ def feasible(variant: str, model: Any, memory_budget_gb: float = 2.0, itemsize: 
 def rank_variants(algorithm: str, model: Any, horizon: int = 1, num_iter: int = 16, backend: Optional[str] = None,
                   memory_budget_gb: float = 2.0, itemsize: int = 4, model_dir: Optional[os.PathLike] = None
                   ) -> list[tuple[str, float]]:
-    """Feasible variants with the classifier's probability, best first (baseline last when unscored)."""
+    """Feasible variants with the classifier's probability, best first (baseline last when unscored).
+
+    Feasible: registered, within the memory budget, and allowed by the size guard stored with the model.
+    """
     backend = backend or _backend()
     if algorithm == "fpi":
         horizon = 1
@@ -109,7 +114,10 @@ def rank_variants(algorithm: str, model: Any, horizon: int = 1, num_iter: int = 
             f = structure_features(model, horizon, num_iter, backend)
             x = np.array([[f[k] for k in feature_names()]], dtype=np.float32)
             proba = forest.predict_proba(x)[0]
-            ranked = sorted(zip(entry["classes"], proba.tolist()), key=lambda t: -t[1])
+            spec = entry.get("size_guard") or {}
+            ok = guard.allowed(x, entry["classes"], spec.get("ceilings"), spec.get("margin", guard.MARGIN))[0]
+            ranked = sorted(((v, p) for v, p, keep in zip(entry["classes"], proba.tolist(), ok) if keep),
+                            key=lambda t: -t[1])
     out = [(v, p) for v, p in ranked if feasible(v, model, memory_budget_gb, itemsize, est)]
     if FALLBACK not in [v for v, _ in out]:
         out.append((FALLBACK, 0.0))
@@ -141,19 +149,35 @@ def time_engine(engine: Any, algorithm: str, horizon: int, repeats: int = 20) ->
                          min_time_s=0.0, max_time_s=2.0).median_s
 
 
+def verify_engines(algorithm: str, model: Any, candidates: Sequence[str], horizon: int = 1, num_iter: int = 16,
+                   build: Optional[Callable[[str], Any]] = None) -> tuple[str, Any, dict[str, float]]:
+    """Build and time each candidate on this device: (fastest, its engine, {variant: seconds}).
+
+    ``build(variant) -> engine`` builds a candidate (default: ``build_inference`` with ``num_iter``); pass the
+    caller's own builder (e.g. with ``tau``) to keep the winner's engine instead of building it again.
+    Candidates that refuse the model or run out of memory are timed as inf and skipped; when none runs, the
+    answer is (``"baseline"``, None, timings).
+    """
+    build = build or (lambda v: _try_build(algorithm, model, v, num_iter))
+    timings: dict[str, float] = {}
+    best, best_engine = FALLBACK, None
+    for v in candidates:
+        try:
+            engine = build(v)
+            timings[v] = time_engine(engine, algorithm, horizon)
+        except (MemoryError, ValueError):  # VariantUnsupported is a ValueError
+            timings[v] = float("inf")
+            continue
+        if best_engine is None or timings[v] < timings[best]:
+            best, best_engine = v, engine
+    return best, best_engine, timings
+
+
 def verify_variants(algorithm: str, model: Any, candidates: Sequence[str], horizon: int = 1, num_iter: int = 16
                     ) -> tuple[str, dict[str, float]]:
     """Build and time each candidate on this device; (fastest, {variant: seconds}). Failures are skipped."""
-    timings: dict[str, float] = {}
-    for v in candidates:
-        try:
-            engine = _try_build(algorithm, model, v, num_iter)
-            timings[v] = time_engine(engine, algorithm, horizon)
-        except (MemoryError, ValueError) as exc:  # VariantUnsupported is a ValueError
-            timings[v] = float("inf")
-            del exc
-    finite = {v: t for v, t in timings.items() if np.isfinite(t)}
-    return (min(finite, key=finite.get) if finite else FALLBACK), timings
+    best, _, timings = verify_engines(algorithm, model, candidates, horizon, num_iter)
+    return best, timings
 
 
 def select_variant(algorithm: str, model: Any, horizon: int = 1, num_iter: int = 16, *,

@@ -11,6 +11,9 @@ follows Section V of the paper:
   first but that could not run the configuration falls through to the next, as ``select_variant`` does);
 - XGBoost (shipped) and a random forest (for comparison), plus two references: the single best fixed variant
   (chosen on the training split) and always-``baseline``;
+- beyond the paper, the size guard (``guard.py``): a variant padded far beyond any size at which it was ever
+  within 10% of the fastest on the training split is never picked. Regret is reported with and without it;
+  the shipped selector uses it;
 - beyond the paper, the verify step: time the top-k ranked variants on the device and keep the fastest.
   Offline it is simulated with the sweep's own latencies (so it is the oracle restricted to the top k).
 
@@ -32,6 +35,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from . import guard
 from .features import feature_names, structure_features
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "models"
@@ -91,7 +95,12 @@ def _float(x: Any) -> float:
 
 def load_benchmark(paths: Sequence[Path], metric: str = "core_median_s", cache: Optional[Path] = None,
                    generator_seed: int = 0, variants: Optional[Sequence[str]] = None) -> dict[str, Dataset]:
-    """Benchmark CSV rows -> one Dataset per algorithm (configs with at least one variant that ran)."""
+    """Benchmark CSV rows -> one Dataset per algorithm.
+
+    A configuration is kept for an algorithm when at least one variant ran and every variant has a row (any
+    status): a case cut off by ``--max-minutes`` would otherwise make the best of a partial set look like
+    the oracle. A rerun of the sweep resumes such configurations.
+    """
     from bayes_infer_ros.bench.generator import DEFAULT_CACHE, generate_specs, read_index
     from bayes_infer_ros.bench.harness import PYMDP, read_rows
 
@@ -109,8 +118,12 @@ def load_benchmark(paths: Sequence[Path], metric: str = "core_median_s", cache: 
         lat: dict[str, dict[str, float]] = {}
         pym: dict[str, float] = {}
         settings: dict[str, tuple] = {}
+        recorded: dict[str, set] = {}
         for r in rows:
-            if r["algorithm"] != alg or r.get("status") != "ok":
+            if r["algorithm"] != alg:
+                continue
+            recorded.setdefault(r["config_id"], set()).add(r["variant"])
+            if r.get("status") != "ok":
                 continue
             val = _float(r.get(metric))
             if not math.isfinite(val):
@@ -120,7 +133,8 @@ def load_benchmark(paths: Sequence[Path], metric: str = "core_median_s", cache: 
                 continue
             lat.setdefault(r["config_id"], {})[r["variant"]] = val
             settings[r["config_id"]] = (int(r["horizon"]), int(r["num_iter"]), r.get("backend", "cpu"))
-        ids = sorted(c for c in lat if c in specs and any(math.isfinite(x) for x in lat[c].values()))
+        ids = sorted(c for c in lat if c in specs and any(math.isfinite(x) for x in lat[c].values())
+                     and recorded[c] >= set(all_variants))
         if not ids:
             continue
         X = np.array([[structure_features(specs[c], *settings[c])[k] for k in feature_names()] for c in ids],
@@ -164,19 +178,27 @@ def read_training_csv(path: Path) -> dict[str, Dataset]:
 
 
 # ---- selection and regret -----------------------------------------------------------------------
-def choose(scores: np.ndarray, L: np.ndarray) -> np.ndarray:
-    """Per row, the highest-scoring variant that ran (finite latency)."""
-    s = np.where(np.isfinite(L), scores, -np.inf)
-    return np.argmax(s, axis=1)
+def _masked(scores: np.ndarray, L: np.ndarray, ok: Optional[np.ndarray]) -> np.ndarray:
+    """Scores with variants that did not run (or that the guard drops) at -inf; a row left with nothing
+    allowed keeps every variant that ran (the selector's fallback, ``baseline``, always runs)."""
+    ran = np.isfinite(L)
+    keep = ran if ok is None else ran & ok
+    keep = np.where(keep.any(axis=1, keepdims=True), keep, ran)
+    return np.where(keep, scores, -np.inf)
 
 
-def choose_verify(scores: np.ndarray, L: np.ndarray, k: int) -> np.ndarray:
-    """Per row, the fastest measured among the top-k feasible variants by score."""
-    s = np.where(np.isfinite(L), scores, -np.inf)
+def choose(scores: np.ndarray, L: np.ndarray, ok: Optional[np.ndarray] = None) -> np.ndarray:
+    """Per row, the highest-scoring variant that ran (finite latency) and that ``ok`` allows."""
+    return np.argmax(_masked(scores, L, ok), axis=1)
+
+
+def choose_verify(scores: np.ndarray, L: np.ndarray, k: int, ok: Optional[np.ndarray] = None) -> np.ndarray:
+    """Per row, the fastest measured among the top-k allowed variants that ran, ranked by score."""
+    s = _masked(scores, L, ok)
     order = np.argsort(-s, axis=1, kind="stable")[:, :k]
     out = np.empty(len(L), dtype=np.int64)
     for i, cand in enumerate(order):
-        cand = [c for c in cand if np.isfinite(L[i, c])]
+        cand = [c for c in cand if np.isfinite(s[i, c])]
         out[i] = cand[int(np.argmin(L[i, cand]))]
     return out
 
@@ -242,19 +264,21 @@ def sample_params(space: dict, n_iter: int, seed: int) -> list[dict]:
     return list(ParameterSampler(space, n_iter=n_iter, random_state=seed))
 
 
-def _draw_regret(kind: str, params: dict, X_tr, y_tr, X_val, L_val, n_classes: int, seed: int) -> float:
+def _draw_regret(kind: str, params: dict, X_tr, y_tr, X_val, L_val, n_classes: int, seed: int,
+                 ok_val: Optional[np.ndarray] = None) -> float:
     import warnings
 
     warnings.filterwarnings("ignore", category=UserWarning, module="sklearn")
     model = fit(kind, params, X_tr, y_tr, n_classes, seed, 1)
-    return float(regrets(L_val, choose(model.scores(X_val), L_val)).mean())
+    return float(regrets(L_val, choose(model.scores(X_val), L_val, ok_val)).mean())
 
 
-def search(kind: str, X: np.ndarray, L: np.ndarray, n_iter: int = N_ITER, seed: int = 0, n_jobs: int = 1
-           ) -> tuple[dict, float]:
+def search(kind: str, X: np.ndarray, L: np.ndarray, n_iter: int = N_ITER, seed: int = 0, n_jobs: int = 1,
+           variants: Optional[Sequence[str]] = None) -> tuple[dict, float]:
     """Randomized search on an internal 80/20 split, scored by mean regret. Returns (params, regret).
 
-    ``n_jobs`` > 1 evaluates draws in parallel processes (each fit single-threaded).
+    With ``variants`` (the columns of L) the size guard is fitted on the internal training part and applied
+    to the validation part, as at run time. ``n_jobs`` > 1 evaluates draws in parallel processes.
     """
     space = XGB_SPACE if kind == "xgboost" else RF_SPACE
     draws = sample_params(space, n_iter, seed)
@@ -265,7 +289,8 @@ def search(kind: str, X: np.ndarray, L: np.ndarray, n_iter: int = N_ITER, seed: 
     if len(tr) < 2:
         return draws[0], float("nan")
     y = np.nanargmin(L, axis=1)
-    args = (X[tr], y[tr], X[val], L[val], L.shape[1], seed)
+    ok_val = None if variants is None else guard.allowed(X[val], variants, guard.fit_ceilings(X[tr], L[tr], variants))
+    args = (X[tr], y[tr], X[val], L[val], L.shape[1], seed, ok_val)
     if n_jobs > 1:
         from joblib import Parallel, delayed
 
@@ -278,6 +303,9 @@ def search(kind: str, X: np.ndarray, L: np.ndarray, n_iter: int = N_ITER, seed: 
 
 @dataclass
 class CVResult:
+    """Out-of-fold choices and their regret: ``chosen`` with the size guard (the shipped rule),
+    ``chosen_noguard`` the paper's rule (top classifier score), ``chosen_verify`` guard + verify top-k."""
+
     kind: str
     regret: float
     regret_verify: float
@@ -286,30 +314,39 @@ class CVResult:
     chosen: np.ndarray
     chosen_verify: np.ndarray
     fold_params: list[dict]
+    chosen_noguard: np.ndarray
+    regret_noguard: float
+    regret_noguard_median: float
 
 
 def cross_validate(kind: str, ds: Dataset, n_iter: int = N_ITER, folds: int = FOLDS, seed: int = 0,
                    top_k: int = TOP_K, n_jobs: int = 1) -> CVResult:
-    """Outer k-fold (80/20 for k=5) with an inner randomized search; out-of-fold choices for every config."""
+    """Outer k-fold (80/20 for k=5) with an inner randomized search; out-of-fold choices for every config.
+
+    The size guard is fitted on each training split only, like the classifier.
+    """
     n = len(ds.X)
     rng = np.random.default_rng(seed)
     perm = rng.permutation(n)
     chosen = np.zeros(n, dtype=np.int64)
     chosen_v = np.zeros(n, dtype=np.int64)
+    chosen_ng = np.zeros(n, dtype=np.int64)
     fold_params = []
     y = ds.labels
     for k in range(min(folds, n)):
         test = perm[k::folds]
         train = np.setdiff1d(perm, test)
-        params, _ = search(kind, ds.X[train], ds.L[train], n_iter, seed + k, n_jobs)
+        params, _ = search(kind, ds.X[train], ds.L[train], n_iter, seed + k, n_jobs, ds.variants)
         model = fit(kind, params, ds.X[train], y[train], len(ds.variants), seed)
         s = model.scores(ds.X[test])
-        chosen[test] = choose(s, ds.L[test])
-        chosen_v[test] = choose_verify(s, ds.L[test], top_k)
+        ok = guard.allowed(ds.X[test], ds.variants, guard.fit_ceilings(ds.X[train], ds.L[train], ds.variants))
+        chosen[test] = choose(s, ds.L[test], ok)
+        chosen_v[test] = choose_verify(s, ds.L[test], top_k, ok)
+        chosen_ng[test] = choose(s, ds.L[test])
         fold_params.append(params)
-    r, rv = regrets(ds.L, chosen), regrets(ds.L, chosen_v)
+    r, rv, rn = regrets(ds.L, chosen), regrets(ds.L, chosen_v), regrets(ds.L, chosen_ng)
     return CVResult(kind, float(r.mean()), float(rv.mean()), float(np.median(r)), float(np.median(rv)),
-                    chosen, chosen_v, fold_params)
+                    chosen, chosen_v, fold_params, chosen_ng, float(rn.mean()), float(np.median(rn)))
 
 
 def single_best_cv(ds: Dataset, folds: int = FOLDS, seed: int = 0) -> tuple[float, np.ndarray]:
@@ -350,6 +387,8 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
             draws = rf_n_iter if (kind == "rf" and rf_n_iter is not None) else n_iter
             res = cross_validate(kind, ds, draws, folds, seed, top_k, n_jobs)
             results[kind] = res
+            entry[f"regret_{kind}_noguard"] = res.regret_noguard
+            entry[f"median_regret_{kind}_noguard"] = res.regret_noguard_median
             entry[f"regret_{kind}"] = res.regret
             entry[f"regret_{kind}_verify{top_k}"] = res.regret_verify
             entry[f"median_regret_{kind}"] = res.regret_median
@@ -363,8 +402,10 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
             entry["median_regret_always_baseline"] = float(np.nanmedian(rb))
         # The shipped model: search on all configurations, refit on all.
         y = ds.labels
-        params, _ = search("xgboost", ds.X, ds.L, n_iter, seed, n_jobs)
+        params, _ = search("xgboost", ds.X, ds.L, n_iter, seed, n_jobs, ds.variants)
         model = fit("xgboost", params, ds.X, y, len(ds.variants), seed)
+        entry["size_guard"] = {"tolerance": guard.TOLERANCE, "margin": guard.MARGIN,
+                               "ceilings": guard.fit_ceilings(ds.X, ds.L, ds.variants)}
         path = out_dir / f"{backend}_{alg}.json"
         if isinstance(model, _Constant):
             entry["constant"] = ds.variants[model.cls]
@@ -382,6 +423,8 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
             for kind, res in results.items():
                 row[f"{kind}"] = ds.variants[res.chosen[i]]
                 row[f"{kind}_s"] = float(ds.L[i, res.chosen[i]])
+                row[f"{kind}_noguard"] = ds.variants[res.chosen_noguard[i]]
+                row[f"{kind}_noguard_s"] = float(ds.L[i, res.chosen_noguard[i]])
                 row[f"{kind}_verify"] = ds.variants[res.chosen_verify[i]]
                 row[f"{kind}_verify_s"] = float(ds.L[i, res.chosen_verify[i]])
             oof_rows.append(row)
@@ -402,13 +445,16 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
 
 def regret_table(summary: dict) -> str:
     k = summary.get("top_k", TOP_K)
-    cols = [("regret_xgboost", "XGBoost"), (f"regret_xgboost_verify{k}", f"XGBoost + verify top-{k}"),
-            ("regret_rf", "RF"), (f"regret_rf_verify{k}", f"RF + verify top-{k}"),
+    cols = [("regret_xgboost_noguard", "XGBoost (paper's rule)"), ("regret_xgboost", "XGBoost + guard (shipped)"),
+            (f"regret_xgboost_verify{k}", f"XGBoost + guard + verify top-{k}"),
+            ("regret_rf_noguard", "RF (paper's rule)"), ("regret_rf", "RF + guard"),
+            (f"regret_rf_verify{k}", f"RF + guard + verify top-{k}"),
             ("regret_single_best", "single best variant"), ("regret_always_baseline", "always baseline")]
     lines = [f"Autotuner regret ({summary['backend']}, {summary['folds']}-fold CV, randomized search: "
              f"{summary['n_iter']} draws XGBoost, {summary.get('rf_n_iter', summary['n_iter'])} draws RF; "
              f"latency metric {summary.get('metric', 'median_s')})",
-             "", "Mean regret over held-out configurations (the paper's metric); median in parentheses.", "",
+             "", "Mean regret over held-out configurations (the paper's metric); median in parentheses. "
+             "Guard: the size guard of `autotune/guard.py`, fitted on each training split.", "",
              "| algorithm | configs | " + " | ".join(c[1] for c in cols) + " |",
              "|---|---|" + "---|" * len(cols)]
     for alg, e in summary["algorithms"].items():

@@ -550,9 +550,13 @@ def _case_key(case: Case, env: dict) -> tuple:
 
 
 def select_configs(args, specs: Sequence[ConfigSpec]) -> list[ConfigSpec]:
-    if args.ids:
-        wanted = set(args.ids)
-        specs = [s for s in specs if s.config_id in wanted]
+    if args.ids:  # in the order given, so a time-boxed run does the first ones first
+        by_id = {s.config_id: s for s in specs}
+        unknown = [i for i in args.ids if i not in by_id]
+        if unknown:
+            raise SystemExit(f"--ids: no such configuration {', '.join(unknown[:5])} "
+                             f"(ids run c0000..c{len(specs) - 1:04d})")
+        specs = [by_id[i] for i in dict.fromkeys(args.ids)]
     if args.max_total_a is not None:
         specs = [s for s in specs if sum(s.a_elements()) <= args.max_total_a]
     if args.max_fm is not None:
@@ -592,7 +596,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="bayes-infer bench", description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, default=Path("benchmarks/sweep_cpu.csv"), help="CSV (appended, resumed)")
     add_common_arguments(p)
-    p.add_argument("--ids", nargs="+", help="only these config ids")
+    p.add_argument("--ids", nargs="+", help="only these config ids, in this order")
     p.add_argument("--per-stratum", type=int, help="stratified subset: N configs per (F, M, regime)")
     p.add_argument("--subset-seed", type=int, default=0)
     p.add_argument("--max-total-a", type=int, help="drop configs whose total A size exceeds this")

@@ -378,28 +378,39 @@ class _AgentCore:
         return EngineConfig(values["algorithm"], values["variant"], int(values["num_iter"]), float(values["tau"]),
                             int(values["horizon"]), int(values["autotune_verify_top_k"]))
 
-    def _resolve_variant(self, config: EngineConfig) -> tuple[str, str]:
+    def _new_engine(self, config: EngineConfig, variant: str):
+        from bayes_infer_ros.inference import engine_for_model
+
+        return engine_for_model(self._model, config.algorithm, variant=variant, num_iter=config.num_iter, tau=config.tau)
+
+    def _resolve_variant(self, config: EngineConfig) -> tuple[str, str, Any]:
+        """(variant, note, engine already built by the verify step or None)."""
         if config.variant != "auto":
-            return config.variant, ""
+            return config.variant, "", None
         try:
-            from bayes_infer_ros.autotune import select_variant
+            from bayes_infer_ros.autotune import rank_variants, verify_engines
 
             k = config.autotune_verify_top_k
-            chosen = select_variant(config.algorithm, self._model, horizon=config.horizon, num_iter=config.num_iter,
-                                    verify_top_k=k)
-            return str(chosen), f"autotuner chose {chosen}" + (f" (fastest of its top {k}, timed here)" if k else "")
+            ranked = [v for v, _ in rank_variants(config.algorithm, self._model, horizon=config.horizon,
+                                                  num_iter=config.num_iter)]
+            if not k:
+                return ranked[0], f"autotuner chose {ranked[0]}", None
+            chosen, engine, timings = verify_engines(config.algorithm, self._model, ranked[:k], horizon=config.horizon,
+                                                     build=lambda v: self._new_engine(config, v))
+            timed = ", ".join(f"{v} {t * 1e3:.3g} ms" for v, t in timings.items())
+            return chosen, f"autotuner chose {chosen}, the fastest of its top {k} timed here ({timed})", engine
         except Exception as exc:  # noqa: BLE001 - documented fallback
-            return AUTO_FALLBACK_VARIANT, f"autotuner unavailable ({type(exc).__name__}: {str(exc)[:120]}); rule: {AUTO_FALLBACK_VARIANT}"
+            note = f"autotuner unavailable ({type(exc).__name__}: {str(exc)[:120]}); rule: {AUTO_FALLBACK_VARIANT}"
+            return AUTO_FALLBACK_VARIANT, note, None
 
     def _build_slot(self, config: EngineConfig, generation: int) -> EngineSlot:
         """Build and compile (tick-shaped calls, so the tick never traces). Runs in configure or the worker."""
         import jax
 
-        from bayes_infer_ros.inference import engine_for_model
-
-        variant, note = self._resolve_variant(config)
+        variant, note, engine = self._resolve_variant(config)
         t0 = time.perf_counter()
-        engine = engine_for_model(self._model, config.algorithm, variant=variant, num_iter=config.num_iter, tau=config.tau)
+        if engine is None:
+            engine = self._new_engine(config, variant)
         if config.algorithm == "fpi":
             engine.warmup()
         else:

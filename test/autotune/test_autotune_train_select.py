@@ -55,6 +55,9 @@ def test_training_writes_models_meta_and_training_csv(trained):
     assert set(meta["algorithms"]) == {"fpi", "vmp"}
     for alg, entry in meta["algorithms"].items():
         assert 0.0 <= entry["regret_xgboost"] and entry["regret_xgboost_verify3"] <= entry["regret_xgboost"] + 1e-12
+        assert entry["regret_xgboost_noguard"] >= 0.0
+        guard = entry["size_guard"]
+        assert set(guard["ceilings"]) == set(entry["variants"]) - {"baseline"} and guard["margin"] > 1
     assert (trained / "autotune_cv_cpu.csv").is_file() and (trained / "autotune_regret_cpu.md").is_file()
     # the shipped training CSV is itself a training input
     ds = tr.read_training_csv(trained / "cpu_training.csv")
@@ -100,3 +103,23 @@ def test_verify_builds_and_times_candidates():
     assert set(timings) == {"baseline", "hybrid_block", "no_such_variant"}
     assert timings["no_such_variant"] == float("inf")
     assert best in ("baseline", "hybrid_block") and timings[best] == min(timings.values())
+
+
+def test_verify_engines_returns_the_winners_engine():
+    """With the caller's builder, each candidate is built once and the winner's engine comes back."""
+    from bayes_infer_ros.inference import engine_for_model
+
+    spec = min(g.generate_specs(), key=lambda s: sum(s.a_elements()))
+    model = g.build_model(spec)
+    built = {}
+
+    def build(v):
+        built[v] = engine_for_model(model, "vmp", variant=v, num_iter=4)
+        return built[v]
+
+    best, engine, timings = sel.verify_engines("vmp", model, ["hybrid", "baseline"], horizon=3, build=build)
+    assert set(built) == {"hybrid", "baseline"} and engine is built[best]
+    assert timings[best] == min(timings.values())
+    # nothing runs: the fallback, and no engine
+    best, engine, timings = sel.verify_engines("vmp", model, ["no_such_variant"], horizon=3)
+    assert (best, engine) == ("baseline", None) and timings == {"no_such_variant": float("inf")}

@@ -1,5 +1,6 @@
 """The harness's sweep mechanics (resume, shard, memory skip, time limit, errors, merge) with a fake builder,
 and one real case against pymdp."""
+import argparse
 import csv
 
 import pytest
@@ -32,6 +33,18 @@ def test_shard_and_stratified(small_specs):
     assert sub == h.stratified_subset(specs, 2, seed=0)
     strata = [(s.F, s.M, s.regime) for s in sub]
     assert len(set(strata[:20])) == 20 and set(strata[:20]) == set(strata[20:])  # round-robin: any prefix is stratified
+
+
+def test_ids_keep_the_given_order_and_unknown_ids_are_refused():
+    specs = g.generate_specs()
+    args = argparse.Namespace(ids=["c0704", "c0007", "c0345", "c0007"], max_total_a=None, max_fm=None, exclude=None,
+                              per_stratum=None, limit=None, shard=None, subset_seed=0)
+    assert [s.config_id for s in h.select_configs(args, specs)] == ["c0704", "c0007", "c0345"]
+    args.shard = "1/2"
+    assert [s.config_id for s in h.select_configs(args, specs)] == ["c0007"]
+    args.ids = ["c0007", "c9999"]
+    with pytest.raises(SystemExit, match="c9999"):
+        h.select_configs(args, specs)
 
 
 def test_sweep_records_resumes_skips_and_limits(small_specs, tmp_path):

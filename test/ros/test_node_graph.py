@@ -5,6 +5,7 @@ without a missed tick, bad inputs counted while ticking, diagnostics. One node p
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import numpy as np
@@ -532,7 +533,10 @@ def test_auto_variant_and_a_merged_variant_through_the_node(probe, io, model):
     # verify top-k: the node builds and times the autotuner's two best candidates and keeps the faster
     assert all(r.successful for r in set_params(probe, autotune_verify_top_k=2))
     res = switch(probe, algorithm="fpi", variant="auto")
-    assert res.success and "fastest of its top 2, timed here" in res.message, res.message
+    assert res.success and "fastest of its top 2 timed here" in res.message, res.message
+    timed = dict(re.findall(r"(\w+) ([0-9.e+-]+|inf) ms", res.message.split("timed here", 1)[1]))
+    assert len(timed) == 2 and res.variant in timed, res.message  # both candidates timed, the winner among them
+    assert float(timed[res.variant]) == min(float(t) for t in timed.values()), res.message
     assert not set_params(probe, autotune_verify_top_k=11)[0].successful  # range 0..10
     assert all(r.successful for r in set_params(probe, autotune_verify_top_k=0))
     res = switch(probe, variant="end_to_end")

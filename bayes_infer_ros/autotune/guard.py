@@ -1,0 +1,84 @@
+"""The size guard: never pick a variant padded far beyond any size at which it was ever (nearly) the fastest.
+
+A classifier predicts *which* variant is fastest, not *how much* a wrong pick costs. On this project's CPU
+sweep, the shipped XGBoost once chose ``clustered_end_to_end`` for a model where its zero-padded tensor is
+~60x the dense A arrays; it ran 763x slower than ``baseline``. The guard is the cost-aware part of the
+selector, learned from the same training data:
+
+- the padding of a variant on a model is ``log10(padded elements / dense A elements)``, computed from the
+  structure features (``log_size_<layout> - log_a_total``; the sparse variants pad as their dense layouts do,
+  and ``baseline`` never pads);
+- the ceiling of a variant is the largest padding at which it came within ``tolerance`` (10%) of the
+  fastest variant on a training configuration (0 when it never did);
+- at selection time a variant whose padding exceeds its ceiling by more than ``margin`` (a factor of 2) is
+  dropped from the ranking. ``baseline`` is never dropped.
+
+All functions are pure numpy over the feature matrix (rows: configurations, columns: ``feature_names()``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from .features import feature_names
+
+TOLERANCE = 0.10
+MARGIN = 2.0
+
+# variant -> the dense padded layout whose size measures its padding (None: no padding)
+PADDED_LAYOUT: dict[str, Optional[str]] = {
+    "baseline": None,
+    "hybrid": "hybrid",
+    "sparse_hybrid": "hybrid",
+    "clustered_hybrid": "clustered_hybrid",
+    "hybrid_block": "hybrid_block",
+    "sparse_hybrid_block": "hybrid_block",
+    "clustered_hybrid_block": "clustered_hybrid_block",
+    "end_to_end": "end_to_end",
+    "sparse_end_to_end": "end_to_end",
+    "clustered_end_to_end": "clustered_end_to_end",
+}
+
+
+def padding(X: np.ndarray, variants: Sequence[str]) -> np.ndarray:
+    """X: (n, features) -> (n, len(variants)) log10 padding factor of each variant (0 for unknown names)."""
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    names = feature_names()
+    dense = X[:, names.index("log_a_total")]
+    out = np.zeros((len(X), len(variants)))
+    for j, v in enumerate(variants):
+        layout = PADDED_LAYOUT.get(v)
+        if layout is not None:
+            out[:, j] = np.maximum(X[:, names.index(f"log_size_{layout}")] - dense, 0.0)
+    return out
+
+
+def fit_ceilings(X: np.ndarray, L: np.ndarray, variants: Sequence[str], tolerance: float = TOLERANCE
+                 ) -> dict[str, float]:
+    """Per variant, the largest log10 padding at which its latency was within ``tolerance`` of the best.
+
+    X: (n, features); L: (n, len(variants)) latencies, NaN where a variant did not run.
+    """
+    P = padding(X, variants)
+    best = np.nanmin(L, axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        near = np.isfinite(L) & (L <= best * (1.0 + tolerance))
+    return {v: float(P[near[:, j], j].max()) if near[:, j].any() else 0.0 for j, v in enumerate(variants)
+            if v != "baseline"}
+
+
+def allowed(X: np.ndarray, variants: Sequence[str], ceilings: Optional[Mapping[str, float]],
+            margin: float = MARGIN) -> np.ndarray:
+    """(n, len(variants)) bool: True where the guard lets a variant be picked (no ceilings: all True)."""
+    X = np.atleast_2d(X)
+    ok = np.ones((len(X), len(variants)), dtype=bool)
+    if not ceilings:
+        return ok
+    P = padding(X, variants)
+    slack = math.log10(margin)
+    for j, v in enumerate(variants):
+        if v in ceilings:
+            ok[:, j] = P[:, j] <= ceilings[v] + slack + 1e-9
+    return ok
