@@ -1,8 +1,8 @@
 """The size guard: never pick a variant padded far beyond any size at which it was ever (nearly) the fastest.
 
 A classifier predicts *which* variant is fastest, not *how much* a wrong pick costs. On this project's CPU
-sweep, the shipped XGBoost once chose ``clustered_end_to_end`` for a model where its zero-padded tensor is
-~60x the dense A arrays; it ran 763x slower than ``baseline``. The guard is the cost-aware part of the
+sweep, the shipped XGBoost once chose ``clustered_end_to_end`` for a model (c0366) where its zero-padded tensor is
+~1500x the dense A arrays; it ran 763x slower than ``baseline``. The guard is the cost-aware part of the
 selector, learned from the same training data:
 
 - the padding of a variant on a model is ``log10(padded elements / dense A elements)``, computed from the
