@@ -9,32 +9,32 @@ algorithm) pairs timed in both runs (rows with different timestamps, i.e. really
 - how often both runs agree on the fastest variant;
 - the mean / median regret of A's winner under B's timings, and of B's winner under A's.
 
-    python benchmarks/noise_floor.py RUN_A.csv RUN_B.csv [--metric core_median_s]
+    PYTHONPATH=. python benchmarks/noise_floor.py RUN_A.csv RUN_B.csv [--metric core_median_s]
 """
 from __future__ import annotations
 
 import argparse
 import collections
-import csv
 import math
 from pathlib import Path
 
 import numpy as np
 
+from bayes_infer_ros.bench.harness import read_rows
+
 
 def _rows(path: Path, metric: str) -> dict[tuple, tuple[float, str, float]]:
     out = {}
-    with Path(path).open(newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r.get("status") != "ok" or r["variant"] == "pymdp":
-                continue
-            try:
-                value = float(r[metric])
-            except (KeyError, TypeError, ValueError):
-                continue
-            if math.isfinite(value) and value > 0:
-                out[(r["config_id"], r["algorithm"], r["variant"])] = (value, r.get("timestamp", ""),
-                                                                         float(r.get("loadavg") or "nan"))
+    for r in read_rows([path]):
+        if r.get("status") != "ok" or r["variant"] == "pymdp":
+            continue
+        try:
+            value = float(r[metric])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if math.isfinite(value) and value > 0:
+            out[(r["config_id"], r["algorithm"], r["variant"])] = (value, r.get("timestamp", ""),
+                                                                     float(r.get("loadavg") or "nan"))
     return out
 
 

@@ -6,7 +6,7 @@ each variant's log latency ratio to the fastest and picks the smallest predictio
 data. Every selector sees the same 5 outer folds (seeded like ``autotune-train``) and fixed, moderate
 hyperparameters (no search: this compares the forms, not their tuning). Regret is the paper's metric.
 
-    python benchmarks/selector_study.py bayes_infer_ros/autotune/models/cpu_training.csv \
+    PYTHONPATH=. python benchmarks/selector_study.py bayes_infer_ros/autotune/models/cpu_training.csv \
         > benchmarks/selector_study_cpu.md
 """
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Callable
 import numpy as np
 
 from bayes_infer_ros.autotune import guard
-from bayes_infer_ros.autotune.train import choose, choose_verify, read_training_csv, regrets
+from bayes_infer_ros.autotune.train import choose, choose_verify, fit, read_training_csv, regrets
 
 CLIP = np.log(50.0)  # targets: log(latency / fastest), capped; a variant that did not run gets the cap
-XGB = dict(n_estimators=300, max_depth=4, learning_rate=0.05, subsample=0.8, colsample_bytree=0.8, n_jobs=1)
+XGB = dict(n_estimators=300, max_depth=4, learning_rate=0.05, subsample=0.8, colsample_bytree=0.8)
 
 
 def log_ratios(L: np.ndarray) -> np.ndarray:
@@ -33,17 +33,8 @@ def log_ratios(L: np.ndarray) -> np.ndarray:
 
 
 def xgb_classifier(X, L, Xt, seed):
-    import xgboost as xgb
-
-    y = np.nanargmin(L, axis=1)
-    classes = np.unique(y)
-    s = np.full((len(Xt), L.shape[1]), -1.0)
-    if len(classes) == 1:
-        s[:, classes[0]] = 1.0
-        return s
-    m = xgb.XGBClassifier(random_state=seed, **XGB).fit(X, np.searchsorted(classes, y))
-    s[:, classes] = m.predict_proba(Xt)
-    return s
+    """The paper's form: one class per variant (``autotune.train.fit``), score = class probability."""
+    return fit("xgboost", XGB, X, np.nanargmin(L, axis=1), L.shape[1], seed).scores(Xt)
 
 
 def xgb_regressors(X, L, Xt, seed):
@@ -51,7 +42,7 @@ def xgb_regressors(X, L, Xt, seed):
     import xgboost as xgb
 
     R = log_ratios(L)
-    return -np.stack([xgb.XGBRegressor(random_state=seed, **XGB).fit(X, R[:, j]).predict(Xt)
+    return -np.stack([xgb.XGBRegressor(random_state=seed, n_jobs=1, **XGB).fit(X, R[:, j]).predict(Xt)
                       for j in range(R.shape[1])], axis=1)
 
 
