@@ -71,6 +71,86 @@ def tick_callable(model, algorithm: str, variant: str, num_iter: int, horizon: i
     return lambda: eng.run_packed(ob, pr, actions, valid_steps=T)
 
 
+_FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "partition-id",
+         "replica-id", "opt-barrier"}
+
+
+def kernels_from_hlo(text: str) -> int:
+    """Kernels one call executes, read off the optimised HLO: every instruction of the entry computation that is
+    not free (parameters, tuples, bitcasts, ...), with each while loop counted as trip count x (its body and
+    condition). Fusions count once (their inner ops are one kernel)."""
+    import re
+
+    comps: dict[str, list[str]] = {}
+    name, entry = None, None
+    for line in text.splitlines():
+        m = re.match(r"^(ENTRY )?%(\S+) .*\{$", line)
+        if m:
+            name = m.group(2)
+            comps[name] = []
+            if m.group(1):
+                entry = name
+            continue
+        if line.startswith("}"):
+            name = None
+        elif name is not None and "=" in line:
+            comps[name].append(line)
+
+    def count(comp: str) -> int:
+        total = 0
+        for ins in comps.get(comp, []):
+            m = re.search(r"= \S+(?: \S+)*? ([a-z\-]+)\(", ins)
+            op = m.group(1) if m else ""
+            if op in _FREE:
+                continue
+            if op == "while":
+                body = re.search(r"body=%(\S+?)[,\s]", ins).group(1)
+                cond = re.search(r"condition=%(\S+?)[,\s]", ins).group(1)
+                trip = re.search(r'"known_trip_count":\{"n":"(\d+)"', ins)
+                n = int(trip.group(1)) if trip else 1
+                total += n * (count(body) + count(cond))
+                continue
+            total += 1
+        return total
+
+    return count(entry) if entry else 0
+
+
+def hlo_counts(args) -> None:
+    """Kernels per call from the compiled HLO, every (algorithm, variant); fpi includes the next prior (tick)."""
+    import jax.numpy as jnp
+
+    model = load_model(MODEL)
+    print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}")
+    for algorithm in args.algorithms:
+        for v in ["pymdp"] + args.variants:
+            T = 1 if algorithm == "fpi" else args.horizon
+            rng = np.random.default_rng(0)
+            obs = [np.eye(a.shape[0], dtype=np.float32)[rng.integers(0, a.shape[0], size=T)] for a in model.A]
+            obs = [o[0] for o in obs] if algorithm == "fpi" else obs
+            prior = [np.asarray(d, np.float32) for d in model.D]
+            actions = np.zeros((T - 1, len(model.D)), np.int32)
+            try:
+                if v == "pymdp":
+                    fn = pymdp_callable(algorithm, model.A_dependencies, model.B_dependencies, args.num_iter, 1.0)
+                    A = [jnp.asarray(a, jnp.float32) for a in model.A]
+                    B = [jnp.asarray(b, jnp.float32) for b in model.B]
+                    call = (A, obs, prior) if algorithm == "fpi" else (A, B, obs, prior, actions)
+                    text = fn.lower(*call).compile().as_text()
+                else:
+                    eng = engine_for_model(model, algorithm, variant=v, num_iter=args.num_iter)
+                    ob, pr = eng.layout.pack_obs(obs), eng.layout.pack_states(prior)
+                    if algorithm == "fpi":
+                        B = None if eng._B_padded is not None else eng._B
+                        text = eng._tick.lower(eng._param_buffers, B, eng._B_padded, ob, pr,
+                                               np.zeros(len(model.D), np.int32)).compile().as_text()
+                    else:
+                        text = eng._call_packed.lower(eng._param_buffers, ob, pr, actions, np.int32(T)).compile().as_text()
+                print(f"{algorithm:4s} {v:16s} kernels per call: {kernels_from_hlo(text)}")
+            except Exception as exc:  # noqa: BLE001 - a variant without a JAX program (fused_numba) is reported
+                print(f"{algorithm:4s} {v:16s} -: {type(exc).__name__}: {str(exc)[:80]}")
+
+
 def profile(args) -> None:
     import cupy
 
@@ -116,7 +196,7 @@ def timing(args) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("mode", choices=["time", "profile"])
+    p.add_argument("mode", choices=["time", "profile", "hlo"])
     p.add_argument("--algorithm", default="fpi")
     p.add_argument("--algorithms", nargs="+", default=["fpi", "vmp", "mmp"])
     p.add_argument("--variant", default="baseline")
@@ -126,7 +206,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--calls", type=int, default=20)
     args = p.parse_args()
-    profile(args) if args.mode == "profile" else timing(args)
+    {"profile": profile, "time": timing, "hlo": hlo_counts}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -109,6 +110,41 @@ def pymdp_reference(algorithm: str, case: Case, num_iter: int, tau: float = 1.0,
     run = algos.run_vmp if algorithm == "vmp" else algos.run_mmp
     qs = run(A, B, obs, prior, case.A_deps, case.B_deps, num_iter=num_iter, tau=tau, **masks)
     return [np.asarray(q) for q in qs]
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_program(algorithm: str, A_deps: tuple, B_deps: tuple, num_iter: int, tau: float, valid_steps: Optional[int]):
+    import jax
+    from pymdp import algos
+    from pymdp.inference import _build_sequence_validity_masks, _condition_transitions_on_actions
+
+    A_deps, B_deps = [list(d) for d in A_deps], [list(d) for d in B_deps]
+
+    @jax.jit
+    def run(A, B, obs, prior, actions):
+        if algorithm == "fpi":
+            return algos.run_factorized_fpi(A, obs, prior, A_deps, num_iter=num_iter)
+        Bc = None if B is None else _condition_transitions_on_actions(B, actions)
+        masks = {}
+        if valid_steps is not None:
+            ov, tv = _build_sequence_validity_masks(obs, actions, valid_steps)
+            masks = dict(obs_valid_mask=ov, transition_valid_mask=tv)
+        fn = algos.run_vmp if algorithm == "vmp" else algos.run_mmp
+        return fn(A, Bc, obs, prior, A_deps, B_deps, num_iter=num_iter, tau=tau, **masks)
+
+    return run
+
+
+def pymdp_reference_jit(algorithm: str, case: Case, num_iter: int, tau: float = 1.0,
+                        valid_steps: Optional[int] = None) -> list[np.ndarray]:
+    """``pymdp_reference`` jitted as one program (cached per structure): pymdp op by op costs 5-10 s per case,
+    which would dominate a test module's run time. Same calls: run_factorized_fpi / run_vmp / run_mmp with B
+    conditioned by _condition_transitions_on_actions and pymdp's own valid_steps masks."""
+    run = _reference_program(algorithm, tuple(map(tuple, case.A_deps)), tuple(map(tuple, case.B_deps)),
+                             num_iter, tau, valid_steps)
+    as_list = lambda xs: None if xs is None else [jnp.asarray(x) for x in xs]  # noqa: E731
+    actions = None if case.actions is None else jnp.asarray(case.actions)
+    return [np.asarray(q) for q in run(as_list(case.A), as_list(case.B), as_list(case.obs), as_list(case.prior), actions)]
 
 
 def unbatch(case: Case, k: int) -> Case:

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from .generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build, read_index
+from .xla_mode import LOG_ENV, capture_modes, program_label
 
 PYMDP = "pymdp"
 DEFAULT_ALGORITHMS = ("fpi", "vmp", "mmp")
@@ -51,7 +52,7 @@ COLUMNS = [
     "config_id", "stratum", "F", "M", "algorithm", "variant", "horizon", "num_iter", "status", "reason",
     "build_s", "compile_s", "first_call_s", "median_s", "p10_s", "p90_s", "repeats", "core_median_s",
     "packed_compile_s", "packed_median_s", "packed_p10_s", "packed_p90_s", "packed_repeats",
-    "param_count", "param_count_source", "est_peak_elements", "max_abs_diff_vs_pymdp",
+    "param_count", "param_count_source", "est_peak_elements", "max_abs_diff_vs_pymdp", "exec_mode",
     "machine", "cpu", "cpu_count", "python", "jax", "jaxlib", "backend", "device", "dtype", "loadavg",
     "timestamp",
 ]
@@ -299,7 +300,8 @@ class CaseRunner:
             B = [jnp.asarray(b) for b in model.B]
             row["build_s"] = time.perf_counter() - t0
             args = (A, obs, prior) if case.algorithm == "fpi" else (A, B, obs, prior, actions)
-            t = time_callable(fn, *args, **tkw)
+            t, modes = capture_modes(lambda: time_callable(fn, *args, **tkw))
+            row["exec_mode"] = program_label(modes, "jit_")
             out = fn(*args)
             self._reference[ref_key] = [np.asarray(x) for x in out]
             row.update(_timing_columns(t, ""))
@@ -315,12 +317,10 @@ class CaseRunner:
         engine = self._builder(case.algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies,
                                variant=case.variant, num_iter=case.num_iter, tau=s.tau)
         row["build_s"] = time.perf_counter() - t0
-        if case.algorithm == "fpi":
-            t = time_callable(engine, obs, prior, **tkw)
-            out = engine(obs, prior)
-        else:
-            t = time_callable(engine, obs, prior, actions, **tkw)
-            out = engine(obs, prior, actions)
+        list_args = (obs, prior) if case.algorithm == "fpi" else (obs, prior, actions)
+        t, modes = capture_modes(lambda: time_callable(engine, *list_args, **tkw))
+        row["exec_mode"] = "native" if not hasattr(engine, "_call_lists") else program_label(modes, "_lists_impl")
+        out = engine(*list_args)
         row.update(_timing_columns(t, ""))
         core = _core_callable(engine, obs, prior, actions)
         if core is not None:
@@ -384,6 +384,8 @@ def _classify_error(exc: BaseException) -> tuple[str, str]:
 
 def _worker_main(conn, settings: Settings) -> None:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if os.environ["JAX_PLATFORMS"] == "cpu":
+        os.environ.update(LOG_ENV)  # XLA:CPU logs each program's execution mode (read at jax start)
     runner = CaseRunner(settings)
     conn.send(("ready", runner.env))
     while True:

@@ -61,9 +61,25 @@ class PackedLayout:
 
 
 def _expected_state(B_sel: Array, qs_deps: Sequence[Array]) -> Array:
-    """B_sel: (n_f, n_deps...), qs_deps[j]: (n_dep_j,) -> (n_f,) (pymdp ``factor_dot`` keep_dims=(0,))."""
-    sub = string.ascii_letters[: B_sel.ndim]
-    return jnp.einsum(",".join([sub] + list(sub[1:])) + "->" + sub[0], B_sel, *qs_deps)
+    """B_sel: (n_f, n_deps...), qs_deps[j]: (n_dep_j,) -> (n_f,) (pymdp ``factor_dot`` keep_dims=(0,)).
+
+    Multiply-and-reduce rather than an einsum: XLA:CPU fuses it into one kernel instead of a library
+    dot per factor, which keeps the tick program short enough to run inline."""
+    x = B_sel
+    for j, q in enumerate(qs_deps):
+        x = x * q.reshape((1,) * (j + 1) + (-1,) + (1,) * (len(qs_deps) - j - 1))
+    return x.reshape(x.shape[0], -1).sum(axis=-1)
+
+
+# Params travel as separate arrays up to this many leaves, as one buffer per dtype beyond it (see
+# ``InferenceEngine.param_passing``).
+MAX_SEPARATE_PARAM_LEAVES = 16
+
+
+def separate_params(params: Any) -> tuple[list[Array], Callable[[Sequence[Array]], Any]]:
+    """Every (b, ...) leaf of the pytree as its own device array; ``rebuild(leaves)`` restores the tree."""
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    return [jnp.asarray(x) for x in leaves], lambda xs: jax.tree_util.tree_unflatten(treedef, list(xs))
 
 
 def pack_params(params: Any) -> tuple[list[Array], Callable[[list[Array]], Any]]:
@@ -99,7 +115,14 @@ class InferenceEngine:
 
     Attributes: ``algorithm``, ``variant``, ``structure`` (ModelStructure), ``layout`` (PackedLayout),
     ``plan`` (hashable: the likelihood and transition ops), ``batch_size`` (None when unbatched),
-    ``dtype``, ``num_iter``, ``tau``, ``trace_count`` (how many times a call was traced).
+    ``dtype``, ``num_iter``, ``tau``, ``trace_count`` (how many times a call was traced),
+    ``param_passing`` ("separate" or "packed").
+
+    How the parameters reach the compiled program decides how XLA:CPU runs it. As separate arrays, each
+    small buffer stays small: a program whose buffers are all <= 512 bytes (or that has <= 8 steps) runs
+    inline in the caller's thread. One packed buffer per dtype is larger than that for any real model and
+    sends every step to XLA's thread pool (slower and bimodal for small models), but JAX's dispatch costs
+    about 1.5-3 us per argument, so a model with more than ``MAX_SEPARATE_PARAM_LEAVES`` arrays is packed.
     """
 
     def __init__(
@@ -116,6 +139,7 @@ class InferenceEngine:
         tau: float,
         batch_size: Optional[int],
         dtype: Any,
+        param_passing: str = "auto",
     ):
         self.algorithm = algorithm
         self.variant = variant
@@ -128,14 +152,35 @@ class InferenceEngine:
         self.dtype = jnp.dtype(dtype)
         self.trace_count = 0
         self._lik, self._trans = lik_ops, trans_ops
-        # Dispatch costs JAX about 1.5-3 us per array leaf per call, so the params pytree (hundreds of leaves
-        # for a large model) travels as ONE buffer per dtype, unpacked inside the jitted call by static slices.
-        self._param_buffers, self._param_unpack = pack_params({"lik": lik_params, "trans": trans_params})
+        tree = {"lik": lik_params, "trans": trans_params}
+        if param_passing == "auto":
+            param_passing = "separate" if len(jax.tree_util.tree_leaves(tree)) <= MAX_SEPARATE_PARAM_LEAVES else "packed"
+        if param_passing not in ("separate", "packed"):
+            raise ValueError(f"param_passing: expected 'auto', 'separate' or 'packed', got {param_passing!r}")
+        self.param_passing = param_passing
+        make = separate_params if param_passing == "separate" else pack_params
+        self._param_buffers, self._param_unpack = make(tree)
         self._B = None if B is None else [jnp.asarray(b, dtype=dtype) for b in B]  # (b, n_f, deps..., u_f)
+        # pymdp's default B-dependencies: every factor's B padded into one (b, F, n_max, n_max, U) array, so
+        # the tick's prediction is one gather and one batched mat-vec (few XLA steps: the tick stays inline)
+        self._B_padded = None
+        if B is not None and all(tuple(d) == (f,) for f, d in enumerate(structure.B_dependencies)):
+            n_max, U = max(structure.num_states), max(structure.num_controls)
+            padded = np.zeros((B[0].shape[0], len(B), n_max, n_max, U), dtype=np.dtype(self.dtype))
+            for f, bf in enumerate(B):
+                n, u = bf.shape[1], bf.shape[-1]
+                padded[:, f, :n, :n, :u] = np.asarray(bf)
+            self._B_padded = jnp.asarray(padded)
         self._zero_actions: dict[tuple[int, ...], Array] = {}
         self._call_lists = jax.jit(self._lists_impl)
         self._call_packed = jax.jit(self._packed_impl)
         self._predict = jax.jit(self._predict_impl)
+        self._tick = jax.jit(self._tick_impl)
+
+    @property
+    def params(self) -> dict:
+        """{"lik": ..., "trans": ...}: the prepared arrays, each with the leading batch axis."""
+        return self._param_unpack(self._param_buffers)
 
     @property
     def batched(self) -> bool:
@@ -237,6 +282,45 @@ class InferenceEngine:
         if self._B is None:
             return [jnp.asarray(q, dtype=self.dtype) for q in qs]
         return self._predict(self._B, [jnp.asarray(q, dtype=self.dtype) for q in qs], jnp.asarray(action, dtype=jnp.int32))
+
+    def _tick_impl(self, buffers, B, B_padded, obs_packed, prior_packed, action):
+        self.trace_count += 1
+        q = self._packed_inner(buffers, obs_packed, prior_packed)
+        if B_padded is not None:
+            return q, self._predict_padded(B_padded, q, action)
+        if B is None:
+            return q, q
+        nxt = self._predict_impl(B, self.layout.split_states(q), action)
+        return q, jnp.concatenate(nxt, axis=-1)
+
+    def _predict_padded(self, B_padded: Array, q_packed: Array, action: Array) -> Array:
+        """Default B-dependencies: B_padded (b, F, n, n, U), q_packed (…, S), action (…, F) -> (…, S)."""
+        n = B_padded.shape[2]
+        F = B_padded.shape[1]
+
+        def one(Bp, q, a):
+            Q = jnp.stack([jnp.pad(x, (0, n - x.shape[0])) for x in self.layout.split_states(q)])  # (F, n)
+            sel = Bp[jnp.arange(F), :, :, a]  # (F, n, n)
+            nxt = (sel * Q[:, None, :]).sum(axis=-1)
+            return jnp.concatenate([nxt[f, :k] for f, k in enumerate(self.structure.num_states)])
+
+        if self.batched:
+            return jax.vmap(one)(B_padded, q_packed, action)
+        return one(B_padded[0], q_packed, action)
+
+    def _packed_inner(self, buffers, obs_packed, prior_packed):
+        obs = self.layout.split_obs(obs_packed)
+        prior = self.layout.split_states(prior_packed)
+        return jnp.concatenate(self._mapped(buffers, obs, prior, None, None), axis=-1)
+
+    def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[Array, Array]:
+        """One FPI tick in ONE dispatch: beliefs (…, sum n_f) and the next prior under ``action`` (…, F)
+        (pymdp ``compute_expected_state``; the beliefs themselves when the model has no B)."""
+        if self.algorithm != "fpi":
+            raise ValueError(f"tick: fpi only (this engine runs {self.algorithm}; use run_packed with the window)")
+        B = None if self._B_padded is not None else self._B
+        return self._tick(self._param_buffers, B, self._B_padded, self._input(obs_packed), self._input(prior_packed),
+                          np.asarray(action, dtype=np.int32))
 
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile the call for window length T (vmp/mmp) and return the seconds it took."""

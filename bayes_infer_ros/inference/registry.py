@@ -26,6 +26,9 @@ PAPER_VARIANTS = (
     "end_to_end", "sparse_end_to_end", "clustered_end_to_end",
 )
 VARIANTS: tuple[str, ...] = ("baseline",)
+# Variants that are not JAX programs: name -> engine class (same public API as InferenceEngine).
+# ``fused_numba`` needs the optional numba; building it without numba raises VariantUnsupported.
+NATIVE_VARIANTS = ("fused_numba",)
 
 
 def register_variant(name: str, likelihood_ops: Any, transition_ops: Any) -> None:
@@ -33,10 +36,13 @@ def register_variant(name: str, likelihood_ops: Any, transition_ops: Any) -> Non
     global VARIANTS
     _REGISTRY[name] = (likelihood_ops, transition_ops)
     order = ("baseline",) + PAPER_VARIANTS
-    VARIANTS = tuple(n for n in order if n in _REGISTRY) + tuple(n for n in _REGISTRY if n not in order)
+    VARIANTS = (tuple(n for n in order if n in _REGISTRY) + tuple(n for n in _REGISTRY if n not in order)
+                + NATIVE_VARIANTS)
 
 
 def variant_ops(name: str) -> tuple[Any, Any]:
+    if name in NATIVE_VARIANTS:
+        raise ValueError(f"variant: {name!r} is a native engine, it has no JAX ops")
     if name not in _REGISTRY:
         raise ValueError(f"variant: unknown {name!r}; expected one of {list(VARIANTS)}")
     return _REGISTRY[name]
@@ -67,16 +73,19 @@ def build_inference(
     tau: float = 1.0,
     dtype: Any = None,
     validate: bool = True,
+    param_passing: str = "auto",
 ) -> InferenceEngine:
     """Build an engine for ``algorithm`` ("fpi" | "vmp" | "mmp") and ``variant``.
 
     A[i]: ([b,] m_i, n_deps...), B[f]: ([b,] n_f, n_deps..., u_f). The one-time work (validation,
     log-tensors, padding/merging/clustering, BCOO conversion) happens here; the returned engine's calls
     are jitted. ``dtype`` defaults to A's float dtype (float32 unless x64 is enabled and A is float64).
+    ``param_passing``: "separate" arrays, one "packed" buffer per dtype, or "auto" (see InferenceEngine).
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm: unknown {algorithm!r}; expected one of {list(ALGORITHMS)}")
-    lik_cls, trans_cls = variant_ops(variant)
+    if variant not in NATIVE_VARIANTS:
+        lik_cls, trans_cls = variant_ops(variant)
     if int(num_iter) < 1:
         raise ValueError(f"num_iter: expected an integer >= 1, got {num_iter}")
     if not np.isfinite(tau) or tau <= 0:
@@ -117,10 +126,14 @@ def build_inference(
         A_dependencies=A_dependencies,
         B_dependencies=B_dependencies,
     )
+    if variant in NATIVE_VARIANTS:
+        from .native import NativeEngine
+
+        return NativeEngine(algorithm, structure, A_b, B_b, num_iter, tau, batch, dtype)
     lik_ops, lik_params = lik_cls.prepare(structure, A_b, dtype)
     trans_ops, trans_params = trans_cls.prepare(structure, B_b, dtype)
     return InferenceEngine(algorithm, variant, structure, lik_ops, lik_params, trans_ops, trans_params, B_b,
-                           num_iter, tau, batch, dtype)
+                           num_iter, tau, batch, dtype, param_passing)
 
 
 def engine_for_model(model: GenerativeModel, algorithm: str, variant: str = "baseline", **kwargs: Any) -> InferenceEngine:

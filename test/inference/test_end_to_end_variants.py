@@ -19,7 +19,7 @@ from bayes_infer_ros.inference import VARIANTS, build_inference
 from bayes_infer_ros.inference.variants.end_to_end import END_TO_END_VARIANTS, stored_elements
 from bayes_infer_ros.model.generative_model import ModelStructure
 from conftest import enable_x64
-from oracle import max_abs_diff, random_case, structured_case, unbatch
+from oracle import max_abs_diff, pymdp_reference_jit, random_case, structured_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
 
 E2E = tuple(END_TO_END_VARIANTS)
@@ -53,37 +53,7 @@ def _case(sid, algorithm, one_hot=False, batch=None, dtype=np.float32):
     return structured_case(STRUCTURES[sid], seed, _T(algorithm), one_hot, batch, dtype, f64_zeros=F64_ZEROS)
 
 
-@functools.lru_cache(maxsize=None)
-def _reference_program(algorithm, A_deps, B_deps, num_iter, tau, valid_steps):
-    from pymdp import algos
-    from pymdp.inference import _build_sequence_validity_masks, _condition_transitions_on_actions
-
-    A_deps, B_deps = [list(d) for d in A_deps], [list(d) for d in B_deps]
-
-    @jax.jit
-    def run(A, B, obs, prior, actions):
-        if algorithm == "fpi":
-            return algos.run_factorized_fpi(A, obs, prior, A_deps, num_iter=num_iter)
-        Bc = None if B is None else _condition_transitions_on_actions(B, actions)
-        masks = {}
-        if valid_steps is not None:
-            ov, tv = _build_sequence_validity_masks(obs, actions, valid_steps)
-            masks = dict(obs_valid_mask=ov, transition_valid_mask=tv)
-        fn = algos.run_vmp if algorithm == "vmp" else algos.run_mmp
-        return fn(A, Bc, obs, prior, A_deps, B_deps, num_iter=num_iter, tau=tau, **masks)
-
-    return run
-
-
-def _reference(algorithm, case, num_iter, tau=1.0, valid_steps=None):
-    """oracle.pymdp_reference, jitted as one program (cached per structure): pymdp op by op costs 5-10 s
-    per case here, which would dominate this module's run time. Same calls: run_factorized_fpi / run_vmp /
-    run_mmp with B conditioned by _condition_transitions_on_actions and pymdp's own valid_steps masks."""
-    run = _reference_program(algorithm, tuple(map(tuple, case.A_deps)), tuple(map(tuple, case.B_deps)),
-                             num_iter, tau, valid_steps)
-    as_list = lambda xs: None if xs is None else [jnp.asarray(x) for x in xs]  # noqa: E731
-    actions = None if case.actions is None else jnp.asarray(case.actions)
-    return [np.asarray(q) for q in run(as_list(case.A), as_list(case.B), as_list(case.obs), as_list(case.prior), actions)]
+_reference = pymdp_reference_jit
 
 
 @functools.lru_cache(maxsize=None)
@@ -106,7 +76,7 @@ def _shared_driver(engine, case, valid_steps=None):
     from bayes_infer_ros.inference.algorithms import run_fpi, run_sequence
 
     lik, trans = engine.plan
-    params = jax.tree_util.tree_map(lambda x: x[0], engine._param_unpack(engine._param_buffers))
+    params = jax.tree_util.tree_map(lambda x: x[0], engine.params)
     actions = None if case.actions is None else jnp.asarray(case.actions)
     if actions is None:
         actions = jnp.zeros((0, len(case.num_states)), jnp.int32)

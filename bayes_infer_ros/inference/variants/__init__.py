@@ -1,9 +1,9 @@
-"""The paper's nine merged variants. Each family module exposes ``register()``."""
+"""The paper's nine merged variants and the fused family. Each family module exposes ``register()``."""
 from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("hybrid", "end_to_end")
+FAMILIES = ("hybrid", "end_to_end", "fused")
 
 
 def register_all() -> None:

@@ -1,0 +1,357 @@
+"""numba kernels of ``fused_numba`` (see ``native.py``): imported only when that variant is built.
+
+Module-level functions so that numba's on-disk cache (``cache=True``) can keep them across processes.
+Arrays are float32 or float64 (each dtype compiles once); int arrays are int64.
+"""
+import numba
+import numpy as np
+
+njit = numba.njit(cache=True, nogil=True)
+
+
+@njit
+def _nobs(o_off):
+    out = np.empty(o_off.shape[0] - 1, np.int64)
+    for m in range(out.shape[0]):
+        out[m] = o_off[m + 1] - o_off[m]
+    return out
+
+
+@njit
+def log_likelihoods(log_A, a_off, ll_off, o, o_off, nobs, ll):
+    """ll[ll_off[m] + p] = sum_o o[o_off[m] + o] * log_A[a_off[m] + o * P_m + p]."""
+    M = nobs.shape[0]
+    for m in range(M):
+        P = ll_off[m + 1] - ll_off[m]
+        for p in range(P):
+            ll[ll_off[m] + p] = 0.0
+        for k in range(nobs[m]):
+            w = o[o_off[m] + k]
+            if w == 0.0:
+                continue
+            base = a_off[m] + k * P
+            for p in range(P):
+                ll[ll_off[m] + p] += w * log_A[base + p]
+
+
+@njit
+def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, vals, prefix, suffix):
+    """out[f, :] += messages of every modality with ks[m] == 1 (unary=True) or ks[m] >= 2 (False).
+
+    idx (K,) int64, vals / prefix / suffix (K + 1,): scratch (allocated once by the caller)."""
+    M = ks.shape[0]
+    for m in range(M):
+        k = ks[m]
+        base = ll_off[m]
+        if k == 1:
+            if unary:
+                f = deps[m, 0]
+                for a in range(dims[m, 0]):
+                    out[f, a] += ll[base + a]
+            continue
+        if unary:
+            continue
+        if k == 2:  # both directions of one (n_f, n_g) block in a single pass
+            f, g = deps[m, 0], deps[m, 1]
+            nf, ng = dims[m, 0], dims[m, 1]
+            for a in range(nf):
+                row = base + a * ng
+                qa = Q[f, a]
+                acc = 0.0
+                for b in range(ng):
+                    v = ll[row + b]
+                    acc += v * Q[g, b]
+                    out[g, b] += v * qa
+                out[f, a] += acc
+            continue
+        P = ll_off[m + 1] - base
+        for j in range(k):
+            idx[j] = 0
+        for p in range(P):
+            prefix[0] = 1.0
+            for j in range(k):
+                vals[j] = Q[deps[m, j], idx[j]]
+                prefix[j + 1] = prefix[j] * vals[j]
+            suffix[k] = 1.0
+            for j in range(k - 1, -1, -1):
+                suffix[j] = suffix[j + 1] * vals[j]
+            x = ll[base + p]
+            for j in range(k):
+                out[deps[m, j], idx[j]] += x * prefix[j] * suffix[j + 1]
+            j = k - 1  # row-major odometer: the last dependency varies fastest
+            while j >= 0:
+                idx[j] += 1
+                if idx[j] < dims[m, j]:
+                    break
+                idx[j] = 0
+                j -= 1
+
+
+@njit
+def softmax_rows(x, ns, out):
+    """out[f, :n_f] = softmax(x[f, :n_f]); padding stays 0."""
+    for f in range(ns.shape[0]):
+        mx = -np.inf
+        for a in range(ns[f]):
+            if x[f, a] > mx:
+                mx = x[f, a]
+        tot = 0.0
+        for a in range(ns[f]):
+            e = np.exp(x[f, a] - mx)
+            out[f, a] = e
+            tot += e
+        for a in range(ns[f]):
+            out[f, a] = out[f, a] / tot
+
+
+@njit
+def log_stable_pad(p, s_off, ns, n_max, minval, out):
+    for f in range(ns.shape[0]):
+        for a in range(n_max):
+            out[f, a] = 0.0
+        for a in range(ns[f]):
+            v = p[s_off[f] + a]
+            out[f, a] = np.log(v if v > minval else minval)
+
+
+@njit
+def unpad(Q, s_off, ns, out):
+    for f in range(ns.shape[0]):
+        for a in range(ns[f]):
+            out[s_off[f] + a] = Q[f, a]
+
+
+@njit
+def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out):
+    """obs (b, O), prior (b, S) -> out (b, S)."""
+    F = ns.shape[0]
+    n_max = 0
+    for f in range(F):
+        n_max = max(n_max, ns[f])
+    nobs = _nobs(o_off)
+    K = deps.shape[1]
+    idx, vals = np.zeros(K, np.int64), np.zeros(K + 1, obs.dtype)
+    prefix, suffix = np.zeros(K + 1, obs.dtype), np.zeros(K + 1, obs.dtype)
+    ll = np.zeros(ll_off[-1], obs.dtype)
+    c = np.zeros((F, n_max), obs.dtype)
+    x = np.zeros((F, n_max), obs.dtype)
+    Q = np.zeros((F, n_max), obs.dtype)
+    for b in range(obs.shape[0]):
+        log_likelihoods(log_A[b], a_off, ll_off, obs[b], o_off, nobs, ll)
+        log_stable_pad(prior[b], s_off, ns, n_max, minval, c)
+        add_messages(ll, ll_off, deps, dims, ks, Q, c, True, idx, vals, prefix, suffix)
+        if F == 1:
+            softmax_rows(c, ns, Q)
+        else:
+            for f in range(F):
+                for a in range(n_max):
+                    Q[f, a] = 1.0 / ns[f] if a < ns[f] else 0.0
+            for _ in range(num_iter):
+                x[:, :] = c
+                add_messages(ll, ll_off, deps, dims, ks, Q, x, False, idx, vals, prefix, suffix)
+                softmax_rows(x, ns, Q)
+        unpad(Q, s_off, ns, out[b])
+
+
+@njit
+def _step_odometer(idx, dims_row, k):
+    """Advance a row-major multi-index (the last position varies fastest)."""
+    j = k - 1
+    while j >= 0:
+        idx[j] += 1
+        if idx[j] < dims_row[j]:
+            return
+        idx[j] = 0
+        j -= 1
+
+
+@njit
+def forward(Bflat, b_base, n_f, P, bdeps_row, bdims_row, k, Qt, out, take_log, minval, idx):
+    """out[a] = sum_p Bflat[b_base + a * P + p] * prod_j Qt[deps_j, idx_j]  (log_stable of it when take_log).
+
+    Bflat holds log B for VMP (linear message) or B for MMP and the prediction. idx: (>= k,) int64 scratch."""
+    for j in range(k):
+        idx[j] = 0
+    for a in range(n_f):
+        out[a] = 0.0
+    for p in range(P):
+        w = 1.0
+        for j in range(k):
+            w *= Qt[bdeps_row[j], idx[j]]
+        for a in range(n_f):
+            out[a] += Bflat[b_base + a * P + p] * w
+        _step_odometer(idx, bdims_row, k)
+    if take_log:
+        for a in range(n_f):
+            out[a] = np.log(out[a] if out[a] > minval else minval)
+
+
+@njit
+def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max, kind_vmp, minval, past_t, bl,
+             idx, vals, prefix, suffix):
+    """Factor i's backward messages to each of its dependencies, added into past_t (F, n_max).
+
+    bl (K, n_i, n_max) scratch: bl[l, a, x] = sum over the other dependencies of B_i[a, ..., x, ...] times their
+    posteriors (pymdp ``_marginalise_others``). VMP (Bflat = log B): past[d_l, x] += sum_a q_next[a] bl[l, a, x].
+    MMP (Bflat = B): each row normalised over x, past[d_l, x] += 0.5 log_stable(sum_a q_next[a] bl_norm[a, x]).
+    idx, vals, prefix, suffix: scratch as in add_messages."""
+    for j in range(k):
+        idx[j] = 0
+    for l in range(k):
+        for a in range(n_i):
+            for x in range(n_max):
+                bl[l, a, x] = 0.0
+    for p in range(P):
+        prefix[0] = 1.0
+        for j in range(k):
+            vals[j] = Qt[bdeps_row[j], idx[j]]
+            prefix[j + 1] = prefix[j] * vals[j]
+        suffix[k] = 1.0
+        for j in range(k - 1, -1, -1):
+            suffix[j] = suffix[j + 1] * vals[j]
+        for l in range(k):
+            w = prefix[l] * suffix[l + 1]
+            for a in range(n_i):
+                bl[l, a, idx[l]] += Bflat[b_base + a * P + p] * w
+        _step_odometer(idx, bdims_row, k)
+    for l in range(k):
+        f = bdeps_row[l]
+        n_f = bdims_row[l]
+        if not kind_vmp:
+            for a in range(n_i):
+                tot = 0.0
+                for x in range(n_f):
+                    tot += bl[l, a, x]
+                tot = tot if tot > minval else minval
+                for x in range(n_f):
+                    bl[l, a, x] = bl[l, a, x] / tot
+        for x in range(n_f):
+            acc = 0.0
+            for a in range(n_i):
+                acc += Qnext_i[a] * bl[l, a, x]
+            if kind_vmp:
+                past_t[f, x] += acc
+            else:
+                past_t[f, x] += 0.5 * np.log(acc if acc > minval else minval)
+
+
+@njit
+def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks,
+             ncontrols, has_B, obs, prior, actions, valid_steps, num_iter, tau, minval, out):
+    """obs (b, T, O), prior (b, S), actions (b, T-1, F) -> out (b, T, S). valid_steps < 0: no masks.
+
+    B / log_B (b, total): factor f's transitions at b_off[f], laid out (u_f + 1, n_f, P_f) with the neutral
+    transition (1 / n_f) as control u_f, where a negative action points."""
+    F = ns.shape[0]
+    n_max = 0
+    for f in range(F):
+        n_max = max(n_max, ns[f])
+    KB = bdeps.shape[1]
+    nb, T = obs.shape[0], obs.shape[1]
+    nobs = _nobs(o_off)
+    K = max(deps.shape[1], KB)
+    idx, vals = np.zeros(K, np.int64), np.zeros(K + 1, obs.dtype)
+    prefix, suffix = np.zeros(K + 1, obs.dtype), np.zeros(K + 1, obs.dtype)
+    ll = np.zeros((T, ll_off[-1]), obs.dtype)
+    c = np.zeros((T, F, n_max), obs.dtype)
+    Q = np.zeros((T, F, n_max), obs.dtype)
+    lnq = np.zeros((F, n_max), obs.dtype)
+    x = np.zeros((F, n_max), obs.dtype)
+    fut = np.zeros((T, F, n_max), obs.dtype)
+    past = np.zeros((T, F, n_max), obs.dtype)
+    ln_prior = np.zeros((F, n_max), obs.dtype)
+    obs_valid = np.ones(T, np.bool_)
+    trans_valid = np.ones(max(T - 1, 0), np.bool_)
+    tmp = np.zeros(n_max, obs.dtype)
+    bl = np.zeros((max(KB, 1), n_max, n_max), obs.dtype)
+    for b in range(nb):
+        if valid_steps >= 0:
+            kk = min(max(valid_steps, 1), T)
+            for t in range(T):
+                obs_valid[t] = t >= T - kk
+            for t in range(T - 1):
+                ok = obs_valid[t] and obs_valid[t + 1]
+                for f in range(F):
+                    if actions[b, t, f] < 0:
+                        ok = False
+                trans_valid[t] = ok
+        for t in range(T):
+            log_likelihoods(log_A[b], a_off, ll_off, obs[b, t], o_off, nobs, ll[t])
+            if not obs_valid[t]:
+                ll[t, :] = 0.0
+            c[t, :, :] = 0.0
+            add_messages(ll[t], ll_off, deps, dims, ks, Q[t], c[t], True, idx, vals, prefix, suffix)
+        log_stable_pad(prior[b], s_off, ns, n_max, minval, ln_prior)
+        for t in range(T):
+            for f in range(F):
+                for a in range(n_max):
+                    Q[t, f, a] = 1.0 / ns[f] if a < ns[f] else 0.0
+        src = log_B[b] if kind_vmp else B[b]
+        for _ in range(num_iter):
+            fut[:, :, :] = 0.0
+            past[:, :, :] = 0.0
+            for t in range(T):
+                for f in range(F):
+                    if not has_B:
+                        if not kind_vmp:
+                            for a in range(ns[f]):
+                                fut[t, f, a] = ln_prior[f, a]
+                        continue
+                    if t == 0 or not trans_valid[t - 1]:
+                        for a in range(ns[f]):
+                            fut[t, f, a] = ln_prior[f, a]
+                    else:
+                        u = actions[b, t - 1, f]
+                        u = ncontrols[f] if u < 0 else u
+                        P = (b_off[f + 1] - b_off[f]) // ((ncontrols[f] + 1) * ns[f])
+                        forward(src, b_off[f] + u * ns[f] * P, ns[f], P, bdeps[f], bdims[f], bks[f], Q[t - 1],
+                                fut[t, f], not kind_vmp, minval, idx)
+                    if not kind_vmp and t < T - 1 and trans_valid[t]:
+                        for a in range(ns[f]):
+                            fut[t, f, a] *= 0.5
+                if has_B and t < T - 1 and trans_valid[t]:
+                    for i in range(F):
+                        u = actions[b, t, i]
+                        u = ncontrols[i] if u < 0 else u
+                        P = (b_off[i + 1] - b_off[i]) // ((ncontrols[i] + 1) * ns[i])
+                        backward(src, b_off[i] + u * ns[i] * P, ns[i], P, bdeps[i], bdims[i], bks[i], Q[t],
+                                 Q[t + 1, i], n_max, kind_vmp, minval, past[t], bl, idx, vals, prefix, suffix)
+            for t in range(T):
+                x[:, :] = c[t]
+                add_messages(ll[t], ll_off, deps, dims, ks, Q[t], x, False, idx, vals, prefix, suffix)
+                for f in range(F):
+                    nf = ns[f]
+                    mean = 0.0
+                    for a in range(nf):
+                        q = Q[t, f, a]
+                        lq = np.log(q if q > minval else minval)
+                        v = lq + tau * (x[f, a] - lq + past[t, f, a] + fut[t, f, a])
+                        tmp[a] = v
+                        mean += v
+                    mean = mean / nf
+                    for a in range(nf):
+                        lnq[f, a] = tmp[a] - mean
+                softmax_rows(lnq, ns, Q[t])
+        for t in range(T):
+            unpad(Q[t], s_off, ns, out[b, t])
+
+
+@njit
+def predict(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, action, out):
+    """pymdp compute_expected_state: out_f = sum over B_f[:, deps..., action_f] times the deps' posteriors."""
+    F = ns.shape[0]
+    n_max = 0
+    for f in range(F):
+        n_max = max(n_max, ns[f])
+    Qp = np.zeros((F, n_max), q.dtype)
+    for f in range(F):
+        for a in range(ns[f]):
+            Qp[f, a] = q[s_off[f] + a]
+    tmp = np.zeros(n_max, q.dtype)
+    idx = np.zeros(max(bdeps.shape[1], 1), np.int64)
+    for f in range(F):
+        u = action[f]
+        P = (b_off[f + 1] - b_off[f]) // ((ncontrols[f] + 1) * ns[f])
+        forward(B[b_index], b_off[f] + u * ns[f] * P, ns[f], P, bdeps[f], bdims[f], bks[f], Qp, tmp, False, 0.0, idx)
+        for a in range(ns[f]):
+            out[s_off[f] + a] = tmp[a]

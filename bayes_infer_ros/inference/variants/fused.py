@@ -1,0 +1,401 @@
+"""The FUSED family (beyond the paper's nine): FPI, VMP and MMP as a handful of dense ops per iteration.
+
+The likelihood message of factor f is linear in the other factors' posteriors for every modality that
+depends on at most two factors, and linear in the observations (pymdp's ``xlogy`` form,
+``ll_m = sum_o o[o] log A_m[o, ...]``). With posteriors kept as one zero-padded ``(F, n_max)`` array,
+flattened to ``N = F * n_max``, FPI's update is exactly
+
+    log q  <-  log D + u + W q  (+ h(q) for modalities depending on three or more factors)
+
+followed by a softmax per factor over its real states. ``u`` (N,) collects the one-factor modalities and
+``W`` (N, N) the two-factor ones: modality m on (f, g) puts ``ll_m`` in block (f, g) and its transpose in
+block (g, f). Both are linear in the packed observation vector ``o`` (O = sum m_i), so they come from
+build-time matrices in one matvec per call. ``h`` is the exact multilinear term of higher-order
+modalities: the clustered end-to-end layout of those modalities (divide-and-conquer all-but-one
+contractions), or per-modality contractions when that layout is over its memory budget.
+
+* ``fused_dense``: ``[vec W; u] = G o`` with G (N*N + N, O) built once; every iteration is one (N, N)
+  mat-vec and a masked softmax. Refuses (VariantUnsupported) when G exceeds ``MAX_G_ELEMENTS``.
+* ``fused_pairwise``: no N^2 array. The two-factor modalities' log A are stacked (M2, m_max, n_max, n_max)
+  and contracted with their observations once per call into blocks (M2, n_max, n_max); every iteration
+  applies the blocks in both directions (two batched mat-vecs) and sums them into factors with 0/1
+  incidence matmuls. Stored elements grow with the model, not with N^2.
+
+VMP and MMP use the same likelihood form at every time step (``u_t``, ``W_t``; masked by ``valid_steps``
+exactly as pymdp masks the log-likelihoods) and :class:`~.transitions.MergedTransitions` for the
+transition messages (merged, arbitrary B-dependencies). Their drivers follow pymdp 1.0.4's
+``update_marginals`` (``log_stable``, mirror-descent step with the mean over real states, softmax).
+
+Only the summation order inside contractions differs from pymdp (rounding level): the oracle tests hold
+every variant to the tolerance table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax, nn
+
+from ...model.generative_model import ModelStructure
+from ..numerics import log_stable, log_stable_np
+from ..reference import marginal_contributions, sequence_masks
+from .transitions import MergedTransitions, pad_states, unpad_states
+
+Array = jax.Array
+
+__all__ = ["FusedDenseLikelihood", "FusedPairwiseLikelihood", "FUSED_VARIANTS", "MAX_G_ELEMENTS", "register"]
+
+# fused_dense's G holds (N^2 + N) x O values; past this (16 MiB in float32) the variant refuses the model
+# and fused_pairwise (no N^2 storage) is the fused choice.
+MAX_G_ELEMENTS = 2 ** 22
+
+
+def _obs_offsets(num_obs: Sequence[int]) -> tuple[int, ...]:
+    return tuple(int(x) for x in np.concatenate([[0], np.cumsum(num_obs)]))
+
+
+@dataclass(frozen=True)
+class HigherOrderTerm:
+    """The exact likelihood messages of modalities with three or more dependencies (static only).
+
+    modalities: their indices in the model
+    ops:        ClusteredEndToEndLikelihood ops over just these modalities, or None: per-modality
+                contractions (pymdp's ``mll_factors``) of ``log A`` kept unmerged
+    """
+
+    modalities: tuple[int, ...]
+    deps: tuple[tuple[int, ...], ...]
+    num_states: tuple[int, ...]
+    n_max: int
+    ops: Any
+
+    @classmethod
+    def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple[Optional["HigherOrderTerm"], Any]:
+        from ..registry import VariantUnsupported
+        from .end_to_end import ClusteredEndToEndLikelihood
+
+        mods = tuple(i for i, d in enumerate(structure.A_dependencies) if len(d) >= 3)
+        if not mods:
+            return None, None
+        ns = tuple(int(n) for n in structure.num_states)
+        deps = tuple(structure.A_dependencies[i] for i in mods)
+        sub = ModelStructure(
+            num_obs=tuple(structure.num_obs[i] for i in mods), num_states=ns, num_controls=structure.num_controls,
+            A_dependencies=deps, B_dependencies=structure.B_dependencies,
+        )
+        try:
+            ops, params = ClusteredEndToEndLikelihood.prepare(sub, [A[i] for i in mods], dtype)
+        except VariantUnsupported:
+            ops, params = None, [jnp.asarray(log_stable_np(A[i]), dtype=dtype) for i in mods]
+        return cls(mods, deps, ns, max(ns), ops), params
+
+    def log_likelihoods(self, params: Any, obs: Sequence[Array]) -> Any:
+        """obs: every modality's (m_i,) -> this term's log-likelihoods (layout of ``ops``)."""
+        sub = [obs[i] for i in self.modalities]
+        if self.ops is not None:
+            return self.ops.log_likelihoods(params, sub)
+        return [jnp.tensordot(o, la, axes=(0, 0)) for o, la in zip(sub, params)]
+
+    def marginals_padded(self, ll: Any, Q: Array) -> Array:
+        """Q: (..., F, n_max) -> (..., F, n_max) messages of these modalities."""
+        if self.ops is not None:
+            return self.ops.marginals_padded(ll, Q)
+        lead = Q.shape[:-2]
+
+        def one(ll_t, q):
+            qs = [q[f, :n] for f, n in enumerate(self.num_states)]
+            total = [jnp.zeros((self.n_max,), q.dtype) for _ in self.num_states]
+            for x, d in zip(ll_t, self.deps):
+                for l, f in enumerate(d):
+                    c = marginal_contributions(x, d, qs)[l]
+                    total[f] = total[f] + jnp.pad(c, (0, self.n_max - c.shape[0]))
+            return jnp.stack(total)
+
+        if not lead:
+            return one(ll, Q)
+        flat_ll = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[len(lead):]), ll)
+        out = jax.vmap(one)(flat_ll, Q.reshape((-1,) + Q.shape[-2:]))
+        return out.reshape(lead + Q.shape[-2:])
+
+    def stored_elements(self, params: Any) -> int:
+        if self.ops is not None:
+            return int(self.ops.stored_elements())
+        return int(sum(np.size(p) // np.shape(p)[0] for p in params))
+
+
+@dataclass(frozen=True)
+class FusedLikelihood:
+    """Shared build and drivers of the fused variants (static only; arrays live in ``params``).
+
+    num_states: (F,) n_f;  num_obs: (M,) m_i;  n_max: max n_f
+    unary:      modalities with one dependency, unary_deps: the factor of each
+    pair:       modalities with two dependencies, pair_deps: their (f, g)
+    higher:     HigherOrderTerm or None
+    """
+
+    num_states: tuple[int, ...]
+    num_obs: tuple[int, ...]
+    n_max: int
+    unary: tuple[int, ...]
+    unary_deps: tuple[int, ...]
+    pair: tuple[int, ...]
+    pair_deps: tuple[tuple[int, int], ...]
+    higher: Optional[HigherOrderTerm]
+
+    DENSE: ClassVar[bool] = True
+
+    @property
+    def size(self) -> int:
+        """N = F * n_max, the flattened padded posterior."""
+        return len(self.num_states) * self.n_max
+
+    # ---- build --------------------------------------------------------------------------------
+    @classmethod
+    def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["FusedLikelihood", dict]:
+        """A[i]: (b, m_i, n_deps...) -> (ops, params); the build-time matrices are made here, once."""
+        from ..registry import VariantUnsupported
+
+        ns = tuple(int(n) for n in structure.num_states)
+        deps_all = structure.A_dependencies
+        unary = tuple(i for i, d in enumerate(deps_all) if len(d) == 1)
+        pair = tuple(i for i, d in enumerate(deps_all) if len(d) == 2)
+        n_max, F = max(ns), len(ns)
+        N, O = F * n_max, int(sum(structure.num_obs))
+        b = int(np.shape(A[0])[0])
+        off = _obs_offsets(structure.num_obs)
+        log_A = {i: log_stable_np(np.asarray(A[i], dtype=np.float64)) for i in unary + pair}
+        params: dict = {}
+        if cls.DENSE:
+            rows = N * N + N if pair else N
+            if rows * O > MAX_G_ELEMENTS:
+                raise VariantUnsupported(
+                    f"fused_dense: G would hold {rows * O:,} elements ((N^2 + N) x O with N = F * n_max = {N}, "
+                    f"O = {O}), over the budget of {MAX_G_ELEMENTS:,}; use fused_pairwise")
+            U = np.zeros((b, F, n_max, O))
+            for i in unary:
+                f, m = deps_all[i][0], structure.num_obs[i]
+                # U[f, a, off_i + o] = log A_i[o, a]
+                U[:, f, : ns[f], off[i]: off[i] + m] += np.transpose(log_A[i], (0, 2, 1))
+            G = U.reshape(b, N, O)
+            if pair:
+                W = np.zeros((b, F, n_max, F, n_max, O))
+                for i in pair:
+                    f, g = deps_all[i]
+                    blk = np.transpose(log_A[i], (0, 2, 3, 1))  # (b, n_f, n_g, m)
+                    cols = slice(off[i], off[i] + structure.num_obs[i])
+                    W[:, f, : ns[f], g, : ns[g], cols] += blk
+                    W[:, g, : ns[g], f, : ns[f], cols] += np.transpose(blk, (0, 2, 1, 3))
+                G = np.concatenate([W.reshape(b, N * N, O), G], axis=1)  # rows: vec W, then u
+            params["G"] = jnp.asarray(G, dtype=dtype)
+        else:
+            if unary:
+                m1 = max(structure.num_obs[i] for i in unary)
+                la1 = np.zeros((b, len(unary), m1, n_max))
+                for r, i in enumerate(unary):
+                    la1[:, r, : structure.num_obs[i], : ns[deps_all[i][0]]] = log_A[i]
+                params["log_A1"] = jnp.asarray(la1, dtype=dtype)
+            if pair:
+                m2 = max(structure.num_obs[i] for i in pair)
+                la2 = np.zeros((b, len(pair), m2, n_max, n_max))
+                for r, i in enumerate(pair):
+                    f, g = deps_all[i]
+                    la2[:, r, : structure.num_obs[i], : ns[f], : ns[g]] = log_A[i]
+                params["log_A2"] = jnp.asarray(la2, dtype=dtype)
+        higher, hparams = HigherOrderTerm.prepare(structure, A, dtype)
+        if higher is not None:
+            params["higher"] = hparams
+        ops = cls(ns, tuple(int(m) for m in structure.num_obs), n_max, unary,
+                  tuple(deps_all[i][0] for i in unary), pair,
+                  tuple(tuple(deps_all[i]) for i in pair), higher)
+        return ops, params
+
+    # ---- static layout helpers ----------------------------------------------------------------
+    def _state_mask(self) -> np.ndarray:
+        return np.arange(self.n_max)[None, :] < np.asarray(self.num_states)[:, None]  # (F, n_max)
+
+    def _stack_obs(self, obs: Sequence[Array], members: Sequence[int], width: int) -> Array:
+        """obs[i]: (m_i,) -> (len(members), width) zero-padded."""
+        return jnp.stack([jnp.pad(obs[i], (0, width - obs[i].shape[-1])) for i in members])
+
+    def _incidence(self, targets: Sequence[int], dtype: Any) -> np.ndarray:
+        """(F, R) 0/1: row f sums the contributions whose target is f."""
+        out = np.zeros((len(self.num_states), len(targets)), dtype=np.dtype(dtype))
+        out[np.asarray(targets), np.arange(len(targets))] = 1.0
+        return out
+
+    # ---- per step, one model ------------------------------------------------------------------
+    def log_likelihoods(self, params: dict, obs: Sequence[Array]) -> dict:
+        """obs[i]: (m_i,) -> {"u": (F, n_max), "W": (N, N) or "blocks": (M2, n_max, n_max), "higher": ...}."""
+        F, n = len(self.num_states), self.n_max
+        out: dict = {}
+        if self.DENSE:
+            o = jnp.concatenate(list(obs))
+            y = params["G"] @ o
+            out["u"] = y[: F * n].reshape(F, n) if not self.pair else y[self.size * self.size:].reshape(F, n)
+            if self.pair:
+                out["W"] = y[: self.size * self.size].reshape(self.size, self.size)
+        else:
+            if self.unary:
+                o1 = self._stack_obs(obs, self.unary, params["log_A1"].shape[1])
+                rows = jnp.einsum("rmn,rm->rn", params["log_A1"], o1)  # (M1, n_max)
+                out["u"] = jnp.asarray(self._incidence(self.unary_deps, rows.dtype)) @ rows
+            else:
+                out["u"] = jnp.zeros((F, n), dtype=obs[0].dtype)
+            if self.pair:
+                o2 = self._stack_obs(obs, self.pair, params["log_A2"].shape[1])
+                out["blocks"] = jnp.einsum("rmab,rm->rab", params["log_A2"], o2)  # (M2, n_max, n_max)
+        if self.higher is not None:
+            out["higher"] = self.higher.log_likelihoods(params["higher"], obs)
+        return out
+
+    def marginals_padded(self, ll: dict, Q: Array) -> Array:
+        """Q: (..., F, n_max) padded posteriors (zeros in the padding) -> (..., F, n_max) likelihood
+        messages (pymdp ``all_marginal_log_likelihood``, padded; entries past n_f unspecified).
+        ``ll`` carries the same leading axes as Q."""
+        lead = Q.shape[:-2]
+        F, n = len(self.num_states), self.n_max
+        msg = ll["u"]
+        if self.pair:
+            if self.DENSE:
+                q = Q.reshape(lead + (F * n,))
+                # multiply-and-reduce rather than a dot: XLA:CPU fuses it into the loop's kernels instead of
+                # calling a library mat-vec every iteration (a few us per call at these sizes)
+                msg = msg + (ll["W"] * q[..., None, :]).sum(axis=-1).reshape(lead + (F, n))
+            else:
+                fs = [d[0] for d in self.pair_deps]
+                gs = [d[1] for d in self.pair_deps]
+                E_f = self._incidence(fs, Q.dtype)  # (F, M2)
+                E_g = self._incidence(gs, Q.dtype)
+                q_f = jnp.einsum("fr,...fn->...rn", E_f, Q)  # (..., M2, n)
+                q_g = jnp.einsum("fr,...fn->...rn", E_g, Q)
+                to_f = jnp.einsum("...rab,...rb->...ra", ll["blocks"], q_g)
+                to_g = jnp.einsum("...rab,...ra->...rb", ll["blocks"], q_f)
+                msg = msg + jnp.einsum("fr,...rn->...fn", E_f, to_f) + jnp.einsum("fr,...rn->...fn", E_g, to_g)
+        if self.higher is not None:
+            msg = msg + self.higher.marginals_padded(ll["higher"], Q)
+        return msg
+
+    # ---- drivers: posteriors stay one padded array through the loop -----------------------------
+    def run_fpi(self, params: dict, obs: Sequence[Array], prior: Sequence[Array], num_iter: int) -> list[Array]:
+        """pymdp ``run_factorized_fpi``: obs[i] (m_i,), prior[f] (n_f,) -> list of (n_f,).
+
+        pymdp iterates ``log q <- mll(softmax(log q)) + log D`` from ``log q = 0`` and returns
+        ``softmax(log q)``. The loop here carries ``q = softmax(log q)`` instead (the same operations in the
+        same order): it starts from the uniform posterior, a constant, and its last carry is the answer, so
+        no step runs outside the loop but the likelihood matvec before it and the unpadding after it.
+        """
+        mask = self._state_mask()
+        ll = self.log_likelihoods(params, obs)
+        log_prior = pad_states([log_stable(p) for p in prior], self.n_max)
+        if len(prior) == 1:  # pymdp's exact one-pass update (every modality depends on factor 0)
+            x = jnp.where(mask, ll["u"] + log_prior, -jnp.inf)
+            return unpad_states(nn.softmax(x, axis=-1), self.num_states)
+        ll = dict(ll, u=ll["u"] + log_prior)  # the prior is constant over the iterations: one add, once
+
+        def step(q, _):
+            return nn.softmax(jnp.where(mask, self.marginals_padded(ll, q), -jnp.inf), axis=-1), None
+
+        q0 = mask / mask.sum(axis=-1, keepdims=True)  # softmax of log q = 0 over the real states
+        q, _ = lax.scan(step, jnp.asarray(q0, dtype=log_prior.dtype), None, length=num_iter)
+        return unpad_states(q, self.num_states)
+
+    def run_sequence(self, kind: str, params: dict, trans: Any, trans_params: dict, obs: Sequence[Array],
+                     prior: Sequence[Array], actions: Array, valid_steps: Optional[Array], num_iter: int,
+                     tau: float) -> list[Array]:
+        """pymdp ``update_marginals`` (VMP / MMP), padded (T, F, n_max) posteriors throughout."""
+        T = obs[0].shape[0]
+        obs_valid, trans_valid = sequence_masks(T, actions, valid_steps)
+        cond = trans.condition(trans_params, actions)
+        ll = jax.vmap(self.log_likelihoods, in_axes=(None, 0))(params, list(obs))
+        if obs_valid is not None:
+            ll = jax.tree_util.tree_map(
+                lambda x: x * obs_valid.astype(x.dtype).reshape((T,) + (1,) * (x.ndim - 1)), ll)
+        mask = self._state_mask()
+        counts = jnp.asarray(np.asarray(self.num_states), dtype=ll["u"].dtype)[:, None]
+        ln_prior = pad_states([log_stable(p) for p in prior], self.n_max)  # (F, n_max)
+
+        if not trans.has_B:
+            def messages(Q):
+                zero = jnp.zeros_like(Q)
+                return (zero if kind == "vmp" else jnp.broadcast_to(ln_prior[None], Q.shape)), zero
+        else:
+            fn = trans.vmp_messages_padded if kind == "vmp" else trans.mmp_messages_padded
+
+            def messages(Q):
+                return fn(trans_params, cond, Q, ln_prior, trans_valid)
+
+        def step(Q, _):
+            ln_qs = log_stable(Q)
+            future, past = messages(Q)
+            err = self.marginals_padded(ll, Q) - ln_qs + past + future
+            ln_qs = ln_qs + tau * err
+            mean = jnp.where(mask, ln_qs, 0.0).sum(axis=-1, keepdims=True) / counts
+            return nn.softmax(jnp.where(mask, ln_qs - mean, -jnp.inf), axis=-1), None
+
+        Q0 = nn.softmax(jnp.where(mask, jnp.zeros((T,) + mask.shape, ln_prior.dtype), -jnp.inf), axis=-1)
+        Q, _ = lax.scan(step, Q0, None, length=num_iter)
+        return unpad_states(Q, self.num_states)
+
+    def drive(self, algorithm: str, params: dict, trans: Any, trans_params: dict, obs: Sequence[Array],
+              prior: Sequence[Array], actions: Array, valid_steps: Optional[Array], num_iter: int,
+              tau: float) -> list[Array]:
+        """Engine hook: run ``algorithm`` with this family's padded driver."""
+        if algorithm == "fpi":
+            return self.run_fpi(params, obs, prior, num_iter)
+        return self.run_sequence(algorithm, params, trans, trans_params, obs, prior, actions, valid_steps, num_iter, tau)
+
+    # ---- list API (shared drivers of algorithms.py) ---------------------------------------------
+    def marginals(self, params: dict, ll: dict, qs: Sequence[Array]) -> list[Array]:
+        return unpad_states(self.marginals_padded(ll, pad_states(qs, self.n_max)), self.num_states)
+
+    def joint(self, params: dict, ll: dict) -> Array:
+        return ll["u"][0, : self.num_states[0]]
+
+    # ---- bookkeeping ------------------------------------------------------------------------------
+    def stored_elements(self, params: Optional[dict] = None) -> int:
+        """Elements of the prepared likelihood arrays for one model (padding and zeros included)."""
+        F, n = len(self.num_states), self.n_max
+        O = int(sum(self.num_obs))
+        if self.DENSE:
+            total = (F * n * F * n + F * n if self.pair else F * n) * O
+        else:
+            total = 0
+            if self.unary:
+                total += len(self.unary) * max(self.num_obs[i] for i in self.unary) * n
+            if self.pair:
+                total += len(self.pair) * max(self.num_obs[i] for i in self.pair) * n * n
+        if self.higher is not None:
+            if self.higher.ops is not None:
+                total += int(self.higher.ops.stored_elements())
+            else:
+                total += int(sum(self.num_obs[i] * int(np.prod([self.num_states[f] for f in d]))
+                                 for i, d in zip(self.higher.modalities, self.higher.deps)))
+        return int(total)
+
+
+@dataclass(frozen=True)
+class FusedDenseLikelihood(FusedLikelihood):
+    """``fused_dense``: u and W from one build-time matrix G, one (N, N) mat-vec per iteration."""
+
+    DENSE: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class FusedPairwiseLikelihood(FusedLikelihood):
+    """``fused_pairwise``: per-modality (n_max, n_max) blocks applied both ways, no N^2 storage."""
+
+    DENSE: ClassVar[bool] = False
+
+
+FUSED_VARIANTS = {"fused_dense": FusedDenseLikelihood, "fused_pairwise": FusedPairwiseLikelihood}
+
+
+def register() -> None:
+    """Add the fused variants to the registry (transitions: MergedTransitions)."""
+    from ..registry import register_variant
+
+    for name, cls in FUSED_VARIANTS.items():
+        register_variant(name, cls, MergedTransitions)

@@ -1,0 +1,71 @@
+"""Default model, one process: every (algorithm, variant)'s packed call with its XLA:CPU execution mode and a
+round-robin latency, next to pymdp and the JAX dispatch floor (a trivial jitted call).
+
+    PYTHONPATH=. python benchmarks/xla_cpu_modes.py [--variants ...] [--rounds 30]
+
+XLA_FLAGS set by the caller apply to every program (XLA reads them once per process), so compare flag
+settings by running this twice.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bayes_infer_ros.bench.xla_mode import LOG_ENV, capture_modes, program_label  # noqa: E402
+
+os.environ.update(LOG_ENV)
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_ticks import MODEL, tick_callable  # noqa: E402
+
+from bayes_infer_ros.model.io import load_model  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--algorithms", nargs="+", default=["fpi", "vmp", "mmp"])
+    p.add_argument("--variants", nargs="+", default=["baseline", "fused_dense", "fused_pairwise", "fused_numba"])
+    p.add_argument("--num-iter", type=int, default=16)
+    p.add_argument("--horizon", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--calls", type=int, default=25)
+    args = p.parse_args()
+    model = load_model(MODEL)
+    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} jax {jax.__version__} {jax.devices()[0].device_kind} "
+          f"load {os.getloadavg()[0]:.2f}")
+    floor = jax.jit(lambda x: x + 1.0)
+    x = jnp.ones(4)
+    floor(x).block_until_ready()
+    for algorithm in args.algorithms:
+        ticks, labels = {"floor": lambda: floor(x)}, {"floor": "inline"}
+        for v in ["pymdp"] + args.variants:
+            fn = tick_callable(model, algorithm, v, args.num_iter, args.horizon, predict=False)
+            _, modes = capture_modes(lambda: jax.block_until_ready(fn()))
+            labels[v] = program_label(modes, "jit_")
+            ticks[v] = fn
+        samples = {v: [] for v in ticks}
+        for _ in range(args.rounds):
+            for v, fn in ticks.items():
+                t0 = time.perf_counter()
+                for _ in range(args.calls):
+                    jax.block_until_ready(fn())
+                samples[v].append((time.perf_counter() - t0) / args.calls)
+        base = statistics.median(samples["pymdp"])
+        for v, xs in samples.items():
+            xs.sort()
+            med = statistics.median(xs)
+            print(f"{algorithm:4s} {v:16s} {med * 1e6:8.1f} us (p10 {xs[len(xs) // 10] * 1e6:7.1f}, p90 "
+                  f"{xs[9 * len(xs) // 10] * 1e6:7.1f})  x{base / med:5.2f} vs pymdp  {labels[v]}")
+
+
+if __name__ == "__main__":
+    main()
