@@ -17,8 +17,8 @@ never published).
   log time), wait until one ``bayes_infer_ros/msg/Beliefs`` arrives on TOPIC (relative to NS) or
   ``--wait-timeout`` passes. Used by the tests, which need every step to give exactly one tick regardless of
   machine load.
-- ``--control-gap S``: pause S seconds after each ``actions`` message, so that a node whose executor may take
-  an observation before an action that arrived just before it sees them in order (matters at ``--rate 0``).
+- ``--control-gap S``: pause S seconds after each ``controls`` message. Not needed by this package's node (it
+  places stamped controls by their stamp); for consumers that apply controls in arrival order.
 QoS: reliable, volatile, depth ``--depth`` (compatible with best-effort SensorDataQoS subscribers and with the
 best-effort ``/clock`` subscription of rclpy's TimeSource).
 """
@@ -39,7 +39,7 @@ from bayes_infer_ros.bags.convert import message_class
 CLOCK_TOPIC = "/clock"
 STEP_TOPIC_MARK = "/observations/"
 BELIEFS_TYPE = "bayes_infer_ros/msg/Beliefs"
-CONTROL_TOPIC_SUFFIX = "/actions"
+CONTROL_TOPIC_SUFFIXES = ("/controls", "/actions")  # /actions: bags made before the Controls message
 
 
 def _shift_stamps(msg, offset_ns: int) -> None:
@@ -276,7 +276,7 @@ class BagPlayer:
                     self.stats.published[conn.topic] = self.stats.published.get(conn.topic, 0) + 1
                     if conn.topic == CLOCK_TOPIC:
                         self._after_clock(ns + offset_ns)
-                    if self.control_gap_s > 0 and conn.topic.endswith(CONTROL_TOPIC_SUFFIX):
+                    if self.control_gap_s > 0 and conn.topic.endswith(CONTROL_TOPIC_SUFFIXES):
                         self._stop.wait(self.control_gap_s)
                 if step_has_obs and not self._stop.is_set():
                     self._finish_step(step_ns)
@@ -459,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait-subscribers", type=float, default=5.0, metavar="S",
                    help="wait up to S seconds for subscribers on the observation topics before starting")
     p.add_argument("--depth", type=int, default=100, help="publisher queue depth")
-    p.add_argument("--control-gap", type=float, default=0.0, metavar="S", help="pause after each actions message")
+    p.add_argument("--control-gap", type=float, default=0.0, metavar="S", help="pause after each controls message")
     p.add_argument("--raw", action="store_true", help="publish the bag's CDR bytes as they are (no decode check)")
     return p
 
