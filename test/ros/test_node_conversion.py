@@ -151,6 +151,34 @@ def test_window_of_one_step():
     assert w.actions.shape == (0, 1) and w.valid_steps == 1
 
 
+# ---- one source of defaults --------------------------------------------------------------------
+def test_config_agent_yaml_lists_every_parameter_with_its_default(repo_root):
+    """config/agent.yaml and the node's parameter table agree: same names, same defaults (a params file that
+    leaves a parameter out gets the value the shipped config shows)."""
+    import yaml
+
+    params = yaml.safe_load((repo_root / "config" / "agent.yaml").read_text())["/**"]["ros__parameters"]
+    node_keys = {k for k in params if k != "model"}
+    assert node_keys == {p.name for p in PARAMETERS}, node_keys ^ {p.name for p in PARAMETERS}
+    for spec in PARAMETERS:
+        value = params[spec.name]
+        assert type(value) is type(spec.default) or (isinstance(spec.default, float) and isinstance(value, int)), spec.name
+        assert value == spec.default, f"{spec.name}: config/agent.yaml {value!r}, parameters.py {spec.default!r}"
+
+
+def test_help_text_comes_from_the_table():
+    from bayes_infer_ros.ros.node_help import unused_qos_overrides, usage
+
+    text = usage(PARAMETERS)
+    for spec in PARAMETERS:
+        assert f"  {spec.name} " in text and repr(spec.default) in text
+    lines = unused_qos_overrides({"qos_overrides./a/beliefs.publisher.depth": 3,
+                                  "qos_overrides./a/controls.subscription.depth": 3,
+                                  "qos_overrides./a/controls.publisher.depth": 3, "num_iter": 4},
+                                 published=["/a/beliefs"], subscribed=["/a/controls"])
+    assert len(lines) == 1 and "no publisher /a/controls" in lines[0]
+
+
 # ---- parameters --------------------------------------------------------------------------------
 VARIANTS = ("baseline", "hybrid")
 
