@@ -3,6 +3,7 @@
     bayes-infer model from-pymdp PYMDP.npz -o MODEL.yaml|MODEL.npz   pymdp's A, B, D (+ dependencies) -> a model file
     bayes-infer model validate FILE                                 the node's validation; exit 0 when valid
     bayes-infer model show FILE                                     factors, modalities, shapes, dependencies, labels
+    bayes-infer model layout FILE -o LAYOUT.xml [--namespace NS]    a PlotJuggler layout for its belief topics
 
 ``validate`` runs what the node runs at configure (load + validate the model; the node parameters of a params
 file are checked against the node's table too) and exits 0 for a valid file, 1 naming the tensor (or parameter)
@@ -124,6 +125,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_layout(args: argparse.Namespace) -> int:
+    from bayes_infer_ros.viewer_layout import plotjuggler_layout
+
+    try:
+        model = load_model(args.file)
+    except ModelValidationError as exc:
+        print(f"{args.file}: invalid: {exc}", file=sys.stderr)
+        return 1
+    text = plotjuggler_layout([model.factor_name(f) for f in range(model.num_factors)], model.num_states,
+                              args.namespace)
+    args.output.write_text(text)
+    print(f"wrote {args.output}: open it in PlotJuggler (Layout > Load), start the ROS2 Topic Subscriber")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bayes-infer model", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -142,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="factors, modalities, shapes, dependencies, labels")
     show.add_argument("file", type=Path)
     show.set_defaults(run=cmd_show)
+    lay = sub.add_parser("layout", help="a PlotJuggler layout for the model's belief topics")
+    lay.add_argument("file", type=Path)
+    lay.add_argument("-o", "--output", type=Path, required=True, help="layout XML file")
+    lay.add_argument("--namespace", default="", help="the node's namespace (topics <ns>/beliefs/<factor>)")
+    lay.set_defaults(run=cmd_layout)
     return p
 
 

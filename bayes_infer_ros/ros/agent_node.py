@@ -253,7 +253,8 @@ class _AgentCore:
             self._setup_jax()
             self._model = self._load_model()
         except Exception as exc:  # noqa: BLE001 - every refusal becomes a clear message, never a crash
-            self._config_error = f"configure failed: {exc}"
+            self._config_error = (f"configure failed: {exc} (`bayes-infer model validate FILE` checks a model file; "
+                                  "fix it, then configure again)")
             self._log.error(self._config_error)
             self._count("configure_failures")
             self._model = None
@@ -264,7 +265,8 @@ class _AgentCore:
         self._state_labels = [model.state_label_list(f) for f in range(model.num_factors)]
         config = self._config_from_parameters()
         if config.algorithm != "fpi" and model.B is None:
-            self._config_error = f"configure failed: algorithm: {config.algorithm} needs transition tensors B; the model has none"
+            self._config_error = (f"configure failed: algorithm: {config.algorithm} needs transition tensors B; the model "
+                                  "has none (set algorithm: fpi, or add B to the model, then configure again)")
             self._log.error(self._config_error)
             self._model = None
             return False
@@ -848,7 +850,7 @@ class _AgentCore:
         level, message = DiagnosticStatus.OK, "ok"
         if not self._configured:
             level = DiagnosticStatus.ERROR if self._config_error else DiagnosticStatus.WARN
-            message = self._config_error or "unconfigured"
+            message = self._config_error or node_help.unconfigured_hint(self.get_fully_qualified_name())
         else:
             now = time.monotonic()
             rate = float(self._p("rate_hz"))

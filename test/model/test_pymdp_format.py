@@ -117,3 +117,31 @@ def test_cli_validate_names_the_tensor_and_exits_non_zero(tmp_path, capsys, repo
     np.savez(tmp_path / "pymdp.npz", A0=np.eye(2))
     assert model_main(["validate", str(tmp_path / "pymdp.npz")]) == 1
     assert "bayes-infer model from-pymdp" in capsys.readouterr().err
+
+
+def test_plotjuggler_layout_matches_the_default_model_and_the_message(repo_root, tmp_path):
+    """The shipped layout is what `bayes-infer model layout config/agent.yaml` writes, is valid XML, and every
+    curve names a Belief field of a factor topic of the default model."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    shipped = repo_root / "config" / "plotjuggler_beliefs.xml"
+    assert model_main(["layout", str(repo_root / "config" / "agent.yaml"), "-o", str(tmp_path / "l.xml")]) == 0
+    assert (tmp_path / "l.xml").read_text() == shipped.read_text(), \
+        "regenerate: bayes-infer model layout config/agent.yaml -o config/plotjuggler_beliefs.xml"
+    root = ET.parse(shipped).getroot()
+    model = load_model(repo_root / "config" / "agent.yaml")
+    fields = set(re.findall(r"^\S+\s+(\w+)", (repo_root / "msg" / "Belief.msg").read_text(), re.M))
+    curves = [c.get("name") for c in root.iter("curve")]
+    for f, name in enumerate(model.factor_names):
+        for k in range(model.num_states[f]):
+            assert f"/beliefs/{name}/probabilities[{k}]" in curves
+    for curve in curves:
+        m = re.match(r"^/beliefs/(\w+)/(\w+)(\[\d+\])?$", curve)
+        assert m and m.group(1) in model.factor_names and m.group(2) in fields, curve
+    topics = [t.get("name") for t in root.iter("topic")]
+    assert topics == [f"/beliefs/{n}" for n in model.factor_names]
+    (tmp_path / "ns.xml").write_text("")
+    assert model_main(["layout", str(repo_root / "config" / "agent.yaml"), "-o", str(tmp_path / "ns.xml"),
+                       "--namespace", "/robot1"]) == 0
+    assert '<topic name="/robot1/beliefs/door"/>' in (tmp_path / "ns.xml").read_text()
