@@ -36,3 +36,23 @@ def test_missing_optional_dependency_names_the_extra(monkeypatch, capsys, tmp_pa
 def test_unknown_missing_module_is_not_hidden():
     assert cli.missing_dependency_message("x", "some_private_module") is None
     assert "make setup" in cli.missing_dependency_message("replay", "rclpy")
+
+
+def test_make_setup_puts_bayes_infer_into_the_venv(tmp_path, repo_root):
+    """The Makefile's rule (part of `make setup`) writes .venv/bin/bayes-infer run by the venv's Python; here
+    with a stand-in venv whose setup stamp exists, so only that rule runs."""
+    import os
+    import subprocess
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / ".bayes_infer_ros-setup").touch()
+    out = subprocess.run(["make", "-C", str(repo_root), f"VENV={venv}", f"{venv}/bin/bayes-infer"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    script = venv / "bin" / "bayes-infer"
+    assert script.read_text().startswith(f"#!{venv.resolve()}/bin/python\n") and os.access(script, os.X_OK)
+    env = {**os.environ, "PYTHONPATH": str(repo_root)}
+    run = subprocess.run([str(script), "model", "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0 and "from-pymdp" in run.stdout, run.stderr

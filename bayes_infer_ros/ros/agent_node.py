@@ -743,7 +743,7 @@ class _AgentCore:
             self._overhead_stats.add(max(t_done - last_arrival - inference_s, 0.0))
         if slot.config.algorithm == "fpi" and self._model.B is not None:
             # next tick's prior with the newest controls, off the latency path (recomputed if they change)
-            self._predict(self._controls.at(self._controls.newest_stamp() + 1 if len(self._controls) else step_stamp + 1))
+            self._predict(self._controls.latest())
 
     def _publish(self, posterior: np.ndarray, stamp_ns: int, slot: EngineSlot, inference_s: float) -> None:
         msg = Beliefs()

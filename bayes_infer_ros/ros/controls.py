@@ -56,8 +56,9 @@ class ControlTimeline:
         i = bisect.bisect_left(self._stamps, int(stamp_ns))
         return self._controls[i - 1] if i > 0 else self.held
 
-    def newest_stamp(self) -> Optional[int]:
-        return self._stamps[-1] if self._stamps else None
+    def latest(self) -> np.ndarray:
+        """The newest control (what the next transition will use unless a later-stamped one arrives)."""
+        return self._controls[-1] if self._controls else self.held
 
     def forget_before(self, stamp_ns: int) -> None:
         """Drop controls no transition after ``stamp_ns`` can use (the newest older one becomes ``held``)."""

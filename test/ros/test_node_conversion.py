@@ -85,6 +85,7 @@ def test_control_timeline_places_controls_by_stamp():
     tl.add(150, [0, 0])  # same stamp: replaces
     np.testing.assert_array_equal(tl.at(200), [0, 0])
     tl.add(250, [1, 0])
+    np.testing.assert_array_equal(tl.latest(), [1, 0])
     tl.forget_before(200)  # keeps what a transition into a step after 200 can use
     assert len(tl) == 2
     np.testing.assert_array_equal(tl.at(201), [0, 0])

@@ -6,6 +6,7 @@ how to set them; a warning for the old `actions` topic.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -217,3 +218,17 @@ def test_qos_overrides_are_honoured_or_refused_with_a_reason(probe, ros_graph, t
     finally:
         for p in procs:
             p.stop()
+
+
+def test_bayes_infer_is_on_path_in_the_colcon_install():
+    import shutil
+    from pathlib import Path
+
+    from ament_index_python import get_package_prefix
+
+    installed = Path(get_package_prefix("bayes_infer_ros")) / "bin" / "bayes-infer"
+    assert installed.exists(), "CMakeLists.txt installs scripts/bayes-infer into <prefix>/bin"
+    # install/setup.bash puts <prefix>/bin on PATH (the venv's copy from `make setup` may come first)
+    assert str(installed.parent) in os.environ["PATH"].split(os.pathsep) and shutil.which("bayes-infer")
+    out = subprocess.run([str(installed), "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "model" in out.stdout and "plot" in out.stdout
