@@ -25,7 +25,8 @@ help:
 	@echo "make test   - run the whole test suite; sets up first if needed"
 	@echo "make setup  - idempotent: .venv with pinned deps, ROS 2 Kilted wheels, CMake fix-up, colcon build"
 
-setup: $(SETUP_STAMP) $(BUILD_STAMP)
+VENV_CLI := $(VENV)/bin/bayes-infer
+setup: $(SETUP_STAMP) $(BUILD_STAMP) $(VENV_CLI)
 
 $(SETUP_STAMP): $(REQS) scripts/fix_ros_wheel_cmake.py
 	@test -x $(PY) || $(PYTHON) -m venv $(if $(filter 1,$(USE_SYSTEM_ROS)),--system-site-packages) $(VENV)
@@ -36,6 +37,11 @@ ifeq ($(USE_SYSTEM_ROS),0)
 	$(PY) scripts/fix_ros_wheel_cmake.py
 endif
 	touch $(VENV)/COLCON_IGNORE $@
+
+# `bayes-infer` in the venv (colcon installs the same script into install/bayes_infer_ros/bin): the venv's
+# Python runs it; the package itself comes from install/ once install/setup.bash is sourced.
+$(VENV_CLI): scripts/bayes-infer | $(SETUP_STAMP)
+	sed "1s|.*|#!$$(cd $(VENV) && pwd -P)/bin/python|" $< > $@ && chmod +x $@
 
 # --symlink-install links each installed file, so a new or removed file under these folders needs a rebuild
 # (otherwise the installed package silently lacks it). The rebuild is incremental (a few seconds) and never

@@ -1,4 +1,8 @@
-"""``bayes-infer``: one command, subcommands mapped to ``module:main(argv) -> int`` (imported lazily)."""
+"""``bayes-infer``: one command, subcommands mapped to ``module:main(argv) -> int`` (imported lazily).
+
+A subcommand whose optional dependency is missing says which extra installs it (``OPTIONAL_EXTRAS``) instead
+of ending in an ImportError.
+"""
 from __future__ import annotations
 
 import importlib
@@ -7,6 +11,7 @@ from typing import Optional
 
 COMMANDS = {
     "infer": ("bayes_infer_ros.offline", "offline inference on a model file with a random observation stream"),
+    "model": ("bayes_infer_ros.model_cli", "your own model: from-pymdp, validate, show (docs/your-model.md)"),
     "node": ("bayes_infer_ros.ros.agent_node", "run the agent node (ROS args after --ros-args)"),
     "demo": ("bayes_infer_ros.demo", "the live demo: node + sample bag replay + summary and plot"),
     "generate": ("bayes_infer_ros.bench.generator", "generate the paper's POMDP configurations into a cache"),
@@ -14,10 +19,37 @@ COMMANDS = {
     "bench-variants": ("bayes_infer_ros.bench.variants_benchmark", "the dozen-model variants benchmark"),
     "report": ("bayes_infer_ros.bench.report", "plots and summary tables from benchmark CSVs"),
     "autotune-train": ("bayes_infer_ros.autotune.train", "train the autotuner from a benchmark CSV"),
-    "make-bag": ("bayes_infer_ros.bags.make_bag", "simulate the default model and write a rosbag2 (MCAP)"),
+    "make-bag": ("bayes_infer_ros.bags.make_bag", "simulate a model and write a rosbag2 (MCAP), e.g. bags/agent_sample"),
     "replay": ("bayes_infer_ros.ros.replay", "publish a bag into a running ROS graph"),
     "record": ("bayes_infer_ros.ros.recorder", "record beliefs into a bag"),
+    "plot": ("bayes_infer_ros.plot", "the demo's figure from a recorded beliefs bag"),
 }
+
+# top-level module -> the pip extra of bayes_infer_ros (setup.cfg) that installs it
+OPTIONAL_EXTRAS = {
+    "rosbags": "bags",
+    "matplotlib": "plot",
+    "pymdp": "bench",
+    "tqdm": "bench",
+    "xgboost": "autotune",
+    "sklearn": "autotune",
+}
+ROS_MODULES = ("rclpy", "rosidl_runtime_py", "rosgraph_msgs", "std_msgs", "std_srvs", "diagnostic_msgs",
+               "lifecycle_msgs", "rcl_interfaces", "ament_index_python", "builtin_interfaces")
+
+
+def missing_dependency_message(command: str, module: str) -> Optional[str]:
+    """What to install when ``module`` is missing for ``command`` (None: not an optional dependency we know)."""
+    root = module.split(".")[0]
+    if root in OPTIONAL_EXTRAS:
+        extra = OPTIONAL_EXTRAS[root]
+        return (f"bayes-infer {command}: needs the Python package '{root}', which is not installed. Install the "
+                f"[{extra}] extra: pip install 'bayes_infer_ros[{extra}]' (from a checkout: pip install '.[{extra}]'; "
+                "`make setup` installs every extra)")
+    if root in ROS_MODULES or (root == "bayes_infer_ros" and module.split(".")[1:2] in (["msg"], ["srv"])):
+        return (f"bayes-infer {command}: needs ROS 2 ('{module}' is not importable): run `make setup` and "
+                "`source install/setup.bash`, or source your ROS 2 install and this package's colcon install")
+    return None
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -28,8 +60,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         for name, (_, text) in COMMANDS.items():
             print(f"  {name.ljust(width)}  {text}")
         return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
-    module = importlib.import_module(COMMANDS[argv[0]][0])
-    return int(module.main(argv[1:]) or 0)
+    try:
+        module = importlib.import_module(COMMANDS[argv[0]][0])
+        return int(module.main(argv[1:]) or 0)
+    except ModuleNotFoundError as exc:
+        message = missing_dependency_message(argv[0], exc.name or "")
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

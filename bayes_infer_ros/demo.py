@@ -235,41 +235,6 @@ def align_beliefs(samples, episode, num_states: Sequence[int]) -> tuple[list[np.
     return out, got
 
 
-def accuracy(beliefs: list[np.ndarray], states: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    return np.array([float(np.mean(np.argmax(b[mask], axis=1) == states[mask, f])) if mask.any() else float("nan")
-                     for f, b in enumerate(beliefs)])
-
-
-def plot_beliefs(path: Path, beliefs: list[np.ndarray], episode, factor_names: list[str],
-                 state_labels: list[list[str]], title: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    t = (episode.stamps_ns - episode.stamps_ns[0]) * 1e-9
-    fig, axes = plt.subplots(len(beliefs), 1, figsize=(11, 1.2 + 0.55 * sum(b.shape[1] + 1 for b in beliefs)),
-                             sharex=True, squeeze=False)
-    dt = float(t[1] - t[0]) if len(t) > 1 else 1.0
-    for f, ax in enumerate(axes[:, 0]):
-        b = np.nan_to_num(beliefs[f], nan=0.0)
-        n = b.shape[1]
-        ax.imshow(b.T, aspect="auto", origin="lower", cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest",
-                  extent=(t[0] - dt / 2, t[-1] + dt / 2, -0.5, n - 0.5))
-        ax.step(t, episode.states[:, f], where="mid", color="tab:red", lw=1.4, label="true state")
-        ax.set_yticks(range(n))
-        ax.set_yticklabels(state_labels[f] if f < len(state_labels) else range(n))
-        ax.set_ylabel(factor_names[f])
-        ax.legend(loc="upper right", fontsize=8, framealpha=0.8)
-    axes[-1, 0].set_xlabel("time in the bag (s)")
-    fig.suptitle(title, fontsize=10)
-    fig.colorbar(axes[0, 0].images[0], ax=axes[:, 0].tolist(), label="belief", fraction=0.025, pad=0.01)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def _pct(xs: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q)) if len(xs) else float("nan")
 
@@ -366,13 +331,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"demo: no beliefs arrived.\n{node.log_tail()}", file=sys.stderr)
         return 1
 
+    from bayes_infer_ros.plot import accuracy, demo_title, plot_beliefs
+
     beliefs, got = align_beliefs(samples, episode, model.num_states)
     acc = accuracy(beliefs, episode.states, got)
     inf_ms = [s.inference_ms for s in samples]
     first = samples[0]
-    title = (f"bayes_infer_ros demo: {first.algorithm}/{first.variant}, {got.sum()}/{episode.num_steps} steps; "
-             "posterior-mode accuracy " + ", ".join(f"{n} {a:.0%}" for n, a in zip(factor_names, acc)))
-    png = plot_beliefs(out_dir / "beliefs.png", beliefs, episode, factor_names, labels, title)
+    title = demo_title(first.algorithm, first.variant, int(got.sum()), episode.num_steps, factor_names, acc)
+    png = plot_beliefs(out_dir / "beliefs.png", beliefs, episode.stamps_ns, episode.states, factor_names, labels, title)
     chance = [1.0 / n for n in model.num_states]
     print("\n==== summary ====")
     print(f"ticks received        {len(samples)} for {episode.num_steps} bag steps "
@@ -386,6 +352,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"startup               {ready_s:.1f} s to ready; agent_node exit status {status}")
     print(f"outputs               plot {png}\n                      beliefs bag {out_dir / 'beliefs'} {recorded}\n"
           f"                      node log {out_dir / 'agent_node.log'}")
+    print(f"again from the bag   bayes-infer plot {out_dir / 'beliefs'} --truth {args.bag}")
     return 0
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.bags import (
-    ACTIONS_TOPIC, CLOCK_TOPIC, TRUE_STATES_TOPIC, bag_content_digest, model_digest, read_custom_data,
+    CLOCK_TOPIC, CONTROLS_TOPIC, TRUE_STATES_TOPIC, bag_content_digest, model_digest, read_custom_data,
     read_episode, simulate, write_episode_bag,
 )
 from bayes_infer_ros.bags.make_bag import SAMPLE_DT_S, SAMPLE_SEED, SAMPLE_STEPS, main as make_bag_main, make_sample_bag
@@ -78,7 +78,8 @@ def test_bag_round_trip(tmp_path):
 
 
 def test_bag_layout_orders_each_step(tmp_path):
-    """clock, then observations, then true states at t_k; the action a_k at t_k + dt/2, before o_{k+1}."""
+    """clock, then observations, then true states at t_k; the controls a_k at t_k + dt/2 (and stamped so), before
+    o_{k+1}."""
     from rosbags.rosbag2 import Reader
 
     model = tiny_model()
@@ -91,12 +92,64 @@ def test_bag_layout_orders_each_step(tmp_path):
     for k in range(5):
         expected += [(t, 10**9 + k * 10**8) for t in step]
         if k < 4:
-            expected.append((ACTIONS_TOPIC, 10**9 + k * 10**8 + 5 * 10**7))
+            expected.append((CONTROLS_TOPIC, 10**9 + k * 10**8 + 5 * 10**7))
     assert seq == expected
-    assert types == {CLOCK_TOPIC: "rosgraph_msgs/msg/Clock", ACTIONS_TOPIC: "std_msgs/msg/Int32MultiArray",
+    assert types == {CLOCK_TOPIC: "rosgraph_msgs/msg/Clock", CONTROLS_TOPIC: "bayes_infer_ros/msg/Controls",
                      TRUE_STATES_TOPIC: "std_msgs/msg/Int32MultiArray",
                      "/observations/gps": "bayes_infer_ros/msg/CategoricalObservation",
                      "/observations/lamp": "bayes_infer_ros/msg/CategoricalObservation"}
+
+
+def test_controls_are_stamped_and_labelled(tmp_path):
+    """Each Controls message carries its log time as header.stamp, one index per factor and, when the model names
+    its controls, the matching labels."""
+    from rosbags.rosbag2 import Reader
+
+    from bayes_infer_ros.bags import make_typestore
+
+    model = tiny_model()
+    model.control_labels = [["hold", "advance"], ["none"]]
+    rollout = simulate(model, 6, seed=2)
+    path = write_episode_bag(tmp_path / "ep", model, rollout, dt_s=0.1, start_ns=10**9)
+    store = make_typestore()
+    with Reader(path) as reader:
+        conns = [c for c in reader.connections if c.topic == CONTROLS_TOPIC]
+        msgs = [(ns, store.deserialize_cdr(raw, c.msgtype)) for c, ns, raw in reader.messages(connections=conns)]
+    assert len(msgs) == 5
+    for k, (ns, msg) in enumerate(msgs):
+        assert msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec == ns
+        assert list(msg.indices) == list(rollout.actions[k])
+        assert list(msg.labels) == [model.control_labels[f][int(u)] for f, u in enumerate(rollout.actions[k])]
+
+
+def test_legacy_actions_bags_are_still_read(tmp_path):
+    """A bag made before the Controls message (unstamped std_msgs/Int32MultiArray on /actions) reads the same."""
+    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+
+    from bayes_infer_ros.bags import make_typestore
+
+    model = tiny_model()
+    rollout = simulate(model, 6, seed=4)
+    new = write_episode_bag(tmp_path / "new", model, rollout, dt_s=0.1, start_ns=10**9)
+    store = make_typestore()
+    int_array = "std_msgs/msg/Int32MultiArray"
+    with Reader(new) as reader, Writer(tmp_path / "old", version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        for key, value in read_custom_data(new).items():
+            writer.set_custom_data(key, value)
+        conns = {}
+        for c in reader.connections:
+            topic, msgtype = ("/actions", int_array) if c.topic == CONTROLS_TOPIC else (c.topic, c.msgtype)
+            conns[c.id] = writer.add_connection(topic, msgtype, typestore=store)
+        for c, ns, raw in reader.messages():
+            if c.topic == CONTROLS_TOPIC:
+                indices = store.deserialize_cdr(raw, c.msgtype).indices
+                t = store.types
+                layout = t["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0)
+                raw = store.serialize_cdr(t[int_array](layout=layout, data=np.asarray(indices, np.int32)), int_array)
+            writer.write(conns[c.id], ns, raw)
+    old, fresh = read_episode(tmp_path / "old"), read_episode(new)
+    np.testing.assert_array_equal(old.actions, fresh.actions)
+    np.testing.assert_array_equal(old.actions, rollout.actions)
 
 
 # ---- the committed sample bag -------------------------------------------------------------------

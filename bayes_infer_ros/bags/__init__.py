@@ -3,14 +3,14 @@
 Pure Python: no rclpy (the replay and the recorder, which do use rclpy, live in ``bayes_infer_ros.ros``).
 """
 from .bagio import (
-    ACTIONS_TOPIC, CLOCK_TOPIC, OBSERVATIONS_PREFIX, TRUE_STATES_TOPIC, Episode, bag_content_digest,
+    CLOCK_TOPIC, CONTROLS_TOPIC, OBSERVATIONS_PREFIX, TRUE_STATES_TOPIC, Episode, bag_content_digest,
     model_digest, read_custom_data, read_episode, write_episode_bag,
 )
 from .interfaces import make_typestore
 from .simulate import Rollout, simulate
 
 __all__ = [
-    "ACTIONS_TOPIC", "CLOCK_TOPIC", "OBSERVATIONS_PREFIX", "TRUE_STATES_TOPIC", "Episode", "Rollout",
+    "CLOCK_TOPIC", "CONTROLS_TOPIC", "OBSERVATIONS_PREFIX", "TRUE_STATES_TOPIC", "Episode", "Rollout",
     "bag_content_digest", "make_typestore", "model_digest", "read_custom_data", "read_episode", "simulate",
     "write_episode_bag",
 ]

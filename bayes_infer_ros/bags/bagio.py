@@ -7,12 +7,13 @@ Bag layout (topic names are relative to the root namespace; ``bayes-infer replay
       /observations/<modality>    bayes_infer_ros/msg/CategoricalObservation   level = o_k[i], header.stamp = t_k
       /true_states                std_msgs/msg/Int32MultiArray          s_k (one level per factor)
     at t_k + dt/2 (k < T-1):
-      /actions                    std_msgs/msg/Int32MultiArray          a_k, the control taken between k and k+1
+      /controls                   bayes_infer_ros/msg/Controls          a_k, the controls applied between k and k+1,
+                                                                        header.stamp = t_k + dt/2, with labels
 
-The action sits half a period after the tick it follows, as a controller would issue it, so it is published
-well before the observations of k+1 (a node cannot tell from an Int32MultiArray which step it belongs to; it
-applies the latest one at its next tick). Messages of one log time are written, and read back, in the order
-above. ``metadata.yaml``'s ``custom_data`` records the generator, seed, step count, dt, factor/modality
+The controls sit half a period after the step they follow, as a controller would issue them; their stamp lies in
+[t_k, t_k+1), which is how the node puts them on the transition k -> k+1 whatever order they arrive in. Messages
+of one log time are written, and read back, in the order above. Bags written before the Controls message carry
+``/actions`` (std_msgs/Int32MultiArray, unstamped) instead; :func:`read_episode` reads both. ``metadata.yaml``'s ``custom_data`` records the generator, seed, step count, dt, factor/modality
 names and the model's digest, so a test can tell a stale committed bag from a regenerated one.
 """
 from __future__ import annotations
@@ -30,14 +31,15 @@ from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 
 from bayes_infer_ros.model import GenerativeModel, model_to_parameters
 
-from .interfaces import CLOCK_TYPE, INT32_MULTI_ARRAY_TYPE, OBSERVATION_TYPE, make_typestore
+from .interfaces import CLOCK_TYPE, CONTROLS_TYPE, INT32_MULTI_ARRAY_TYPE, OBSERVATION_TYPE, make_typestore
 from .simulate import Rollout
 
 CLOCK_TOPIC = "/clock"
-ACTIONS_TOPIC = "/actions"
+CONTROLS_TOPIC = "/controls"
+LEGACY_ACTIONS_TOPIC = "/actions"  # bags made before the Controls message
 TRUE_STATES_TOPIC = "/true_states"
 OBSERVATIONS_PREFIX = "/observations/"
-GENERATOR = "bayes_infer_ros.bags v2"
+GENERATOR = "bayes_infer_ros.bags v3"
 
 
 def model_digest(model: GenerativeModel) -> str:
@@ -59,6 +61,15 @@ def _int_array(store, values, label: str):
     return t[INT32_MULTI_ARRAY_TYPE](layout=layout, data=values)
 
 
+def _controls(store, ns: int, indices, control_labels):
+    """A Controls message stamped ``ns``: one index per factor, with the model's control labels when it has them."""
+    t = store.types
+    indices = np.asarray(indices, dtype=np.int32)
+    labels = [str(control_labels[f][int(u)]) for f, u in enumerate(indices)] if control_labels else []
+    return t[CONTROLS_TYPE](header=t["std_msgs/msg/Header"](stamp=_stamp(store, ns), frame_id=""),
+                            indices=indices, labels=labels)
+
+
 def write_episode_bag(
     path: os.PathLike,
     model: GenerativeModel,
@@ -75,6 +86,7 @@ def write_episode_bag(
     dt_ns = int(round(dt_s * 1e9))
     modalities = [model.modality_name(i) for i in range(model.num_modalities)]
     factors = [model.factor_name(f) for f in range(model.num_factors)]
+    control_labels = model.control_labels
     meta = {
         "generator": GENERATOR,
         "model_digest": model_digest(model),
@@ -90,7 +102,7 @@ def write_episode_bag(
         for key, value in meta.items():
             writer.set_custom_data(key, str(value))
         clock = writer.add_connection(CLOCK_TOPIC, CLOCK_TYPE, typestore=store)
-        actions = writer.add_connection(ACTIONS_TOPIC, INT32_MULTI_ARRAY_TYPE, typestore=store)
+        controls = writer.add_connection(CONTROLS_TOPIC, CONTROLS_TYPE, typestore=store)
         obs = [writer.add_connection(OBSERVATIONS_PREFIX + name, OBSERVATION_TYPE, typestore=store)
                for name in modalities]
         truth = writer.add_connection(TRUE_STATES_TOPIC, INT32_MULTI_ARRAY_TYPE, typestore=store)
@@ -106,8 +118,8 @@ def write_episode_bag(
             msg = _int_array(store, rollout.states[step], "factors")
             writer.write(truth, ns, store.serialize_cdr(msg, INT32_MULTI_ARRAY_TYPE))
             if step + 1 < rollout.num_steps:
-                msg = _int_array(store, rollout.actions[step], "factors")
-                writer.write(actions, ns + dt_ns // 2, store.serialize_cdr(msg, INT32_MULTI_ARRAY_TYPE))
+                msg = _controls(store, ns + dt_ns // 2, rollout.actions[step], control_labels)
+                writer.write(controls, ns + dt_ns // 2, store.serialize_cdr(msg, CONTROLS_TYPE))
     return path
 
 
@@ -144,8 +156,8 @@ def read_custom_data(path: os.PathLike) -> dict[str, str]:
 
 def read_episode(path: os.PathLike) -> Episode:
     """Read an episode bag. Steps are the distinct log times of the observation topics; ``/true_states``
-    belongs to the step whose observations came last before it, an ``/actions`` message to the step before
-    the next observations (the control taken between that step and the next)."""
+    belongs to the step whose observations came last before it, a ``/controls`` (or legacy ``/actions``)
+    message to the step before the next observations (the control taken between that step and the next)."""
     store = make_typestore()
     custom = read_custom_data(path)
     records = []
@@ -153,7 +165,8 @@ def read_episode(path: os.PathLike) -> Episode:
         obs_topics = sorted(c.topic[len(OBSERVATIONS_PREFIX):] for c in reader.connections
                             if c.topic.startswith(OBSERVATIONS_PREFIX))
         for conn, ns, raw in reader.messages():
-            if conn.topic.startswith(OBSERVATIONS_PREFIX) or conn.topic in (ACTIONS_TOPIC, TRUE_STATES_TOPIC):
+            if conn.topic.startswith(OBSERVATIONS_PREFIX) or conn.topic in (CONTROLS_TOPIC, LEGACY_ACTIONS_TOPIC,
+                                                                             TRUE_STATES_TOPIC):
                 records.append((ns, conn.topic, store.deserialize_cdr(raw, conn.msgtype)))
     modalities = custom["modalities"].split(",") if custom.get("modalities") else obs_topics
     factors = custom["factors"].split(",") if custom.get("factors") else []
@@ -178,7 +191,9 @@ def read_episode(path: os.PathLike) -> Episode:
                 probabilities[(step, i)] = np.asarray(msg.probabilities, dtype=np.float64)
         elif topic == TRUE_STATES_TOPIC and step >= 0:
             states[step] = np.asarray(msg.data, dtype=np.int64)
-        elif topic == ACTIONS_TOPIC and 0 <= step < T - 1:
+        elif topic == CONTROLS_TOPIC and 0 <= step < T - 1:
+            actions[step] = np.asarray(msg.indices, dtype=np.int64)
+        elif topic == LEGACY_ACTIONS_TOPIC and 0 <= step < T - 1:
             actions[step] = np.asarray(msg.data, dtype=np.int64)
     return Episode(stamps_ns=np.asarray(stamps, dtype=np.int64), states=states, observations=observations,
                    actions=actions, factor_names=factors, modality_names=modalities, custom_data=custom,

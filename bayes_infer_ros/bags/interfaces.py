@@ -15,11 +15,12 @@ from rosbags.typesys.store import Typestore
 
 PACKAGE = "bayes_infer_ros"
 # Order matters only for readability: all texts are registered in one call.
-CUSTOM_MESSAGES = ("CategoricalObservation", "Belief", "Beliefs")
+CUSTOM_MESSAGES = ("CategoricalObservation", "Belief", "Beliefs", "Controls")
 
 OBSERVATION_TYPE = f"{PACKAGE}/msg/CategoricalObservation"
 BELIEF_TYPE = f"{PACKAGE}/msg/Belief"
 BELIEFS_TYPE = f"{PACKAGE}/msg/Beliefs"
+CONTROLS_TYPE = f"{PACKAGE}/msg/Controls"
 INT32_MULTI_ARRAY_TYPE = "std_msgs/msg/Int32MultiArray"
 CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 

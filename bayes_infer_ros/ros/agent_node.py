@@ -7,13 +7,14 @@ Two modes, one implementation (:class:`_AgentCore`):
 - plain (``--plain`` on the command line): a plain rclpy Node that configures and activates itself at
   start and exits with status 1 when the model is refused.
 
-Topics (relative to the node's namespace):
+Topics (relative to the node's namespace; every QoS but /diagnostics' can be changed with ``qos_overrides``):
   in   observations/<modality>   bayes_infer_ros/CategoricalObservation   SensorDataQoS (best effort), depth param
-  in   actions                   std_msgs/Int32MultiArray (one control index per factor)   reliable, depth 10
-  out  beliefs                   bayes_infer_ros/Beliefs                  reliable, depth param
-  out  beliefs/<factor>          bayes_infer_ros/Belief                   reliable, depth param
+  in   controls                  bayes_infer_ros/Controls (stamped, one control per factor)   reliable, depth 100
+  out  beliefs                   bayes_infer_ros/Beliefs                  reliable, transient local, depth param (1)
+  out  beliefs/<factor>          bayes_infer_ros/Belief                   reliable, transient local, depth param (1)
   out  /diagnostics              diagnostic_msgs/DiagnosticArray          reliable, depth 10
-Services: reset (std_srvs/Trigger), switch_variant (bayes_infer_ros/SwitchVariant), plus lifecycle services.
+Services (private: under the node's name, remappable): ~/reset (std_srvs/Trigger),
+~/switch_variant (bayes_infer_ros/SwitchVariant), plus the lifecycle services.
 
 Threading: a SingleThreadedExecutor serves subscriptions, the tick, reset, diagnostics and parameter callbacks
 (one at a time, as a mutually exclusive group would). ``switch_variant`` waits for the build, so it is served by
@@ -47,14 +48,16 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from std_msgs.msg import Int32MultiArray
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
+from rclpy.qos_overriding_options import QoSOverridingOptions
 from std_srvs.srv import Trigger
 
 from . import conversion as conv
+from . import node_help
 from .companion import CompanionServices
+from .controls import ControlTimeline, check_controls, fill_window_actions
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, allowed_model_keys, validate_change
-from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation  # noqa: E402 (after ros/__init__ path fix)
+from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
 
 NODE_NAME = "agent"
@@ -119,8 +122,13 @@ class _Throttle:
 
 def _descriptor(spec) -> ParameterDescriptor:
     d = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
+    constraints = []
     if spec.choices:
-        d.additional_constraints = "one of: " + ", ".join(spec.choices)
+        constraints.append("one of: " + ", ".join(spec.choices))
+    if spec.read_only:
+        constraints.append(f"read-only: set it in the params file or with `--ros-args -p {spec.name}:=VALUE` "
+                           "and restart the node")
+    d.additional_constraints = "; ".join(constraints)
     if spec.int_range:
         d.integer_range = [IntegerRange(from_value=spec.int_range[0], to_value=spec.int_range[1], step=1)]
     if spec.float_range:
@@ -245,7 +253,8 @@ class _AgentCore:
             self._setup_jax()
             self._model = self._load_model()
         except Exception as exc:  # noqa: BLE001 - every refusal becomes a clear message, never a crash
-            self._config_error = f"configure failed: {exc}"
+            self._config_error = (f"configure failed: {exc} (`bayes-infer model validate FILE` checks a model file; "
+                                  "fix it, then configure again)")
             self._log.error(self._config_error)
             self._count("configure_failures")
             self._model = None
@@ -256,7 +265,8 @@ class _AgentCore:
         self._state_labels = [model.state_label_list(f) for f in range(model.num_factors)]
         config = self._config_from_parameters()
         if config.algorithm != "fpi" and model.B is None:
-            self._config_error = f"configure failed: algorithm: {config.algorithm} needs transition tensors B; the model has none"
+            self._config_error = (f"configure failed: algorithm: {config.algorithm} needs transition tensors B; the model "
+                                  "has none (set algorithm: fpi, or add B to the model, then configure again)")
             self._log.error(self._config_error)
             self._model = None
             return False
@@ -274,15 +284,23 @@ class _AgentCore:
         self._state_offsets = layout.state_offsets
         self._D_packed = np.concatenate([np.asarray(d, dtype=np.float32) for d in model.D])
         self._num_controls = tuple(int(u) for u in model.num_controls)
+        self._control_labels = model.control_labels
         self._window = conv.SequenceWindow(max(config.horizon, 1), model.num_obs, model.num_factors)
-        self._action: Optional[np.ndarray] = None
+        self._controls = ControlTimeline(model.num_factors)
         self._reset_state("configure")
         self._tick_count = 0
         self._tick_stats = conv.LatencyStats()
         self._inference_stats = conv.LatencyStats()
         self._latency_stats = conv.LatencyStats()
         self._overhead_stats = conv.LatencyStats()
-        self._create_entities()
+        try:
+            self._create_entities()
+        except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
+            self._config_error = f"configure failed: topics and services: {exc}"
+            self._log.error(self._config_error)
+            self._count("configure_failures")
+            self._cleanup()
+            return False
         self._configured = True
         self._log.info(
             f"configured in {time.perf_counter() - t0:.2f} s: {model.num_modalities} modalities {list(model.modality_names or [])}, "
@@ -479,31 +497,47 @@ class _AgentCore:
     # ------------------------------------------------------------------------------------------
     def _create_entities(self) -> None:
         depth = int(self._p("observation_qos_depth"))
-        sensor_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.BEST_EFFORT,
-                                durability=DurabilityPolicy.VOLATILE)
-        out_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=int(self._p("beliefs_qos_depth")),
-                             reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
+        # Each profile is a default: qos_overrides.<topic>.publisher|subscription.<policy> in the params file
+        # replaces it (rclpy declares those parameters read-only at creation).
+        overridable = lambda: QoSOverridingOptions(policy_kinds=(  # noqa: E731 - rclpy's defaults lack durability
+            QoSPolicyKind.HISTORY, QoSPolicyKind.DEPTH, QoSPolicyKind.RELIABILITY, QoSPolicyKind.DURABILITY))
+        sensor_qos = lambda: QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth,  # noqa: E731
+                                        reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE)
+        # transient local, depth 1 by default: a subscriber that joins late (rviz, a logger) gets the latest beliefs
+        out_qos = lambda: QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=int(self._p("beliefs_qos_depth")),  # noqa: E731
+                                     reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         make_pub = getattr(self, "create_lifecycle_publisher", None) if self.lifecycle_mode else None
         kind = "lpub" if make_pub else "pub"
         make_pub = make_pub or self.create_publisher
-        self._beliefs_pub = make_pub(Beliefs, "beliefs", out_qos)
+        self._beliefs_pub = make_pub(Beliefs, "beliefs", out_qos(), qos_overriding_options=overridable())
         self._entities.append((kind, self._beliefs_pub))
         self._factor_pubs = []
         for name in self._factor_names:
-            pub = make_pub(Belief, f"beliefs/{name}", out_qos)
+            pub = make_pub(Belief, f"beliefs/{name}", out_qos(), qos_overriding_options=overridable())
             self._factor_pubs.append(pub)
             self._entities.append((kind, pub))
-        # `actions` first: when an action and the observations it precedes are ready in the same wait, the
-        # executor serves subscriptions in creation order, so the tick they trigger sees the new action.
-        self._entities.append(("sub", self.create_subscription(Int32MultiArray, "actions", self._on_action, 10)))
+        # `controls` first: when controls and the observations they precede are ready in the same wait, the
+        # executor serves subscriptions in creation order, so an fpi tick they trigger sees the new controls.
+        controls_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                                  durability=DurabilityPolicy.VOLATILE)
+        self._entities.append(("sub", self.create_subscription(Controls, "controls", self._on_controls, controls_qos,
+                                                               qos_overriding_options=overridable())))
         for i, mod in enumerate(self._modalities):
             sub = self.create_subscription(CategoricalObservation, f"observations/{mod.name}",
-                                           lambda msg, i=i: self._on_observation(i, msg), sensor_qos)
+                                           lambda msg, i=i: self._on_observation(i, msg), sensor_qos(),
+                                           qos_overriding_options=overridable())
             self._entities.append(("sub", sub))
-        self._entities.append(("srv", self.create_service(Trigger, "reset", self._on_reset)))
-        self._entities.append(("csrv", self._companion.create_service(SwitchVariant, "switch_variant",
+        self._entities.append(("srv", self.create_service(Trigger, "~/reset", self._on_reset)))
+        self._entities.append(("csrv", self._companion.create_service(SwitchVariant, "~/switch_variant",
                                                                       self._on_switch_variant)))
         self._obs_prefix = self.resolve_topic_name("observations") + "/"
+        self._legacy_actions_topic = self.resolve_topic_name("actions")
+        for line in node_help.unused_qos_overrides(
+                getattr(self, "_parameter_overrides", {}) or {},
+                published=[self.resolve_topic_name(t) for t in ["beliefs"] + [f"beliefs/{n}" for n in self._factor_names]],
+                subscribed=[self.resolve_topic_name(t) for t in ["controls"] + [f"observations/{m.name}"
+                                                                               for m in self._modalities]]):
+            self._log.warning(line)
 
     def _make_tick_timer(self) -> None:
         if self._tick_timer is not None:
@@ -586,15 +620,18 @@ class _AgentCore:
             return False
         return time.monotonic() - mod.last_heard > timeout
 
-    def _on_action(self, msg: Int32MultiArray) -> None:
+    def _on_controls(self, msg: Controls) -> None:
         if self._model is None:
             return
-        action, reason = conv.check_action(msg.data, self._num_controls)
-        if action is None:
-            self._count("rejected.bad_action")
-            self._warn_throttled(("actions", "bad_action"), f"actions: dropped (bad_action): {reason}")
+        control, reason = check_controls(msg.indices, msg.labels, self._num_controls, self._control_labels)
+        if control is None:
+            self._count("rejected.bad_control")
+            self._warn_throttled(("controls", "bad_control"), f"controls: dropped (bad_control): {reason}")
             return
-        self._action = action
+        stamp = conv.stamp_to_ns(msg.header.stamp.sec, msg.header.stamp.nanosec)
+        with self._tick_lock:
+            self._controls.add(stamp if stamp > 0 else self.get_clock().now().nanoseconds, control)
+        self._count("controls")
 
     def _on_time_jump(self, jump) -> None:
         # Runs in whichever thread moved the clock (the /clock subscription): only flag it; the next
@@ -609,6 +646,7 @@ class _AgentCore:
             self._log.warning(f"{reason} (a looping bag or a restarted simulator?): resetting beliefs to D")
             self._count("time_jump_resets")
             self._reset_state(reason)
+            self._controls.clear()  # stamped on the old time line
 
     def _reset_state(self, reason: str) -> None:
         self._window.clear()
@@ -669,9 +707,15 @@ class _AgentCore:
         last_arrival = max((m.fresh_arrival for m in used), default=None)
         for mod in used:
             mod.fresh = None
-        action = self._action if self._action is not None else np.zeros(len(self._num_controls), np.int32)
+        step_stamp = newest_stamp if newest_stamp > 0 else now_ns
+        action = self._controls.at(step_stamp)  # the controls in effect just before this step
         first_step = self._window.valid_steps == 0
-        self._window.push(row, None if first_step else action)
+        self._window.push(row, None if first_step else action, step_stamp)
+        if slot.config.algorithm != "fpi":  # controls that arrived late land on their own transitions
+            fill_window_actions(self._window.actions, self._window.stamps, self._window.valid_steps, self._controls)
+            self._controls.forget_before(int(self._window.stamps[self._window.horizon - self._window.valid_steps]))
+        else:
+            self._controls.forget_before(step_stamp)
 
         engine = slot.engine
         t_inf = time.perf_counter()
@@ -690,8 +734,7 @@ class _AgentCore:
         inference_s = time.perf_counter() - t_inf
         self._last_qs = posterior
         self._tick_count += 1
-        stamp_ns = newest_stamp if newest_stamp > 0 else now_ns
-        self._publish(posterior, stamp_ns, slot, inference_s)
+        self._publish(posterior, step_stamp, slot, inference_s)
         t_done = time.perf_counter()
         self._inference_stats.add(inference_s)
         self._tick_stats.add(t_done - t_start)
@@ -699,7 +742,8 @@ class _AgentCore:
             self._latency_stats.add(t_done - last_arrival)
             self._overhead_stats.add(max(t_done - last_arrival - inference_s, 0.0))
         if slot.config.algorithm == "fpi" and self._model.B is not None:
-            self._predict(action)  # next tick's prior, off the latency path (recomputed if the action changes)
+            # next tick's prior with the newest controls, off the latency path (recomputed if they change)
+            self._predict(self._controls.latest())
 
     def _publish(self, posterior: np.ndarray, stamp_ns: int, slot: EngineSlot, inference_s: float) -> None:
         msg = Beliefs()
@@ -715,6 +759,10 @@ class _AgentCore:
             b.name = self._factor_names[f]
             b.state_labels = self._state_labels[f]
             b.probabilities = probs.tolist()
+            index, entropy = conv.belief_summary(probs)
+            b.most_likely_index = index
+            b.most_likely_label = self._state_labels[f][index]
+            b.entropy = entropy
             factors.append(b)
             self._factor_pubs[f].publish(b)
         msg.factors = factors
@@ -725,7 +773,7 @@ class _AgentCore:
     # ------------------------------------------------------------------------------------------
     def _on_reset(self, request, response):
         if not self._configured:
-            response.success, response.message = False, "not configured"
+            response.success, response.message = False, node_help.not_configured(self)
             return response
         with self._tick_lock:
             self._reset_state("reset service")
@@ -739,7 +787,7 @@ class _AgentCore:
         response.algorithm = self._p("algorithm")
         response.variant = self._p("variant")
         if not self._configured:
-            response.success, response.message = False, "not configured"
+            response.success, response.message = False, node_help.not_configured(self)
             return response
         params = []
         if request.algorithm:
@@ -802,7 +850,7 @@ class _AgentCore:
         level, message = DiagnosticStatus.OK, "ok"
         if not self._configured:
             level = DiagnosticStatus.ERROR if self._config_error else DiagnosticStatus.WARN
-            message = self._config_error or "unconfigured"
+            message = self._config_error or node_help.unconfigured_hint(self.get_fully_qualified_name())
         else:
             now = time.monotonic()
             rate = float(self._p("rate_hz"))
@@ -866,6 +914,11 @@ class _AgentCore:
     def _scan_unknown_topics(self) -> None:
         known = {self._obs_prefix + m.name for m in self._modalities}
         for name, _types in self.get_topic_names_and_types():
+            if name == self._legacy_actions_topic and name not in self._unknown_topics_warned \
+                    and self.count_publishers(name) > 0:
+                self._unknown_topics_warned.add(name)
+                self._log.warning(f"{name} has a publisher, but this node no longer reads it: publish "
+                                  f"bayes_infer_ros/msg/Controls (stamped) on {self.resolve_topic_name('controls')}")
             if name.startswith(self._obs_prefix) and name not in known and name not in self._unknown_topics_warned:
                 self._unknown_topics_warned.add(name)
                 self._count("unknown_modality_topics")
@@ -921,6 +974,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     if not argv or argv[0].startswith("-"):  # called as main(argv[1:]) (bayes-infer CLI convention)
         argv = ["agent_node"] + argv
+    ours = argv[1:argv.index("--ros-args")] if "--ros-args" in argv else argv[1:]
+    if "-h" in ours or "--help" in ours:
+        print(node_help.usage(PARAMETERS))
+        return 0
     plain = "--plain" in argv
     argv = [a for a in argv if a != "--plain"]
     try:
@@ -939,6 +996,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not plain and node.get_parameter("autostart").value:
             if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
                 node.trigger_activate()
+        elif not plain:
+            node.get_logger().info(node_help.unconfigured_hint(node.get_fully_qualified_name()))
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin()

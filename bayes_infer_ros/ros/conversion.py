@@ -23,7 +23,7 @@ REJECT_REASONS = (
     "level_out_of_range",  # level < -1 or level >= m
     "out_of_order",        # header stamp older than the last accepted one of the same topic
     "stale",               # older than observation_timeout when it arrived
-    "bad_action",          # actions message with the wrong length or an index out of range
+    "bad_control",         # Controls message with the wrong length, an index out of range or a wrong label
 )
 
 # Probabilities whose sum is off by more than this are renormalised *and* counted ("renormalized").
@@ -85,19 +85,15 @@ def observation_to_distribution(level: int, probabilities: Sequence[float], num_
                             detail=f"probabilities sum to {total:g}; renormalised" if renormalized else "")
 
 
-def check_action(indices: Sequence[int], num_controls: Sequence[int]) -> tuple[Optional[np.ndarray], str]:
-    """An ``actions`` message (one control index per factor) -> int32 (F,), or (None, reason)."""
-    a = list(indices)
-    if len(a) != len(num_controls):
-        return None, f"{len(a)} indices, the model has {len(num_controls)} factors (one control index per factor)"
-    for f, (u, n) in enumerate(zip(a, num_controls)):
-        if not 0 <= int(u) < int(n):
-            return None, f"factor {f}: control {u} out of range 0..{n - 1}"
-    return np.asarray(a, dtype=np.int32), ""
-
-
 def stamp_to_ns(sec: int, nanosec: int) -> int:
     return int(sec) * 1_000_000_000 + int(nanosec)
+
+
+def belief_summary(probabilities: np.ndarray) -> tuple[int, float]:
+    """(index of the most likely state, the first one on a tie; Shannon entropy in nats) of one belief."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    nz = p[p > 0]
+    return int(np.argmax(p)), float(-np.sum(nz * np.log(nz)))
 
 
 def beliefs_from_packed(packed: np.ndarray, state_offsets: Sequence[int]) -> list[np.ndarray]:
@@ -123,17 +119,22 @@ class SequenceWindow:
         self._pad_row = np.concatenate([uniform(m) for m in self.num_obs])
         self.obs = np.tile(self._pad_row, (self.horizon, 1))
         self.actions = np.zeros((max(self.horizon - 1, 0), self.num_factors), dtype=np.int32)
+        self.stamps = np.full(self.horizon, -1, dtype=np.int64)  # each step's stamp (ns); -1 on padding
         self.valid_steps = 0
 
     def clear(self) -> None:
         self.obs[:] = self._pad_row
         self.actions[:] = 0
+        self.stamps[:] = -1
         self.valid_steps = 0
 
-    def push(self, obs_row: np.ndarray, action: Optional[Sequence[int]] = None) -> None:
-        """Append one step. ``action`` (F,) is the control that led from the previous step to this one."""
+    def push(self, obs_row: np.ndarray, action: Optional[Sequence[int]] = None, stamp_ns: int = -1) -> None:
+        """Append one step stamped ``stamp_ns``. ``action`` (F,) is the control that led from the previous step
+        to this one."""
         self.obs[:-1] = self.obs[1:]
         self.obs[-1] = obs_row
+        self.stamps[:-1] = self.stamps[1:]
+        self.stamps[-1] = int(stamp_ns)
         if self.horizon > 1:
             self.actions[:-1] = self.actions[1:]
             self.actions[-1] = 0 if action is None else np.asarray(action, dtype=np.int32)
@@ -145,6 +146,7 @@ class SequenceWindow:
         keep = min(self.valid_steps, new.horizon)
         if keep:
             new.obs[-keep:] = self.obs[-keep:]
+            new.stamps[-keep:] = self.stamps[-keep:]
             if keep > 1:
                 new.actions[-(keep - 1):] = self.actions[-(keep - 1):]
             new.valid_steps = keep

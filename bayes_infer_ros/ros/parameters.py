@@ -41,8 +41,8 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "(benchmarks/README.md).", int_range=(0, 10)),
     ParamSpec("num_iter", 16, "Variational iterations per tick.", int_range=(1, 1024)),
     ParamSpec("tau", 1.0, "VMP/MMP mirror-descent step size.", float_range=(1e-6, 100.0)),
-    ParamSpec("horizon", 8, "VMP/MMP window in steps (one compiled size; the window is right-aligned).", int_range=(1, 1024)),
-    ParamSpec("rate_hz", 0.0, "Tick rate on the node clock (sim time when use_sim_time). 0: event-driven, a tick as soon "
+    ParamSpec("horizon", 5, "VMP/MMP window in steps (one compiled size; the window is right-aligned).", int_range=(1, 1024)),
+    ParamSpec("rate_hz", 10.0, "Tick rate on the node clock (sim time when use_sim_time). 0: event-driven, a tick as soon "
               "as every non-silent modality has a new observation.", float_range=(0.0, 10000.0)),
     ParamSpec("observation_timeout", 1.0, "Seconds. An observation whose stamp is older than this on arrival is dropped "
               "(counted 'stale'); a modality with no message for this long is 'silent' (diagnostics WARN) and no longer "
@@ -51,7 +51,8 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "(a pure prediction step). Default false: a tick without new input is skipped and counted 'idle'."),
     ParamSpec("observation_qos_depth", 5, "Queue depth of the observations/<modality> subscriptions (SensorDataQoS: "
               "best effort, volatile).", read_only=True, int_range=(1, 10000)),
-    ParamSpec("beliefs_qos_depth", 10, "Queue depth of beliefs and beliefs/<factor> (reliable, volatile).",
+    ParamSpec("beliefs_qos_depth", 1, "Queue depth of beliefs and beliefs/<factor> (reliable, transient local: a "
+              "subscriber that joins late gets the latest one). qos_overrides.<topic>.publisher.* override it.",
               read_only=True, int_range=(1, 10000)),
     ParamSpec("device", "auto", "JAX device: auto (JAX's default backend), cpu or gpu. Read at configure. GPU memory "
               "is not preallocated (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set).", read_only=True, choices=DEVICES),
@@ -75,7 +76,8 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
     if spec is None:
         return None  # not ours (use_sim_time, model.*: read-only, rclpy checks those)
     if spec.read_only and not startup:
-        return f"{name} is read-only (structure/startup parameter); reconfigure the node to change it"
+        return (f"{name} is read-only: it is read once when the node starts; set it in the params file or with "
+                f"`--ros-args -p {name}:=VALUE` and restart the node")
     if spec.choices is not None and value not in spec.choices:
         return f"{name}: {value!r} is not one of {list(spec.choices)}"
     if name == "algorithm" and value in ("vmp", "mmp") and not has_B:

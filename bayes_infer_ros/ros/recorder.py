@@ -3,7 +3,7 @@
 Subscribes with rclpy and writes with ``rosbags``: each received message is converted field by field into the
 rosbags object of the same type and serialised by rosbags (rclpy's own CDR may carry trailing padding that
 rosbags refuses to read back). Like ``ros2 bag record``, the subscription QoS adapts to the publishers found
-(reliable only when every publisher is reliable) and messages are stamped with their receive time on the
+(reliable only when every publisher is reliable, transient local only when every one is) and messages are stamped with their receive time on the
 recorder's clock (sim time with ``--use-sim-time``).
 """
 from __future__ import annotations
@@ -56,9 +56,12 @@ class BagRecorder:
 
         infos = self.node.get_publishers_info_by_topic(topic)
         reliable = bool(infos) and all(i.qos_profile.reliability == ReliabilityPolicy.RELIABLE for i in infos)
+        # transient local only when every publisher keeps its latest (the agent's beliefs): then a recorder that
+        # starts late still gets it
+        latched = bool(infos) and all(i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for i in infos)
         return QoSProfile(depth=self.depth,
                           reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-                          durability=DurabilityPolicy.VOLATILE)
+                          durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
 
     def add_topic(self, topic: str, typename: str) -> None:
         """Subscribe ``topic`` (fully qualified) of type ``pkg/msg/Name`` and record it."""

@@ -17,8 +17,8 @@ never published).
   log time), wait until one ``bayes_infer_ros/msg/Beliefs`` arrives on TOPIC (relative to NS) or
   ``--wait-timeout`` passes. Used by the tests, which need every step to give exactly one tick regardless of
   machine load.
-- ``--control-gap S``: pause S seconds after each ``actions`` message, so that a node whose executor may take
-  an observation before an action that arrived just before it sees them in order (matters at ``--rate 0``).
+- ``--control-gap S``: pause S seconds after each ``controls`` message. Not needed by this package's node (it
+  places stamped controls by their stamp); for consumers that apply controls in arrival order.
 QoS: reliable, volatile, depth ``--depth`` (compatible with best-effort SensorDataQoS subscribers and with the
 best-effort ``/clock`` subscription of rclpy's TimeSource).
 """
@@ -39,7 +39,7 @@ from bayes_infer_ros.bags.convert import message_class
 CLOCK_TOPIC = "/clock"
 STEP_TOPIC_MARK = "/observations/"
 BELIEFS_TYPE = "bayes_infer_ros/msg/Beliefs"
-CONTROL_TOPIC_SUFFIX = "/actions"
+CONTROL_TOPIC_SUFFIXES = ("/controls", "/actions")  # /actions: bags made before the Controls message
 
 
 def _shift_stamps(msg, offset_ns: int) -> None:
@@ -109,6 +109,7 @@ class BagPlayer:
         jump_pause_s: float = 0.1,
         continuous_loop: bool = False,
         on_step: Optional[Callable[[int, float], None]] = None,
+        wait_listeners: int = 0,
     ) -> None:
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
@@ -126,6 +127,7 @@ class BagPlayer:
         self.control_gap_s = float(control_gap_s)
         self.jump_pause_s = float(jump_pause_s)
         self.continuous_loop = continuous_loop
+        self.wait_listeners = int(wait_listeners)
         if continuous_loop and raw:
             raise ValueError("continuous_loop rewrites stamps: it needs decoded messages (not raw)")
         self._last_clock_ns: Optional[int] = None
@@ -176,6 +178,8 @@ class BagPlayer:
                         for c in self._connections if STEP_TOPIC_MARK in c.topic)
             if self._wait_topic:
                 ready = ready and self.node.count_publishers(self._wait_topic) > 0
+                # this player's own subscription plus the listeners asked for (a recorder started beside it)
+                ready = ready and self.node.count_subscribers(self._wait_topic) >= 1 + self.wait_listeners
             if ready:
                 return True
             time.sleep(0.05)
@@ -276,7 +280,7 @@ class BagPlayer:
                     self.stats.published[conn.topic] = self.stats.published.get(conn.topic, 0) + 1
                     if conn.topic == CLOCK_TOPIC:
                         self._after_clock(ns + offset_ns)
-                    if self.control_gap_s > 0 and conn.topic.endswith(CONTROL_TOPIC_SUFFIX):
+                    if self.control_gap_s > 0 and conn.topic.endswith(CONTROL_TOPIC_SUFFIXES):
                         self._stop.wait(self.control_gap_s)
                 if step_has_obs and not self._stop.is_set():
                     self._finish_step(step_ns)
@@ -456,10 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait-for", default=None, metavar="TOPIC",
                    help="lockstep: after each observation step wait for one Beliefs on TOPIC")
     p.add_argument("--wait-timeout", type=float, default=2.0)
+    p.add_argument("--wait-listeners", type=int, default=0, metavar="N",
+                   help="with --wait-for: before starting, also wait for N other subscribers on TOPIC (a recorder)")
     p.add_argument("--wait-subscribers", type=float, default=5.0, metavar="S",
                    help="wait up to S seconds for subscribers on the observation topics before starting")
     p.add_argument("--depth", type=int, default=100, help="publisher queue depth")
-    p.add_argument("--control-gap", type=float, default=0.0, metavar="S", help="pause after each actions message")
+    p.add_argument("--control-gap", type=float, default=0.0, metavar="S", help="pause after each controls message")
     p.add_argument("--raw", action="store_true", help="publish the bag's CDR bytes as they are (no decode check)")
     return p
 
@@ -506,10 +512,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                            namespace=args.namespace, topics=args.topics, exclude=args.exclude,
                            clock=not args.no_clock, wait_for=args.wait_for, wait_timeout=args.wait_timeout,
                            depth=args.depth, raw=args.raw, control_gap_s=args.control_gap,
-                           continuous_loop=args.continuous)
+                           continuous_loop=args.continuous, wait_listeners=args.wait_listeners)
         if args.wait_subscribers > 0 and not player.wait_for_subscribers(args.wait_subscribers):
             node.get_logger().warning(
-                f"no subscriber yet on some of {player.observation_topics} after {args.wait_subscribers} s; playing anyway")
+                f"no subscriber yet on some of {player.observation_topics} (or the --wait-for topic's publisher and "
+                f"listeners) after {args.wait_subscribers} s; playing anyway")
         try:
             stats = player.run()
         except KeyboardInterrupt:

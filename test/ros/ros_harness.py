@@ -135,7 +135,7 @@ class AgentProcess:
 
 
 class Probe:
-    """The test's rclpy node: publishes observations/actions, records beliefs/diagnostics, calls services."""
+    """The test's rclpy node: publishes observations/controls, records beliefs/diagnostics, calls services."""
 
     def __init__(self, name: str = "probe"):
         import rclpy

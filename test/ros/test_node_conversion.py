@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.ros import conversion as conv
+from bayes_infer_ros.ros.controls import ControlTimeline, check_controls, fill_window_actions
 from bayes_infer_ros.ros.parameters import PARAMETERS, SPECS, allowed_model_keys, validate_change
 
 
@@ -55,13 +56,58 @@ def test_uniform_observation_adds_no_evidence():
     np.testing.assert_allclose(lik, lik[0])
 
 
-# ---- actions ---------------------------------------------------------------------------------
-def test_check_action():
-    a, why = conv.check_action([2, 0], (3, 1))
+# ---- controls ----------------------------------------------------------------------------------
+def test_check_controls():
+    a, why = check_controls([2, 0], [], (3, 1), None)
     assert a.tolist() == [2, 0] and a.dtype == np.int32 and not why
-    assert conv.check_action([1], (3, 1))[0] is None
-    assert "out of range" in conv.check_action([3, 0], (3, 1))[1]
-    assert conv.check_action([-1, 0], (3, 1))[0] is None
+    assert check_controls([1], [], (3, 1), None)[0] is None
+    assert "out of range" in check_controls([3, 0], [], (3, 1), None)[1]
+    assert check_controls([-1, 0], [], (3, 1), None)[0] is None
+    labels = [["stay", "next", "previous"], ["none"]]
+    assert check_controls([1, 0], ["next", "none"], (3, 1), labels)[0].tolist() == [1, 0]
+    assert check_controls([], ["previous", "none"], (3, 1), labels)[0].tolist() == [2, 0]  # labels alone
+    a, why = check_controls([1, 0], ["stay", "none"], (3, 1), labels)
+    assert a is None and "index 1 is 'next' but the label says 'stay'" in why
+    assert "unknown control label 'jump'" in check_controls([], ["jump", "none"], (3, 1), labels)[1]
+    assert "labels given but the model has no control labels" in check_controls([1, 0], ["a", "b"], (3, 1), None)[1]
+    assert "1 labels" in check_controls([1, 0], ["next"], (3, 1), labels)[1]
+    assert "bad_control" in conv.REJECT_REASONS and "bad_action" not in conv.REJECT_REASONS
+
+
+def test_control_timeline_places_controls_by_stamp():
+    tl = ControlTimeline(2)
+    np.testing.assert_array_equal(tl.at(100), [0, 0])  # nothing received: control 0
+    tl.add(150, [2, 0])
+    tl.add(50, [1, 0])   # arrives late, belongs earlier
+    np.testing.assert_array_equal(tl.at(50), [0, 0])    # strictly before the step's stamp
+    np.testing.assert_array_equal(tl.at(100), [1, 0])
+    np.testing.assert_array_equal(tl.at(151), [2, 0])
+    tl.add(150, [0, 0])  # same stamp: replaces
+    np.testing.assert_array_equal(tl.at(200), [0, 0])
+    tl.add(250, [1, 0])
+    np.testing.assert_array_equal(tl.latest(), [1, 0])
+    tl.forget_before(200)  # keeps what a transition into a step after 200 can use
+    assert len(tl) == 2
+    np.testing.assert_array_equal(tl.at(201), [0, 0])
+    np.testing.assert_array_equal(tl.at(100), [1, 0])   # folded into `held`
+    small = ControlTimeline(1, capacity=2)
+    for stamp, u in ((10, 1), (20, 2), (30, 3)):
+        small.add(stamp, [u])
+    assert len(small) == 2 and small.held.tolist() == [1]
+
+
+def test_late_controls_land_on_their_window_transition():
+    """Steps at 100, 200, 300; the control of 100 -> 200 (stamped 150) arrives after step 300 was pushed."""
+    w = conv.SequenceWindow(4, (2,), 1)
+    tl = ControlTimeline(1)
+    tl.add(250, [2])
+    for stamp in (100, 200, 300):
+        w.push(np.float32([0.5, 0.5]), tl.at(stamp), stamp)
+    np.testing.assert_array_equal(w.stamps, [-1, 100, 200, 300])
+    np.testing.assert_array_equal(w.actions[:, 0], [0, 0, 2])
+    tl.add(150, [1])
+    fill_window_actions(w.actions, w.stamps, w.valid_steps, tl)
+    np.testing.assert_array_equal(w.actions[:, 0], [0, 1, 2])  # padding transition untouched
 
 
 # ---- the window --------------------------------------------------------------------------------
@@ -91,10 +137,47 @@ def test_window_is_right_aligned_and_rolls():
     assert w.valid_steps == 0
 
 
+def test_belief_summary_names_the_mode_and_the_entropy():
+    index, entropy = conv.belief_summary(np.float32([0.1, 0.6, 0.3]))
+    assert index == 1
+    assert abs(entropy - float(-(0.1 * np.log(0.1) + 0.6 * np.log(0.6) + 0.3 * np.log(0.3)))) < 1e-6
+    assert conv.belief_summary(np.float32([0.0, 1.0, 0.0])) == (1, 0.0)   # certain: 0 (0 log 0 = 0)
+    index, entropy = conv.belief_summary(np.full(4, 0.25, np.float32))
+    assert index == 0 and abs(entropy - np.log(4)) < 1e-6                 # tie: the first
+
+
 def test_window_of_one_step():
     w = conv.SequenceWindow(1, (2,), 1)
     w.push(np.float32([1, 0]), [1])
     assert w.actions.shape == (0, 1) and w.valid_steps == 1
+
+
+# ---- one source of defaults --------------------------------------------------------------------
+def test_config_agent_yaml_lists_every_parameter_with_its_default(repo_root):
+    """config/agent.yaml and the node's parameter table agree: same names, same defaults (a params file that
+    leaves a parameter out gets the value the shipped config shows)."""
+    import yaml
+
+    params = yaml.safe_load((repo_root / "config" / "agent.yaml").read_text())["/**"]["ros__parameters"]
+    node_keys = {k for k in params if k != "model"}
+    assert node_keys == {p.name for p in PARAMETERS}, node_keys ^ {p.name for p in PARAMETERS}
+    for spec in PARAMETERS:
+        value = params[spec.name]
+        assert type(value) is type(spec.default) or (isinstance(spec.default, float) and isinstance(value, int)), spec.name
+        assert value == spec.default, f"{spec.name}: config/agent.yaml {value!r}, parameters.py {spec.default!r}"
+
+
+def test_help_text_comes_from_the_table():
+    from bayes_infer_ros.ros.node_help import unused_qos_overrides, usage
+
+    text = usage(PARAMETERS)
+    for spec in PARAMETERS:
+        assert f"  {spec.name} " in text and repr(spec.default) in text
+    lines = unused_qos_overrides({"qos_overrides./a/beliefs.publisher.depth": 3,
+                                  "qos_overrides./a/controls.subscription.depth": 3,
+                                  "qos_overrides./a/controls.publisher.depth": 3, "num_iter": 4},
+                                 published=["/a/beliefs"], subscribed=["/a/controls"])
+    assert len(lines) == 1 and "no publisher /a/controls" in lines[0]
 
 
 # ---- parameters --------------------------------------------------------------------------------

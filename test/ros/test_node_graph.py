@@ -46,15 +46,14 @@ def agent(ros_graph, tmp_path_factory):
 @pytest.fixture(scope="module")
 def io(probe, agent):
     from diagnostic_msgs.msg import DiagnosticArray
-    from std_msgs.msg import Int32MultiArray
 
-    from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation
+    from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls
 
     beliefs = probe.record(f"{NS}/beliefs", Beliefs)
     location = probe.record(f"{NS}/beliefs/location", Belief)
     diags = probe.record("/diagnostics", DiagnosticArray)
     return {"beliefs": beliefs, "location": location, "diags": diags, "Obs": CategoricalObservation,
-            "Actions": Int32MultiArray}
+            "Controls": Controls}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,13 +88,13 @@ def switch(probe, algorithm="", variant=""):
 
     req = SwitchVariant.Request()
     req.algorithm, req.variant = algorithm, variant
-    return probe.call(SwitchVariant, f"{NS}/switch_variant", req, timeout=120)
+    return probe.call(SwitchVariant, f"{NS}/{NAME}/switch_variant", req, timeout=120)
 
 
 def reset(probe):
     from std_srvs.srv import Trigger
 
-    return probe.call(Trigger, f"{NS}/reset", Trigger.Request())
+    return probe.call(Trigger, f"{NS}/{NAME}/reset", Trigger.Request())
 
 
 def make_obs(io, level=-1, probs=(), stamp=None):
@@ -139,11 +138,20 @@ def random_actions(model, steps, seed):
         np.array([rng.integers(0, u) for u in model.num_controls], np.int32) for _ in range(steps - 1)]
 
 
-def publish_action(probe, io, action):
-    from std_msgs.msg import Int32MultiArray
+def make_controls(action, stamp=None, labels=()):
+    from bayes_infer_ros.msg import Controls
 
-    probe.publisher(f"{NS}/actions", Int32MultiArray).publish(Int32MultiArray(data=[int(a) for a in action]))
-    time.sleep(0.15)  # actions and observations travel on different topics: let the action land first
+    msg = Controls(indices=[int(a) for a in action], labels=list(labels))
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(now_ns() if stamp is None else stamp), 1_000_000_000)
+    return msg
+
+
+def publish_action(probe, io, action):
+    """Stamped now: before the next step's observations, so the node puts it on the transition into that step."""
+    from bayes_infer_ros.msg import Controls
+
+    probe.publisher(f"{NS}/controls", Controls).publish(make_controls(action))
+    time.sleep(0.15)  # controls and observations travel on different topics: let the controls land first (fpi)
 
 
 def packed(msg) -> list[np.ndarray]:
@@ -254,6 +262,9 @@ def test_lifecycle_configure_then_activate(probe, agent, io):
     assert agent.proc.poll() is None, agent.log_text()
     assert agent.wait_log("unknown parameter 'num_iters' ignored (did you mean 'num_iter'?)", 30), agent.log_text()
     assert lifecycle_state(probe) == "unconfigured"
+    # an unconfigured lifecycle node says how to configure it
+    assert agent.wait_log(f"unconfigured: waiting for `ros2 lifecycle set {NS}/{NAME} configure`", 10), agent.log_text()
+    assert "-p autostart:=true" in agent.log_text()
     # while unconfigured the parameters are already declared and validated
     assert not set_params(probe, algorithm="nonsense")[0].successful
     assert lifecycle(probe, "configure"), agent.log_text()
@@ -264,7 +275,7 @@ def test_lifecycle_configure_then_activate(probe, agent, io):
     for name in ("rfid_tag", "voltage", "lidar_gap", "charging"):
         assert probe.wait_subscribers(f"{NS}/observations/{name}", io["Obs"], 1)
     time.sleep(0.5)  # the node's best-effort readers match our writers a moment after we see them
-    assert probe.wait_subscribers(f"{NS}/actions", io["Actions"], 1)
+    assert probe.wait_subscribers(f"{NS}/controls", io["Controls"], 1)
 
 
 def test_fpi_beliefs_equal_pymdp(probe, io, model):
@@ -279,6 +290,13 @@ def test_fpi_beliefs_equal_pymdp(probe, io, model):
     assert last.algorithm == "fpi" and last.variant == "baseline" and last.inference_ms > 0
     assert [f.name for f in last.factors] == ["location", "battery", "door"]
     assert list(last.factors[0].state_labels) == ["dock", "aisle_a", "aisle_b", "charger"]
+    # every Belief names its most likely state and carries the entropy (nats) of its probabilities
+    for msg in got:
+        for f in msg.factors:
+            p = np.asarray(f.probabilities, dtype=np.float64)
+            assert f.most_likely_index == int(np.argmax(p))
+            assert f.most_likely_label == f.state_labels[f.most_likely_index]
+            assert abs(f.entropy - float(-np.sum(p[p > 0] * np.log(p[p > 0])))) <= 1e-5
     # per-factor topic carries the same numbers and stamp
     assert wait_for(lambda: any(m.header.stamp == last.header.stamp for _, m in io["location"]), 5)
     loc = [m for _, m in io["location"] if m.header.stamp == last.header.stamp][-1]
@@ -331,8 +349,7 @@ def test_reset_restarts_from_D(probe, io, model):
 
 
 def test_bad_inputs_are_counted_and_valid_ones_kept(probe, io, model, agent):
-    from bayes_infer_ros.msg import CategoricalObservation
-    from std_msgs.msg import Int32MultiArray
+    from bayes_infer_ros.msg import CategoricalObservation, Controls
 
     before = diag_values(io)
     pos = probe.publisher(f"{NS}/observations/rfid_tag", CategoricalObservation)   # 5 levels
@@ -350,7 +367,9 @@ def test_bad_inputs_are_counted_and_valid_ones_kept(probe, io, model, agent):
     for pub, msg, _ in bad:
         pub.publish(msg)
         time.sleep(0.01)
-    probe.publisher(f"{NS}/actions", Int32MultiArray).publish(Int32MultiArray(data=[1, 2]))
+    controls = probe.publisher(f"{NS}/controls", Controls)
+    controls.publish(make_controls([1, 2]))                               # 2 indices, 3 factors
+    controls.publish(make_controls([1, 0, 0], labels=["stay", "none", "none"]))  # label names another control
     probe.publisher(f"{NS}/observations/sonar", CategoricalObservation).publish(make_obs(io, level=0))
     # out of order: a valid message stamped before the last accepted one
     step = levels(model, 1, 2, 0, 1)
@@ -370,10 +389,10 @@ def test_bad_inputs_are_counted_and_valid_ones_kept(probe, io, model, agent):
         delta = lambda k: int(after.get(k, 0)) - int(before.get(k, 0))  # noqa: E731
         return (after, {r: delta(f"rejected.{r}") for r in
                         ("wrong_length", "non_finite", "negative", "all_zero", "level_out_of_range", "out_of_order",
-                         "stale", "bad_action")}, delta("unknown_modality_topics"))
+                         "stale", "bad_control")}, delta("unknown_modality_topics"))
 
     expected = {"wrong_length": 1, "non_finite": 2, "negative": 1, "all_zero": 1, "level_out_of_range": 2,
-                "out_of_order": 1, "stale": 1, "bad_action": 1}
+                "out_of_order": 1, "stale": 1, "bad_control": 2}
     assert wait_for(lambda: counted()[1] == expected and counted()[2] == 1, 10), counted()
     after = counted()[0]
     assert int(after["dropped_total"]) - int(before.get("dropped_total", 0)) == sum(expected.values())

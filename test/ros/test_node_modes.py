@@ -244,7 +244,8 @@ def test_plain_mode_and_refused_models(probe, ros_graph, tmp_path):
         assert msg.tick == 1 and all(abs(sum(f.probabilities) - 1) < 1e-5 for f in msg.factors)
         assert int(np.argmax(msg.factors[0].probabilities)) == 2
         names = [n for n, _ in probe.node.get_service_names_and_types()]
-        assert "/plain/switch_variant" in names and "/plain/plain_agent/get_state" not in names
+        assert "/plain/plain_agent/switch_variant" in names and "/plain/plain_agent/reset" in names
+        assert "/plain/plain_agent/get_state" not in names and "/plain/switch_variant" not in names
     finally:
         codes = {k: p.stop() for k, p in procs.items()}
     assert codes["plain"] in (0, -2), codes  # clean exit on SIGINT

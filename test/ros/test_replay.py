@@ -33,10 +33,9 @@ ATOL = ROS_FLOAT32_ATOL
 # vmp .91/.465/.675, mmp .955/.875/.665. The node's accuracy must also equal the offline one (same argmax
 # wherever the beliefs agree to ATOL; ties aside).
 ACCURACY_MARGIN = 0.10
-# The bag publishes a_t half a period before o_{t+1}, but at --rate 0 (and under lockstep) they leave back to
-# back and reach the node's executor together: the node must take the action first (it subscribes `actions`
-# before the observation topics; rclpy's executor takes ready subscriptions in that order) or the tick
-# predicts with the previous action and fpi diverges from the golden values. No pause: this checks that order.
+# The bag publishes the controls a_t half a period before o_{t+1}, stamped so; at --rate 0 (and under lockstep) they
+# leave back to back and reach the node's executor together. The node places controls by stamp, and takes them
+# first when both are ready (it subscribes `controls` before the observation topics): no pause needed.
 CONTROL_GAP_S = 0.0
 
 

@@ -1,0 +1,175 @@
+"""``bayes-infer model``: bring your own model.
+
+    bayes-infer model from-pymdp PYMDP.npz -o MODEL.yaml|MODEL.npz   pymdp's A, B, D (+ dependencies) -> a model file
+    bayes-infer model validate FILE                                 the node's validation; exit 0 when valid
+    bayes-infer model show FILE                                     factors, modalities, shapes, dependencies, labels
+    bayes-infer model layout FILE -o LAYOUT.xml [--namespace NS]    a PlotJuggler layout for its belief topics
+
+``validate`` runs what the node runs at configure (load + validate the model; the node parameters of a params
+file are checked against the node's table too) and exits 0 for a valid file, 1 naming the tensor (or parameter)
+and the problem otherwise. The pymdp file format: :mod:`bayes_infer_ros.model.pymdp_format`, docs/your-model.md.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, save_model
+
+
+def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
+    """(errors, warnings) for the node parameters of a params YAML (the model itself is checked apart)."""
+    from bayes_infer_ros.model import read_parameters_yaml
+    from bayes_infer_ros.ros.conversion import unknown_parameters
+    from bayes_infer_ros.ros.parameters import PARAMETERS, validate_change
+
+    flat = read_parameters_yaml(path)
+    errors = []
+    for spec in PARAMETERS:
+        if spec.name in flat:
+            value = flat[spec.name]
+            if isinstance(spec.default, float) and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            reason = validate_change(spec.name, value, variants=_variant_names(), has_B=True, startup=True)
+            if reason:
+                errors.append(f"parameter {reason}")
+    warnings = unknown_parameters(flat.keys(), [p.name for p in PARAMETERS])
+    return errors, warnings
+
+
+def _variant_names() -> tuple:
+    try:
+        from bayes_infer_ros.inference import VARIANTS
+
+        return tuple(VARIANTS)
+    except Exception:  # noqa: BLE001 - the node checks again when it builds the engine
+        return ("baseline",)
+
+
+def describe(model: GenerativeModel) -> str:
+    """Factors, modalities, shapes, dependencies and labels, as ``show`` prints them."""
+    lines = [f"{model.num_factors} factors, {model.num_modalities} modalities"
+             + ("" if model.B is not None else " (no B: fpi only)")]
+    lines.append("factors:")
+    for f in range(model.num_factors):
+        line = f"  {f}: {model.factor_name(f)}  {model.num_states[f]} states {model.state_label_list(f)}"
+        if model.B is not None:
+            deps = [model.factor_name(d) for d in model.B_dependencies[f]]
+            controls = model.control_labels[f] if model.control_labels else list(range(model.num_controls[f]))
+            line += f"\n       B shape {tuple(model.B[f].shape)} depends on {deps}; {model.num_controls[f]} controls {controls}"
+        prior = ", ".join(f"{p:.3g}" for p in model.D[f])
+        lines.append(line + f"\n       D [{prior}]")
+    lines.append("modalities:")
+    for i in range(model.num_modalities):
+        deps = [model.factor_name(d) for d in model.A_dependencies[i]]
+        lines.append(f"  {i}: {model.modality_name(i)}  {model.num_obs[i]} levels {model.observation_label_list(i)}"
+                     f"\n       A shape {tuple(model.A[i].shape)} depends on {deps}")
+    return "\n".join(lines)
+
+
+def cmd_from_pymdp(args: argparse.Namespace) -> int:
+    from bayes_infer_ros.model.pymdp_format import read_pymdp_npz
+
+    if args.output.suffix.lower() not in (".yaml", ".yml", ".npz"):
+        print(f"model from-pymdp: {args.output}: expected a .yaml (params file the node reads) or .npz output",
+              file=sys.stderr)
+        return 2
+    if args.output.exists() and not args.force:
+        print(f"model from-pymdp: {args.output} exists; pass --force to replace it", file=sys.stderr)
+        return 2
+    try:
+        model = read_pymdp_npz(args.input, batch_index=args.batch_index,
+                               factor_names=args.factors.split(",") if args.factors else None,
+                               modality_names=args.modalities.split(",") if args.modalities else None)
+        save_model(model, args.output)
+    except ModelValidationError as exc:
+        print(f"model from-pymdp: {args.input}: invalid: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.output}: {model.num_factors} factors {[model.factor_name(f) for f in range(model.num_factors)]}, "
+          f"{model.num_modalities} modalities {[model.modality_name(i) for i in range(model.num_modalities)]}")
+    print(f"run it: agent_node --ros-args -p model_file:={args.output.resolve()} -p autostart:=true")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    path = args.file
+    try:
+        model = load_model(path)
+    except ModelValidationError as exc:
+        hint = ""
+        if path.suffix.lower() == ".npz" and "not a bayes_infer_ros model npz" in str(exc):
+            hint = " (a pymdp export? convert it: bayes-infer model from-pymdp FILE -o model.yaml)"
+        print(f"{path}: invalid: {exc}{hint}", file=sys.stderr)
+        return 1
+    errors, warnings = _node_parameter_problems(path) if path.suffix.lower() in (".yaml", ".yml") else ([], [])
+    for line in warnings:
+        print(f"{path}: warning: {line}", file=sys.stderr)
+    if errors:
+        for line in errors:
+            print(f"{path}: invalid: {line}", file=sys.stderr)
+        return 1
+    print(f"{path}: valid: {model.num_factors} factors, {model.num_modalities} modalities"
+          + ("" if model.B is not None else " (no B: fpi only)"))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    try:
+        model = load_model(args.file)
+    except ModelValidationError as exc:
+        print(f"{args.file}: invalid: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.file}: {describe(model)}")
+    return 0
+
+
+def cmd_layout(args: argparse.Namespace) -> int:
+    from bayes_infer_ros.viewer_layout import plotjuggler_layout
+
+    try:
+        model = load_model(args.file)
+    except ModelValidationError as exc:
+        print(f"{args.file}: invalid: {exc}", file=sys.stderr)
+        return 1
+    text = plotjuggler_layout([model.factor_name(f) for f in range(model.num_factors)], model.num_states,
+                              args.namespace)
+    args.output.write_text(text)
+    print(f"wrote {args.output}: open it in PlotJuggler (Layout > Load), start the ROS2 Topic Subscriber")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bayes-infer model", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    conv = sub.add_parser("from-pymdp", help="pymdp's A, B, D (.npz, see docs/your-model.md) -> a model file")
+    conv.add_argument("input", type=Path, help="the .npz saved from Python (keys A0.., B0.., D0.., A_dependencies, ...)")
+    conv.add_argument("-o", "--output", type=Path, required=True, help="MODEL.yaml (params file) or MODEL.npz")
+    conv.add_argument("--factors", default=None, help="comma-separated factor names (default: from the file or factor_<f>)")
+    conv.add_argument("--modalities", default=None, help="comma-separated modality names")
+    conv.add_argument("--batch-index", type=int, default=0, help="which agent of a batched pymdp model (default 0)")
+    conv.add_argument("--force", action="store_true", help="replace an existing output file")
+    conv.set_defaults(run=cmd_from_pymdp)
+    val = sub.add_parser("validate", help="the node's validation; exit 0 valid, 1 with the tensor and the problem")
+    val.add_argument("file", type=Path, help=".yaml params file or .npz model")
+    val.set_defaults(run=cmd_validate)
+    show = sub.add_parser("show", help="factors, modalities, shapes, dependencies, labels")
+    show.add_argument("file", type=Path)
+    show.set_defaults(run=cmd_show)
+    lay = sub.add_parser("layout", help="a PlotJuggler layout for the model's belief topics")
+    lay.add_argument("file", type=Path)
+    lay.add_argument("-o", "--output", type=Path, required=True, help="layout XML file")
+    lay.add_argument("--namespace", default="", help="the node's namespace (topics <ns>/beliefs/<factor>)")
+    lay.set_defaults(run=cmd_layout)
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

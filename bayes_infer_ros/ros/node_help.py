@@ -1,0 +1,92 @@
+"""What the agent node tells its users: ``--help``, how to configure it, and which ``qos_overrides`` it ignores.
+
+Pure text from the parameter table (no rclpy), so the help cannot drift from what the node declares.
+"""
+from __future__ import annotations
+
+import textwrap
+from typing import Any, Iterable, Mapping, Sequence
+
+QOS_PREFIX = "qos_overrides."
+
+INTERFACES = """\
+topics (relative to the namespace):
+  sub  observations/<modality>  bayes_infer_ros/msg/CategoricalObservation  best effort (SensorDataQoS)
+  sub  controls                 bayes_infer_ros/msg/Controls (stamped: one control index per factor, optional labels)
+  pub  beliefs                  bayes_infer_ros/msg/Beliefs      reliable, transient local, depth 1 (latest kept)
+  pub  beliefs/<factor>         bayes_infer_ros/msg/Belief       same; most likely state, its label, entropy
+  pub  /diagnostics             diagnostic_msgs/msg/DiagnosticArray
+services (private, under the node's name; remap with -r ~/reset:=NAME):
+  ~/reset           std_srvs/srv/Trigger               beliefs back to D, VMP/MMP window cleared
+  ~/switch_variant  bayes_infer_ros/srv/SwitchVariant  answers when the new engine is active
+QoS: qos_overrides.<resolved topic>.publisher|subscription.<depth|durability|history|reliability> in a params
+file replaces the defaults above (e.g. qos_overrides./beliefs.publisher.durability: volatile)."""
+
+
+def usage(parameters: Sequence[Any], prog: str = "agent_node") -> str:
+    """The ``--help`` text: how to start the node, its interfaces, and every parameter with its default."""
+    lines = [
+        f"usage: {prog} [--plain] [--help] --ros-args [--params-file FILE] [-p NAME:=VALUE ...] [-r FROM:=TO ...]",
+        "",
+        "Discrete Bayesian state inference (FPI / VMP / MMP) as a ROS 2 node. Lifecycle node by default:",
+        "configure (load + validate the model, compile) -> activate (tick). --plain: a plain node that configures",
+        "and activates at once and exits with status 1 when the model is refused.",
+        "",
+        "examples:",
+        f"  {prog} --ros-args --params-file config/agent.yaml -p autostart:=true",
+        f"  {prog} --plain --ros-args -p model_file:=my_model.yaml -r __ns:=/robot1",
+        "",
+        INTERFACES,
+        "",
+        "parameters (default; config/agent.yaml holds the same values):",
+    ]
+    width = max(len(p.name) for p in parameters)
+    for p in parameters:
+        default = repr(p.default)
+        flags = " (read-only)" if p.read_only else ""
+        head = f"  {p.name.ljust(width)}  {default}{flags}"
+        lines.append(head)
+        lines += textwrap.wrap(p.description, 100, initial_indent=" " * (width + 4), subsequent_indent=" " * (width + 4))
+    lines += ["", "model.*: the inline model (see config/agent.yaml); `bayes-infer model validate FILE` checks a model file."]
+    return "\n".join(lines)
+
+
+def unconfigured_hint(fqn: str) -> str:
+    """What a lifecycle node that is waiting to be configured logs at start."""
+    return (f"unconfigured: waiting for `ros2 lifecycle set {fqn} configure`, then `ros2 lifecycle set {fqn} "
+            f"activate` (or call {fqn}/change_state); start with `-p autostart:=true` (what the launch file passes) "
+            "to configure and activate at once")
+
+
+def not_configured(node: Any) -> str:
+    """A service's answer while the node has no model."""
+    fqn = node.get_fully_qualified_name()
+    reason = getattr(node, "_config_error", "") or "not configured yet"
+    return (f"{reason}; configure the node first: `ros2 lifecycle set {fqn} configure` (it loads the model), "
+            "or start it with `-p autostart:=true`")
+
+
+def _split(key: str) -> tuple[str, str]:
+    """``qos_overrides./ns/topic.publisher.depth`` -> (``/ns/topic``, ``publisher``); ('', '') if malformed."""
+    rest = key[len(QOS_PREFIX):]
+    for kind in ("publisher", "subscription"):
+        mark = f".{kind}"
+        at = rest.rfind(mark)
+        if at > 0:
+            return rest[:at], kind
+    return "", ""
+
+
+def unused_qos_overrides(overrides: Mapping[str, Any], published: Iterable[str], subscribed: Iterable[str]) -> list[str]:
+    """Warnings for ``qos_overrides.*`` keys that name no publisher / subscription of this node (resolved names)."""
+    published, subscribed = set(published), set(subscribed)
+    out = []
+    for key in sorted(k for k in overrides if k.startswith(QOS_PREFIX)):
+        topic, kind = _split(key)
+        have = published if kind == "publisher" else subscribed
+        if topic and topic in have:
+            continue
+        known = sorted(f"{t} ({'publisher' if t in published else 'subscription'})" for t in published | subscribed)
+        out.append(f"parameter '{key}' ignored: this node has no {kind or 'publisher or subscription'} "
+                   f"{topic or '(malformed key)'}; QoS overrides apply to: {', '.join(known)}")
+    return out
