@@ -84,14 +84,47 @@ def diag(probe_buf, fqn):
     return {}
 
 
-def run_mode(tmp, probe, model, rate_hz, seconds, cache):
+def offline_calls(model, variants, rounds=40, calls=50):
+    """The same tick offline, in this process: each variant's one-dispatch FPI tick (beliefs + next prior) and
+    pymdp's jitted ``run_factorized_fpi`` on the default model, round-robin; median and p10/p90 in ms."""
+    import jax
+
+    from bayes_infer_ros.bench.harness import pymdp_callable
+    from bayes_infer_ros.inference import engine_for_model
+
+    rng = np.random.default_rng(0)
+    obs = [np.eye(a.shape[0], dtype=np.float32)[rng.integers(a.shape[0])] for a in model.A]
+    prior = [np.asarray(d, np.float32) for d in model.D]
+    zero = np.zeros(model.num_factors, np.int32)
+    fns = {}
+    pym = pymdp_callable("fpi", model.A_dependencies, model.B_dependencies, 16, 1.0)
+    A = [jax.numpy.asarray(a, jax.numpy.float32) for a in model.A]
+    fns["pymdp"] = lambda: jax.block_until_ready(pym(A, obs, prior))
+    for v in variants:
+        eng = engine_for_model(model, "fpi", variant=v, num_iter=16)
+        ob, pr = eng.layout.pack_obs(obs), eng.layout.pack_states(prior)
+        fns[v] = (lambda e, o, p: lambda: [np.asarray(x) for x in e.tick(o, p, zero)])(eng, ob, pr)
+    for fn in fns.values():
+        fn(), fn()
+    samples = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[k].append((time.perf_counter() - t0) / calls * 1e3)
+    return {k: {"median_ms": float(np.median(x)), "p10_ms": float(np.percentile(x, 10)),
+                "p90_ms": float(np.percentile(x, 90))} for k, x in samples.items()}
+
+
+def run_mode(tmp, probe, model, rate_hz, seconds, cache, variant="baseline"):
     from diagnostic_msgs.msg import DiagnosticArray
 
     from bayes_infer_ros.msg import Beliefs
 
-    ns = f"/bench_{'event' if rate_hz == 0 else 'timer'}"
+    ns = f"/bench_{'event' if rate_hz == 0 else 'timer'}_{variant}"
     params = ros_harness.default_params()
-    params.update({"rate_hz": rate_hz, "jax_compilation_cache_dir": cache, "autostart": True, "variant": "baseline"})
+    params.update({"rate_hz": rate_hz, "jax_compilation_cache_dir": cache, "autostart": True, "variant": variant})
     proc = ros_harness.AgentProcess(tmp, "agent", params, namespace=ns)
     try:
         beliefs = probe.record(f"{ns}/beliefs", Beliefs, 100)
@@ -114,7 +147,7 @@ def run_mode(tmp, probe, model, rate_hz, seconds, cache):
         d = diag(diags, f"{ns}/agent")
         inf = np.array([m.inference_ms for _, m in window])
         return {
-            "tick_mode": "event-driven" if rate_hz == 0 else f"timer {rate_hz:g} Hz",
+            "tick_mode": "event-driven" if rate_hz == 0 else f"timer {rate_hz:g} Hz", "variant": variant,
             "ticks_measured": len(window),
             "inference_ms_median": float(np.median(inf)), "inference_ms_p99": float(np.percentile(inf, 99)),
             "node_overhead_ms_median": float(d.get("overhead_ms_median", "nan")),
@@ -155,6 +188,10 @@ def start_time(tmp, probe, model, cache, tag):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=20.0, help="measurement window per tick mode")
+    ap.add_argument("--variants", nargs="+", default=["baseline"],
+                    help="event-driven runs (and offline ticks) for these variants; start times and the timer run "
+                         "use the first")
+    ap.add_argument("--no-start", action="store_true", help="skip the cold/warm start measurements")
     args = ap.parse_args(argv)
     reason = ros_harness.ros_unavailable_reason()
     if reason:
@@ -174,16 +211,18 @@ def main(argv=None) -> int:
     out = {
         "model": {"num_obs": model.num_obs, "num_states": model.num_states, "A_dependencies": model.A_dependencies,
                   "B_dependencies": model.B_dependencies},
-        "algorithm": "fpi", "variant": "baseline", "num_iter": 16, "dtype": "float32",
+        "algorithm": "fpi", "variants": args.variants, "num_iter": 16, "dtype": "float32",
         "jax": jax.__version__, "device": os.environ.get("JAX_PLATFORMS", "default"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.platform()}",
         "python": platform.python_version(), "rmw": os.environ.get("RMW_IMPLEMENTATION"),
     }
     try:
-        out["cold_start"] = start_time(tmp, probe, model, cache, "cold")
-        out["warm_start"] = start_time(tmp, probe, model, cache, "warm")
-        out["event_50hz"] = run_mode(tmp, probe, model, 0.0, args.seconds, cache)
-        out["timer_50hz"] = run_mode(tmp, probe, model, 50.0, args.seconds, cache)
+        out["offline_tick"] = offline_calls(model, args.variants)
+        if not args.no_start:
+            out["cold_start"] = start_time(tmp, probe, model, cache, "cold")
+            out["warm_start"] = start_time(tmp, probe, model, cache, "warm")
+        out["event_50hz"] = {v: run_mode(tmp, probe, model, 0.0, args.seconds, cache, v) for v in args.variants}
+        out["timer_50hz"] = run_mode(tmp, probe, model, 50.0, args.seconds, cache, args.variants[0])
     finally:
         probe.close()
         rclpy.try_shutdown()

@@ -4,7 +4,11 @@
     engine = build_inference("fpi", A, A_dependencies, variant="baseline", num_iter=16)
     qs = engine(obs, prior)
 """
-from . import registry as _registry
+from .xla_config import apply_defaults as _apply_xla_defaults
+
+_apply_xla_defaults()  # before any computation creates the XLA backend (see xla_config)
+
+from . import registry as _registry  # noqa: E402
 from .engine import ALGORITHMS, InferenceEngine, PackedLayout
 from .registry import PAPER_VARIANTS, VariantUnsupported, build_inference, engine_for_model, register_variant, variant_ops
 

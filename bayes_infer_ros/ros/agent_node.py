@@ -434,8 +434,11 @@ class _AgentCore:
         else:
             engine.warmup(T=config.horizon, valid_steps=True)
         if self._model.B is not None:  # the empirical-prior prediction of fpi ticks
-            q = engine.layout.unpack_states(np.concatenate([np.asarray(d, np.float32) for d in self._model.D]))
-            jax.block_until_ready(engine.predict(q, np.zeros(self._model.num_factors, np.int32)))
+            D = np.concatenate([np.asarray(d, np.float32) for d in self._model.D])
+            zero = np.zeros(self._model.num_factors, np.int32)
+            jax.block_until_ready(engine.predict(engine.layout.unpack_states(D), zero))
+            if config.algorithm == "fpi":  # the one-dispatch tick: beliefs and the next prior
+                jax.block_until_ready(engine.tick(np.zeros(engine.layout.obs_size, np.float32), D, zero))
         return EngineSlot(config, variant, engine, time.perf_counter() - t0, generation, note)
 
     def _request_build(self, config: EngineConfig) -> tuple[int, Future]:
@@ -722,7 +725,13 @@ class _AgentCore:
         try:
             if slot.config.algorithm == "fpi":
                 prior = self._D_packed if first_step or self._last_qs is None else self._prior_for(action)
-                posterior = np.asarray(engine.run_packed(row, prior), dtype=np.float32)
+                if self._model.B is not None:  # one dispatch: beliefs and next tick's prior (newest controls)
+                    upcoming = self._controls.latest()
+                    q, nxt = engine.tick(row, prior, upcoming)
+                    posterior = np.asarray(q, dtype=np.float32)
+                    self._next_prior = (tuple(int(a) for a in upcoming), slot, np.asarray(nxt, dtype=np.float32))
+                else:
+                    posterior = np.asarray(engine.run_packed(row, prior), dtype=np.float32)
             else:
                 out = engine.run_packed(self._window.obs, self._D_packed, self._window.actions,
                                         valid_steps=self._window.valid_steps)
@@ -741,9 +750,6 @@ class _AgentCore:
         if last_arrival is not None:
             self._latency_stats.add(t_done - last_arrival)
             self._overhead_stats.add(max(t_done - last_arrival - inference_s, 0.0))
-        if slot.config.algorithm == "fpi" and self._model.B is not None:
-            # next tick's prior with the newest controls, off the latency path (recomputed if they change)
-            self._predict(self._controls.latest())
 
     def _publish(self, posterior: np.ndarray, stamp_ns: int, slot: EngineSlot, inference_s: float) -> None:
         msg = Beliefs()
