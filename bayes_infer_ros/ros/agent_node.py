@@ -18,10 +18,12 @@ Services: reset (std_srvs/Trigger), switch_variant (bayes_infer_ros/SwitchVarian
 Threading: a SingleThreadedExecutor serves subscriptions, the tick, reset, diagnostics and parameter callbacks
 (one at a time, as a mutually exclusive group would). ``switch_variant`` waits for the build, so it is served by
 a hidden companion node in its own thread (``companion.py``; rclpy's MultiThreadedExecutor is avoided on purpose,
-see there). Builds (autotuner, engine build, compile with tick-shaped inputs) run in a one-thread worker pool;
-the finished engine is swapped in under ``_tick_lock`` (held by each tick), so a swap waits for at most one tick
-and a tick never waits for a compile. Only the newest request is installed; a failed build keeps the running
-engine and puts the parameters back.
+see there). Builds (autotuner, engine build, compile with tick-shaped inputs) run in a daemon worker thread
+(``builder.py``: coalesced, cancelled between phases, nothing installed after cleanup / destroy_node); the
+finished engine is swapped in under ``_tick_lock`` (held by each tick), so a swap waits for at most one tick and a
+tick never waits for a compile. A failed build keeps the running engine and puts the parameters back. Every
+executor callback is wrapped (``_guarded``): an exception is logged and counted, never raised into the executor.
+Observation stamps follow ``admission.py``.
 """
 from __future__ import annotations
 

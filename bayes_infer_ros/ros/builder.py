@@ -34,14 +34,23 @@ def estimated_bytes(variant: str, model: Any, itemsize: int = ITEMSIZE) -> int:
     return int(peak_elements(variant, size_estimates(model)) * itemsize)
 
 
+def format_bytes(n: float) -> str:
+    """``n`` bytes with a binary unit: 552 B, 1.5 KiB, 3.0 GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # pragma: no cover
+
+
 def check_memory_budget(variant: str, model: Any, budget_mb: float, itemsize: int = ITEMSIZE) -> int:
     """The estimate in bytes; raises :class:`MemoryBudgetExceeded` when it is over ``budget_mb`` MiB."""
     est = estimated_bytes(variant, model, itemsize)
     if est > budget_mb * 2**20:
         raise MemoryBudgetExceeded(
-            f"variant {variant}: its arrays are estimated at {est / 2**20:.1f} MiB while built, over memory_budget_mb "
-            f"{budget_mb:g} MiB (raise memory_budget_mb, or pick a variant that stores less, e.g. baseline at "
-            f"{estimated_bytes('baseline', model, itemsize) / 2**20:.1f} MiB)")
+            f"variant {variant}: its arrays are estimated at {format_bytes(est)} while built, over memory_budget_mb "
+            f"{budget_mb:g} ({format_bytes(budget_mb * 2**20)}); raise memory_budget_mb, or pick a variant that "
+            f"stores less, e.g. baseline at {format_bytes(estimated_bytes('baseline', model, itemsize))}")
     return est
 
 

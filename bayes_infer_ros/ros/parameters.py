@@ -56,7 +56,7 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               float_range=(0.0, 3600.0)),
     ParamSpec("memory_budget_mb", 2048.0, "MiB. Every engine build (a user's variant as well as auto's choice) is refused "
               "when the structure-only estimate of its prepared arrays exceeds this; the refusal gives the estimate.",
-              float_range=(1.0, 1048576.0)),
+              float_range=(0.001, 1048576.0)),
     ParamSpec("tick_without_observations", False, "Timer mode: also tick when no modality has a new observation "
               "(a pure prediction step). Default false: a tick without new input is skipped and counted 'idle'."),
     ParamSpec("observation_qos_depth", 5, "Queue depth of the observations/<modality> subscriptions (SensorDataQoS: "
