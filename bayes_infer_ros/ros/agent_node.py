@@ -32,10 +32,10 @@ import os
 # Before anything imports jax: do not grab most of the GPU at start (a Jetson shares it with the CPU).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+import functools
 import sys
 import threading
 import time
-import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -104,9 +104,9 @@ class ModalityState:
     rate: conv.RateMeter = field(default_factory=conv.RateMeter)
     last_heard: float = 0.0                 # time.monotonic() of the last accepted message (or of activation / a resume)
     silent: bool = False
-    last_accepted: float = 0.0              # time.monotonic() of the last accepted / refused message (0: never)
-    last_rejected: float = 0.0
-    last_reason: str = ""
+    last_accepted: float = 0.0              # time.monotonic() of the last accepted message (0: never)
+    last_rejected: float = 0.0              # time.monotonic() of the last refused message (0: never)
+    last_reason: str = ""                   # why that one was refused
 
 
 class _Throttle:
@@ -226,8 +226,8 @@ class _AgentCore:
             post_callback=self._guarded(self._on_time_jump))
 
     def _guarded(self, fn: Callable, on_error: Optional[Callable[[Exception], Any]] = None) -> Callable:
-        """``fn`` as a callback that never lets an exception reach rclpy's executor: it is logged (throttled,
-        with the traceback's last frame), counted (``callback_errors``), and ``on_error(exc)`` is returned."""
+        """``fn`` as a callback that never lets an exception reach rclpy's executor: it is logged (throttled per
+        callback), counted (``callback_errors``), and ``on_error(exc)`` is returned (None without one)."""
 
         name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "callback")
 
@@ -549,7 +549,10 @@ class _AgentCore:
         with self._state_lock:
             self._generation += 1
             generation = self._generation
-        slot = self._build_slot(config, generation, checkpoint)
+        try:
+            slot = self._build_slot(config, generation, checkpoint)
+        finally:
+            self._prune_jax_cache()  # a cancelled or failed build may have compiled, too
         self._count("engine_builds_compiled")
         return slot
 
@@ -562,7 +565,6 @@ class _AgentCore:
         self._build_error = ""
         self._log.info(f"compiled {slot.config.algorithm}/{slot.variant}"
                        f"{' (' + slot.note + ')' if slot.note else ''} off the tick path in {slot.compile_s:.2f} s; swapped in")
-        self._prune_jax_cache()
 
     def _build_failed(self, ticket: Ticket, exc: BaseException) -> None:
         if self._closed:

@@ -301,7 +301,10 @@ def test_one_set_parameters_request_is_one_build(probe, agent, io):
 
     client = probe._clients.get((SetParameters, f"{NS}/{NAME}/set_parameters"))
     futures = []
-    for k in range(30):  # sent back to back, as a slider in a GUI would
+    for k in range(30):  # back to back, as a slider in a GUI would send them
+        # at most 4 in flight: service requests and replies are kept in depth-10 queues, which a loaded
+        # machine can overflow (a lost reply would leave its future pending)
+        assert wait_for(lambda: sum(not f.done() for f in futures) < 4, 30)
         req = SetParameters.Request()
         req.parameters = [Parameter("num_iter", value=20 + k).to_parameter_msg()]
         futures.append(client.call_async(req))
