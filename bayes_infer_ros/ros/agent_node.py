@@ -304,7 +304,8 @@ class _AgentCore:
                 done.set()
 
         self._configuring = "configuring: loading the model"
-        threading.Thread(target=work, name="configure", daemon=True).start()
+        self._configure_thread = threading.Thread(target=work, name="configure", daemon=True)
+        self._configure_thread.start()
         try:
             while not done.wait(float(self._p("diagnostics_period"))):
                 if not self.context.ok():
@@ -404,7 +405,10 @@ class _AgentCore:
         super().destroy_node()
 
     def build_in_progress(self) -> bool:
-        """An engine build thread is still running (compiling: XLA cannot be interrupted)."""
+        """configure's worker or an engine build is still running (compiling: XLA cannot be interrupted)."""
+        configure = getattr(self, "_configure_thread", None)
+        if configure is not None and configure.is_alive():
+            return True
         builder = getattr(self, "_builder", None)
         return builder is not None and builder.thread_alive and builder.busy
 
@@ -1104,9 +1108,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        abandon = False
+        # plain mode configures in its constructor: a SIGINT there leaves no node, only configure's thread
+        abandon = any(t.name == "configure" and t.is_alive() for t in threading.enumerate())
         if node is not None:
-            abandon = node.build_in_progress()
+            abandon = abandon or node.build_in_progress()
             node.destroy_node()
         if rclpy.ok():
             rclpy.try_shutdown()
