@@ -56,6 +56,13 @@ def test_one_future_stamp_cannot_shut_a_topic_out():
     assert admit(1000, 500_000_000, last=ahead.stamp_ns, now=now + 500_000_000).ok
 
 
+def test_every_stamp_refusal_is_a_documented_reason():
+    from bayes_infer_ros.ros.conversion import REJECT_REASONS
+
+    for d in (admit(1000 + 86400), admit(-1), admit(1000, last=1001 * S), admit(900)):
+        assert not d.ok and d.reason in REJECT_REASONS, d
+
+
 def test_zero_negative_and_malformed_stamps():
     zero = admit(0, 0, last=5 * S, now=1000 * S)
     assert zero.ok and zero.unstamped and zero.stamp_ns == 1000 * S  # explicit: its arrival time on the node clock
