@@ -408,3 +408,25 @@ def test_alias_bomb_model_file_is_refused_by_the_node(probe, ros_graph, io, tmp_
         assert "alias *a0" in proc.log_text() and proc.proc.poll() is None
     finally:
         proc.stop()
+
+
+def test_shutdown_during_configure_exits_cleanly(probe, ros_graph, io, tmp_path):
+    """Attack 6, at start-up: SIGINT while configure compiles (its worker thread inside XLA) must neither wait for
+    the compile nor abort in interpreter finalisation."""
+    params = default_params()
+    params.update({"jax_compilation_cache_dir": str(tmp_path / "cache"), "autostart": True, "algorithm": "mmp",
+                   "horizon": 1024, "num_iter": 1024, "variant": "auto", "autotune_verify_top_k": 10,
+                   "diagnostics_period": 0.1})
+    proc = AgentProcess(tmp_path, "slowstart", params, namespace="/slowstart")
+    try:
+        assert wait_for(lambda: any(m.startswith("configuring: ") for _, _, m in statuses(io, "/slowstart/slowstart")),
+                        60), proc.log_text()
+        assert "configured in" not in proc.log_text()
+        proc.proc.send_signal(2)  # SIGINT
+        try:
+            proc.proc.wait(timeout=30)  # a hang detector: the configure it interrupts runs for minutes
+        except Exception:  # noqa: BLE001
+            pytest.fail("the node did not exit on SIGINT during configure:\n" + proc.log_text())
+        assert proc.proc.returncode == 0, proc.log_text()  # not -6 (SIGABRT from a thread killed inside XLA)
+    finally:
+        proc.stop()
