@@ -1,7 +1,6 @@
 """InferenceEngine: build once (validation, log-tensors, merging), call many times (jitted, no retrace)."""
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 

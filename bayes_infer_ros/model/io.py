@@ -25,6 +25,7 @@ from typing import Any, Mapping, Optional, Union
 import numpy as np
 import yaml
 
+from . import limits
 from .generative_model import GenerativeModel
 from .validation import ModelValidationError
 
@@ -80,13 +81,13 @@ def _as_int_list(key: str, value: Any) -> list[int]:
 
 
 def _as_tensor(key: str, shape: list[int], data: Any) -> np.ndarray:
+    if any(s < 1 for s in shape):
+        raise ModelValidationError(f"{key}.shape", f"every axis length must be >= 1, got {shape}")
+    expected = limits.check_elements(f"{key}.shape", shape)
     try:
         flat = np.asarray(data, dtype=np.float64).ravel()
     except (TypeError, ValueError):
         raise ModelValidationError(f"{key}.data", "expected a list of numbers") from None
-    if any(s < 1 for s in shape):
-        raise ModelValidationError(f"{key}.shape", f"every axis length must be >= 1, got {shape}")
-    expected = int(np.prod(shape)) if shape else 1
     if flat.size != expected:
         raise ModelValidationError(
             f"{key}.data", f"has {flat.size} values but shape {shape} needs {expected} (C order, flattened)"
@@ -111,7 +112,7 @@ def model_from_parameters(params: Mapping[str, Any]) -> GenerativeModel:
         shape = _as_int_list(f"{key}.shape", _get(params, f"{key}.shape", "an integer list (m_i, n_deps...)"))
         A.append(_as_tensor(key, shape, _get(params, f"{key}.data", "a flat list of probabilities")))
         A_deps.append(_as_int_list(f"{key}.dependencies", _get(params, f"{key}.dependencies", "a list of factor indices")))
-        obs_labels.append(_get(params, f"{key}.labels", "", required=False))
+        obs_labels.append(limits.label_list(f"{key}.labels", _get(params, f"{key}.labels", "", required=False)))
 
     has_B = any(f"{MODEL_PREFIX}B.{name}.shape" in params for name in factors)
     B: Optional[list[np.ndarray]] = [] if has_B else None
@@ -123,13 +124,14 @@ def model_from_parameters(params: Mapping[str, Any]) -> GenerativeModel:
             B.append(_as_tensor(key, shape, _get(params, f"{key}.data", "a flat list of probabilities")))
         deps = _get(params, f"{key}.dependencies", "", required=False)
         B_deps.append([f] if deps is None else _as_int_list(f"{key}.dependencies", deps))
-        ctrl_labels.append(_get(params, f"{key}.controls", "", required=False))
+        ctrl_labels.append(limits.label_list(f"{key}.controls", _get(params, f"{key}.controls", "", required=False)))
 
     D = []
     for name in factors:
         d = _get(params, f"{MODEL_PREFIX}D.{name}", "", required=False)
         D.append(None if d is None else np.asarray(d, dtype=np.float64))
-    state_labels = [_get(params, f"{MODEL_PREFIX}states.{name}", "", required=False) for name in factors]
+    state_labels = [limits.label_list(f"{MODEL_PREFIX}states.{name}", _get(params, f"{MODEL_PREFIX}states.{name}", "", required=False))
+                    for name in factors]
 
     model = GenerativeModel(
         A=A,
@@ -182,9 +184,12 @@ def read_parameters_yaml(path: PathLike, node_name: Optional[str] = None) -> dic
     path = Path(path)
     if not path.is_file():
         raise ModelValidationError("model_file", f"{path} does not exist or is not a file")
+    limits.check_file_size(path, limits.MAX_YAML_BYTES)
     try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
+        doc = limits.safe_load_strict(path.read_text())
+    except ModelValidationError as exc:
+        raise ModelValidationError("model_file", f"{path}: {exc.reason}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ModelValidationError("model_file", f"{path} is not valid YAML: {exc}") from None
     if not isinstance(doc, Mapping):
         raise ModelValidationError("model_file", f"{path}: expected a mapping of node names to 'ros__parameters'")
@@ -234,6 +239,8 @@ def load_npz(path: PathLike, validate: bool = True) -> GenerativeModel:
     path = Path(path)
     if not path.is_file():
         raise ModelValidationError("model_file", f"{path} does not exist or is not a file")
+    limits.check_file_size(path, limits.MAX_FILE_BYTES)
+    limits.check_npz(path)
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
@@ -241,7 +248,7 @@ def load_npz(path: PathLike, validate: bool = True) -> GenerativeModel:
             F = len(meta["B_dependencies"])
             B = [z[f"B_{f}"] for f in range(F)] if meta["has_B"] else None
             D = [z[f"D_{f}"] for f in range(F)]
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ModelValidationError("model_file", f"{path} is not a bayes_infer_ros model npz: {exc}") from None
     model = GenerativeModel(
         A=A,
@@ -251,9 +258,9 @@ def load_npz(path: PathLike, validate: bool = True) -> GenerativeModel:
         D=D,
         factor_names=meta.get("factor_names"),
         modality_names=meta.get("modality_names"),
-        state_labels=meta.get("state_labels"),
-        observation_labels=meta.get("observation_labels"),
-        control_labels=meta.get("control_labels"),
+        state_labels=limits.label_lists("state_labels", meta.get("state_labels")),
+        observation_labels=limits.label_lists("observation_labels", meta.get("observation_labels")),
+        control_labels=limits.label_lists("control_labels", meta.get("control_labels")),
     )
     return model.validate() if validate else model
 

@@ -80,6 +80,10 @@ def _check_labels(field: str, labels: Optional[Sequence[Sequence[str]]], sizes: 
     for k, (row, n) in enumerate(zip(labels, sizes)):
         if len(row) != n:
             raise ModelValidationError(f"{field}[{k}]", f"expected {n} labels, got {len(row)}")
+        for j, label in enumerate(row):
+            if not isinstance(label, str):
+                raise ModelValidationError(f"{field}[{k}][{j}]", f"label {label!r:.40} is a {type(label).__name__}; "
+                                                                  "expected a string")
 
 
 def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:

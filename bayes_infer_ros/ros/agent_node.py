@@ -19,10 +19,12 @@ Services (private: under the node's name, remappable): ~/reset (std_srvs/Trigger
 Threading: a SingleThreadedExecutor serves subscriptions, the tick, reset, diagnostics and parameter callbacks
 (one at a time, as a mutually exclusive group would). ``switch_variant`` waits for the build, so it is served by
 a hidden companion node in its own thread (``companion.py``; rclpy's MultiThreadedExecutor is avoided on purpose,
-see there). Builds (autotuner, engine build, compile with tick-shaped inputs) run in a one-thread worker pool;
-the finished engine is swapped in under ``_tick_lock`` (held by each tick), so a swap waits for at most one tick
-and a tick never waits for a compile. Only the newest request is installed; a failed build keeps the running
-engine and puts the parameters back.
+see there). Builds (autotuner, engine build, compile with tick-shaped inputs) run in a daemon worker thread
+(``builder.py``: coalesced, cancelled between phases, nothing installed after cleanup / destroy_node); the
+finished engine is swapped in under ``_tick_lock`` (held by each tick), so a swap waits for at most one tick and a
+tick never waits for a compile. A failed build keeps the running engine and puts the parameters back. Every
+executor callback is wrapped (``_guarded``): an exception is logged and counted, never raised into the executor.
+Observation stamps follow ``admission.py``.
 """
 from __future__ import annotations
 
@@ -31,12 +33,12 @@ import os
 # Before anything imports jax: do not grab most of the GPU at start (a Jetson shares it with the CPU).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+import functools
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import rclpy
@@ -52,8 +54,10 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSPolicyKind, QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from std_srvs.srv import Trigger
 
+from . import admission
 from . import conversion as conv
-from . import node_help
+from . import jax_cache, node_help
+from .builder import Builder, BuildCancelled, Ticket, check_memory_budget
 from .companion import CompanionServices
 from .controls import ControlTimeline, check_controls, fill_window_actions
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, allowed_model_keys, validate_change
@@ -62,6 +66,7 @@ from bayes_infer_ros.srv import SwitchVariant
 
 NODE_NAME = "agent"
 AUTO_FALLBACK_VARIANT = "baseline"  # the documented rule when the autotuner is unavailable or fails
+SIM_CLOCK_GRACE_S = 3.0  # use_sim_time without a /clock message for this long: diagnostics WARN
 
 
 @dataclass(frozen=True)
@@ -99,8 +104,11 @@ class ModalityState:
     superseded: int = 0                     # accepted, then replaced by a newer one before any tick used it
     rejected: dict = field(default_factory=dict)
     rate: conv.RateMeter = field(default_factory=conv.RateMeter)
-    last_heard: float = 0.0                 # time.monotonic() of the last message (or of activation / a resume)
+    last_heard: float = 0.0                 # time.monotonic() of the last accepted message (or of activation / a resume)
     silent: bool = False
+    last_accepted: float = 0.0              # time.monotonic() of the last accepted message (0: never)
+    last_rejected: float = 0.0              # time.monotonic() of the last refused message (0: never)
+    last_reason: str = ""                   # why that one was refused
 
 
 class _Throttle:
@@ -156,11 +164,14 @@ class _AgentCore:
         self._throttle = _Throttle(5.0)
         self._state_lock = threading.Lock()     # guards the build generation
         self._tick_lock = threading.RLock()     # held by a tick, reset and an engine swap: one writer at a time
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._builder: Optional[Builder] = None
+        self._build_wanted = False
+        self._closed = False                    # destroy_node ran: nothing logs or installs after it
+        self._configuring = ""                  # what configure is doing (diagnostics), "" when not configuring
+        self._started_mono = time.monotonic()
         self._model = None
         self._slot: Optional[EngineSlot] = None
         self._generation = 0
-        self._build_futures: dict[int, Future] = {}
         self._suppress_rebuild = False
         self._active = False
         self._configured = False
@@ -203,16 +214,51 @@ class _AgentCore:
             self._log.warning(line)
             self._count("unknown_parameters")
 
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.add_post_set_parameters_callback(self._post_set_parameters)
+        self.add_on_set_parameters_callback(self._guarded(
+            self._on_set_parameters, lambda exc: SetParametersResult(successful=False, reason=f"internal error: {exc}")))
+        self.add_post_set_parameters_callback(self._guarded(self._post_set_parameters))
+        self._build_trigger = self.create_guard_condition(self._guarded(self._on_build_trigger))
         self._companion = CompanionServices(self)
+        # Lives as long as the node (answers "not configured" meanwhile): a lifecycle transition never destroys
+        # it under a call that is waiting for a build.
+        self._switch_service = self._companion.create_service(
+            SwitchVariant, "~/switch_variant", self._guarded_service(self._on_switch_variant, SwitchVariant.Response))
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         period = float(self.get_parameter("diagnostics_period").value)
-        self._diag_timer = self.create_timer(period, self._publish_diagnostics, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._diag_timer = self.create_timer(period, self._guarded(self._publish_diagnostics),
+                                             clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._unknown_topics_warned: set[str] = set()
         self._jump_handle = self.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1), on_clock_change=False),
-            post_callback=self._on_time_jump)
+            post_callback=self._guarded(self._on_time_jump))
+
+    def _guarded(self, fn: Callable, on_error: Optional[Callable[[Exception], Any]] = None) -> Callable:
+        """``fn`` as a callback that never lets an exception reach rclpy's executor: it is logged (throttled per
+        callback), counted (``callback_errors``), and ``on_error(exc)`` is returned (None without one)."""
+
+        name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "callback")
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the executor (and so the process) must survive any callback
+                self._count("callback_errors")
+                self._warn_throttled(("callback_error", name),
+                                     f"{name} failed and was contained: {type(exc).__name__}: {exc}")
+                return on_error(exc) if on_error is not None else None
+
+        return wrapper
+
+    def _guarded_service(self, fn: Callable, response_type: Any) -> Callable:
+        """A service callback that always answers (``success`` False and the error when it raised)."""
+
+        def on_error(exc: Exception) -> Any:
+            response = response_type()
+            response.success, response.message = False, f"internal error: {type(exc).__name__}: {exc}"
+            return response
+
+        return self._guarded(fn, on_error)
 
     def _refuse_startup_value(self, spec, override, reason: str) -> None:
         value = getattr(override, "value", override)
@@ -240,6 +286,8 @@ class _AgentCore:
         return self.get_parameter(name).value
 
     def _warn_throttled(self, key: Any, message: str) -> None:
+        if self._closed:
+            return
         swallowed = self._throttle(key)
         if swallowed is not None:
             self._log.warning(message + (f" (+{swallowed} more like it in the last {self._throttle.period_s:g} s)" if swallowed else ""))
@@ -248,38 +296,47 @@ class _AgentCore:
     # configure / activate / deactivate / cleanup (shared by both modes)
     # ------------------------------------------------------------------------------------------
     def _configure(self) -> bool:
+        """Load, validate and compile in a worker thread (the file's size limits are in model/limits.py); this
+        thread waits for it, publishing diagnostics that say "configuring", and gives up when ROS shuts down."""
         t0 = time.perf_counter()
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                outcome["slot"] = self._load_and_build()
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        self._configuring = "configuring: loading the model"
+        self._configure_thread = threading.Thread(target=work, name="configure", daemon=True)
+        self._configure_thread.start()
         try:
-            self._setup_jax()
-            self._model = self._load_model()
-        except Exception as exc:  # noqa: BLE001 - every refusal becomes a clear message, never a crash
-            self._config_error = (f"configure failed: {exc} (`bayes-infer model validate FILE` checks a model file; "
-                                  "fix it, then configure again)")
-            self._log.error(self._config_error)
+            while not done.wait(float(self._p("diagnostics_period"))):
+                if not self.context.ok():
+                    outcome.setdefault("error", RuntimeError("ROS is shutting down"))
+                    break
+                self._publish_diagnostics()
+        finally:
+            self._configuring = ""
+        if "error" in outcome:
+            exc = outcome["error"]
+            self._config_error = f"configure failed: {exc}"
+            if not self._closed:
+                self._log.error(self._config_error)
             self._count("configure_failures")
             self._model = None
             return False
         model = self._model
+        self._slot = outcome["slot"]
         self._modalities = [ModalityState(model.modality_name(i), int(m)) for i, m in enumerate(model.num_obs)]
         self._factor_names = [model.factor_name(f) for f in range(model.num_factors)]
-        self._state_labels = [model.state_label_list(f) for f in range(model.num_factors)]
-        config = self._config_from_parameters()
-        if config.algorithm != "fpi" and model.B is None:
-            self._config_error = (f"configure failed: algorithm: {config.algorithm} needs transition tensors B; the model "
-                                  "has none (set algorithm: fpi, or add B to the model, then configure again)")
-            self._log.error(self._config_error)
-            self._model = None
-            return False
-        try:
-            self._slot = self._build_slot(config, generation=0)
-        except Exception as exc:  # noqa: BLE001
-            self._config_error = f"configure failed: engine build: {exc}"
-            self._log.error(self._config_error)
-            self._count("configure_failures")
-            self._model = None
-            return False
+        self._state_labels = [[str(x) for x in model.state_label_list(f)] for f in range(model.num_factors)]
+        config = self._slot.config
         self._config_error = ""
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine_build")
+        self._builder = Builder(self._build_in_worker, self._install_built, self._build_failed)
         layout = self._slot.engine.layout
         self._state_offsets = layout.state_offsets
         self._D_packed = np.concatenate([np.asarray(d, dtype=np.float32) for d in model.D])
@@ -308,6 +365,26 @@ class _AgentCore:
             f"{' (auto: ' + self._slot.note + ')' if config.variant == 'auto' else ''}, compile {self._slot.compile_s:.2f} s")
         return True
 
+    def _load_and_build(self) -> EngineSlot:
+        """configure's work (in its worker thread): JAX set-up, the model, the first engine."""
+        self._setup_jax()
+        try:
+            self._model = self._load_model()
+        except Exception as exc:  # noqa: BLE001 - the reason, and what to do about it
+            raise RuntimeError(f"{exc} (`bayes-infer model validate FILE` checks a model file; fix it, then configure "
+                               "again)") from exc
+        self._configuring = "configuring: compiling the engine"
+        config = self._config_from_parameters()
+        if config.algorithm != "fpi" and self._model.B is None:
+            raise ValueError(f"algorithm: {config.algorithm} needs transition tensors B; the model has none (set "
+                             "algorithm: fpi, or add B to the model, then configure again)")
+        try:
+            slot = self._build_slot(config, generation=0)
+        except Exception as exc:  # noqa: BLE001
+            raise RuntimeError(f"engine build: {exc}") from exc
+        self._prune_jax_cache()
+        return slot
+
     def _activate(self) -> None:
         self._active = True
         for mod in self._modalities:
@@ -330,18 +407,30 @@ class _AgentCore:
              "csrv": self._companion.destroy_service,
              "lpub": getattr(self, "destroy_lifecycle_publisher", self.destroy_publisher)}[kind](obj)
         self._entities = []
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        if self._builder is not None:
+            self._builder.close("the node was cleaned up (lifecycle cleanup) before the new engine was ready")
+            self._builder = None
         self._slot = None
         self._model = None
         self._configured = False
 
     def destroy_node(self) -> None:
+        self._closed = True
+        builder = getattr(self, "_builder", None)
+        if builder is not None:
+            builder.close("the node is shutting down")
         companion = getattr(self, "_companion", None)
         if companion is not None:
             companion.close()
         super().destroy_node()
+
+    def build_in_progress(self) -> bool:
+        """configure's worker or an engine build is still running (compiling: XLA cannot be interrupted)."""
+        configure = getattr(self, "_configure_thread", None)
+        if configure is not None and configure.is_alive():
+            return True
+        builder = getattr(self, "_builder", None)
+        return builder is not None and builder.thread_alive and builder.busy
 
     # ------------------------------------------------------------------------------------------
     # model, jax, engine
@@ -356,6 +445,7 @@ class _AgentCore:
             jax.config.update("jax_compilation_cache_dir", cache)
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+            self._prune_jax_cache()
         device = self._p("device")
         if device == "auto":
             dev = jax.devices()[0]
@@ -367,6 +457,19 @@ class _AgentCore:
                                    f"JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!r}") from None
         jax.config.update("jax_default_device", dev)
         self._device = f"{dev.platform}:{dev.id}"
+
+    def _prune_jax_cache(self) -> None:
+        """Keep the compilation cache folder within jax_compilation_cache_max_mb (least recently used out)."""
+        cache = str(self._p("jax_compilation_cache_dir") or "")
+        if not cache:
+            return
+        try:
+            removed, freed = jax_cache.prune(os.path.expanduser(cache), int(self._p("jax_compilation_cache_max_mb")) * 2**20)
+        except OSError as exc:
+            self._warn_throttled("jax_cache", f"compilation cache {cache}: could not prune: {exc}")
+            return
+        if removed:
+            self._count("jax_cache_evictions", removed)
 
     def _load_model(self):
         from bayes_infer_ros.model import load_model, model_from_parameters
@@ -401,7 +504,7 @@ class _AgentCore:
 
         return engine_for_model(self._model, config.algorithm, variant=variant, num_iter=config.num_iter, tau=config.tau)
 
-    def _resolve_variant(self, config: EngineConfig) -> tuple[str, str, Any]:
+    def _resolve_variant(self, config: EngineConfig, checkpoint: Callable[[], None] = lambda: None) -> tuple[str, str, Any]:
         """(variant, note, engine already built by the verify step or None)."""
         if config.variant != "auto":
             return config.variant, "", None
@@ -410,29 +513,45 @@ class _AgentCore:
 
             k = config.autotune_verify_top_k
             ranked = [v for v, _ in rank_variants(config.algorithm, self._model, horizon=config.horizon,
-                                                  num_iter=config.num_iter)]
+                                                  num_iter=config.num_iter,
+                                                  memory_budget_gb=float(self._p("memory_budget_mb")) / 1024)]
             if not k:
                 return ranked[0], f"autotuner chose {ranked[0]}", None
+
+            def build(v: str) -> Any:
+                checkpoint()
+                return self._new_engine(config, v)
+
             chosen, engine, timings = verify_engines(config.algorithm, self._model, ranked[:k], horizon=config.horizon,
-                                                     build=lambda v: self._new_engine(config, v))
+                                                     build=build)
+            checkpoint()
             timed = ", ".join(f"{v} {t * 1e3:.3g} ms" for v, t in timings.items())
             return chosen, f"autotuner chose {chosen}, the fastest of its top {k} timed here ({timed})", engine
+        except BuildCancelled:
+            raise
         except Exception as exc:  # noqa: BLE001 - documented fallback
             note = f"autotuner unavailable ({type(exc).__name__}: {str(exc)[:120]}); rule: {AUTO_FALLBACK_VARIANT}"
             return AUTO_FALLBACK_VARIANT, note, None
 
-    def _build_slot(self, config: EngineConfig, generation: int) -> EngineSlot:
-        """Build and compile (tick-shaped calls, so the tick never traces). Runs in configure or the worker."""
+    def _build_slot(self, config: EngineConfig, generation: int,
+                    checkpoint: Callable[[], None] = lambda: None) -> EngineSlot:
+        """Build and compile (tick-shaped calls, so the tick never traces). Runs in configure or the worker;
+        ``checkpoint()`` between the phases raises BuildCancelled once the build is no longer wanted. Every
+        variant (a user's choice as well as auto's) is held to memory_budget_mb before anything is allocated."""
         import jax
 
-        variant, note, engine = self._resolve_variant(config)
+        variant, note, engine = self._resolve_variant(config, checkpoint)
+        check_memory_budget(variant, self._model, float(self._p("memory_budget_mb")))
+        checkpoint()
         t0 = time.perf_counter()
         if engine is None:
             engine = self._new_engine(config, variant)
+        checkpoint()
         if config.algorithm == "fpi":
             engine.warmup()
         else:
             engine.warmup(T=config.horizon, valid_steps=True)
+        checkpoint()
         if self._model.B is not None:  # the empirical-prior prediction of fpi ticks
             D = np.concatenate([np.asarray(d, np.float32) for d in self._model.D])
             zero = np.zeros(self._model.num_factors, np.int32)
@@ -441,40 +560,52 @@ class _AgentCore:
                 jax.block_until_ready(engine.tick(np.zeros(engine.layout.obs_size, np.float32), D, zero))
         return EngineSlot(config, variant, engine, time.perf_counter() - t0, generation, note)
 
-    def _request_build(self, config: EngineConfig) -> tuple[int, Future]:
+    def _on_build_trigger(self) -> None:
+        """Executor callback after the parameter callbacks of one request: one build for the whole request
+        (rclpy's set_parameters service sets its parameters one at a time)."""
+        if not self._build_wanted or not self._configured or self._builder is None:
+            return
+        self._build_wanted = False
+        config = self._config_from_parameters()
+        self._log.info(f"building {config} off the tick path (the active engine keeps ticking)")
+        self._count("engine_builds_requested")
+        self._builder.request(config)
+
+    def _build_in_worker(self, config: EngineConfig, checkpoint: Callable[[], None]) -> EngineSlot:
+        self._count("engine_builds_started")
         with self._state_lock:
             self._generation += 1
             generation = self._generation
-            future = self._pool.submit(self._build_job, config, generation)
-            self._build_futures = {generation: future}
-        return generation, future
-
-    def _build_job(self, config: EngineConfig, generation: int) -> EngineSlot:
         try:
-            slot = self._build_slot(config, generation)
-        except Exception as exc:  # noqa: BLE001
-            self._build_error = f"{type(exc).__name__}: {exc}"
-            self._count("switch_failures")
-            self._log.error(f"engine build for {config} failed, keeping the active engine: {self._build_error}")
-            self._revert_parameters(generation)
-            raise
-        with self._tick_lock:  # waits for at most the tick in progress, never the other way round
-            current = generation == self._generation and self._configured
-            if current:
-                self._install(slot)
-        self._build_error = ""
-        if not current:
-            self._log.info(f"compiled {config} but a newer request superseded it; discarded")
-            return slot
-        self._log.info(f"compiled {config.algorithm}/{slot.variant}"
-                       f"{' (' + slot.note + ')' if slot.note else ''} off the tick path in {slot.compile_s:.2f} s; swapped in")
+            slot = self._build_slot(config, generation, checkpoint)
+        finally:
+            self._prune_jax_cache()  # a cancelled or failed build may have compiled, too
+        self._count("engine_builds_compiled")
         return slot
 
-    def _revert_parameters(self, generation: int) -> None:
+    def _install_built(self, slot: EngineSlot, ticket: Ticket) -> None:
+        """Called by the builder for the newest request only (never after cleanup or destroy_node)."""
+        with self._tick_lock:  # waits for at most the tick in progress, never the other way round
+            if self._closed or not self._configured:
+                raise BuildCancelled("the node was cleaned up before the new engine was ready")
+            self._install(slot)
+        self._build_error = ""
+        self._log.info(f"compiled {slot.config.algorithm}/{slot.variant}"
+                       f"{' (' + slot.note + ')' if slot.note else ''} off the tick path in {slot.compile_s:.2f} s; swapped in")
+
+    def _build_failed(self, ticket: Ticket, exc: BaseException) -> None:
+        if self._closed:
+            return
+        self._build_error = f"{type(exc).__name__}: {exc}"
+        self._count("switch_failures")
+        self._log.error(f"engine build for {ticket.config} failed, keeping the active engine: {self._build_error}")
+        if self._builder is not None and self._builder.latest is ticket:
+            self._revert_parameters()
+
+    def _revert_parameters(self) -> None:
         """After a failed build, put the engine parameters back to what the active engine runs."""
-        with self._state_lock:
-            if generation != self._generation or self._slot is None:
-                return
+        if self._slot is None:
+            return
         active = self._slot.config
         back = [Parameter(n, value=getattr(active, n)) for n in ENGINE_PARAMETERS if self._p(n) != getattr(active, n)]
         if back:
@@ -523,16 +654,15 @@ class _AgentCore:
         # executor serves subscriptions in creation order, so an fpi tick they trigger sees the new controls.
         controls_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
                                   durability=DurabilityPolicy.VOLATILE)
-        self._entities.append(("sub", self.create_subscription(Controls, "controls", self._on_controls, controls_qos,
-                                                               qos_overriding_options=overridable())))
+        self._entities.append(("sub", self.create_subscription(Controls, "controls", self._guarded(self._on_controls),
+                                                               controls_qos, qos_overriding_options=overridable())))
         for i, mod in enumerate(self._modalities):
             sub = self.create_subscription(CategoricalObservation, f"observations/{mod.name}",
-                                           lambda msg, i=i: self._on_observation(i, msg), sensor_qos(),
+                                           self._guarded(functools.partial(self._on_observation, i)), sensor_qos(),
                                            qos_overriding_options=overridable())
             self._entities.append(("sub", sub))
-        self._entities.append(("srv", self.create_service(Trigger, "~/reset", self._on_reset)))
-        self._entities.append(("csrv", self._companion.create_service(SwitchVariant, "~/switch_variant",
-                                                                      self._on_switch_variant)))
+        self._entities.append(("srv", self.create_service(Trigger, "~/reset",
+                                                          self._guarded_service(self._on_reset, Trigger.Response))))
         self._obs_prefix = self.resolve_topic_name("observations") + "/"
         self._legacy_actions_topic = self.resolve_topic_name("actions")
         for line in node_help.unused_qos_overrides(
@@ -548,12 +678,18 @@ class _AgentCore:
             self._tick_timer = None
         rate = float(self._p("rate_hz"))
         if self._active and rate > 0:
-            self._tick_timer = self.create_timer(1.0 / rate, self._on_timer, clock=self.get_clock())
+            try:
+                self._tick_timer = self.create_timer(1.0 / rate, self._guarded(self._on_timer), clock=self.get_clock())
+            except (TypeError, ValueError, OverflowError) as exc:  # validate_change keeps rate_hz in range
+                self._tick_timer = None
+                self._count("callback_errors")
+                self._log.error(f"rate_hz {rate:g}: no timer could be made ({exc}); ticking event-driven")
 
     # ------------------------------------------------------------------------------------------
     # inputs
     # ------------------------------------------------------------------------------------------
     def _reject(self, mod: ModalityState, reason: str, detail: str) -> None:
+        mod.last_rejected, mod.last_reason = time.monotonic(), reason
         mod.rejected[reason] = mod.rejected.get(reason, 0) + 1
         self._count(f"rejected.{reason}")
         self._warn_throttled((mod.name, reason), f"observations/{mod.name}: dropped ({reason}): {detail}")
@@ -568,15 +704,6 @@ class _AgentCore:
         mod.received += 1
         now = time.monotonic()
         mod.rate.tick(now)
-        if self._active and all(self._is_silent(m) for m in self._modalities):
-            # Every input was quiet (start, a paused bag): wait up to observation_timeout for each modality
-            # again instead of ticking on whichever message happens to arrive first.
-            for m in self._modalities:
-                m.last_heard = now
-        mod.last_heard = now
-        if mod.silent:
-            mod.silent = False
-            self._log.info(f"observations/{mod.name}: receiving again")
         if not self._active:
             self._count("ignored_inactive")
             return
@@ -585,18 +712,28 @@ class _AgentCore:
         if not check.ok:
             self._reject(mod, check.reason, check.detail)
             return
-        stamp = conv.stamp_to_ns(msg.header.stamp.sec, msg.header.stamp.nanosec)
-        if stamp > 0:
-            if stamp < mod.last_stamp_ns:
-                self._reject(mod, "out_of_order", f"stamp {stamp * 1e-9:.6f} s is older than the last accepted "
-                             f"{mod.last_stamp_ns * 1e-9:.6f} s of this topic")
-                return
-            timeout = float(self._p("observation_timeout"))
-            now = self.get_clock().now().nanoseconds
-            if timeout > 0 and now > 0 and (now - stamp) * 1e-9 > timeout:
-                self._reject(mod, "stale", f"{(now - stamp) * 1e-9:.3f} s old on arrival > observation_timeout {timeout:g} s")
-                return
+        decision = admission.admit_stamp(msg.header.stamp.sec, msg.header.stamp.nanosec, last_ns=mod.last_stamp_ns,
+                                         now_ns=self.get_clock().now().nanoseconds,
+                                         timeout_s=float(self._p("observation_timeout")),
+                                         max_future_s=float(self._p("max_future_stamp")))
+        if not decision.ok:
+            self._reject(mod, decision.reason, decision.detail)
+            return
+        stamp = decision.stamp_ns
+        if decision.unstamped:
+            self._count("unstamped")
+        else:
             mod.last_stamp_ns = stamp
+        # Only a valid observation counts as hearing from the modality: a sender of refused messages goes silent.
+        if self._active and all(self._is_silent(m) for m in self._modalities):
+            # Every input was quiet (start, a paused bag): wait up to observation_timeout for each modality
+            # again instead of ticking on whichever message happens to arrive first.
+            for m in self._modalities:
+                m.last_heard = now
+        mod.last_heard = mod.last_accepted = now
+        if mod.silent:
+            mod.silent = False
+            self._log.info(f"observations/{mod.name}: receiving again")
         if check.renormalized:
             self._count("renormalized")
             self._warn_throttled((mod.name, "renormalized"), f"observations/{mod.name}: {check.detail}")
@@ -665,6 +802,11 @@ class _AgentCore:
     # ------------------------------------------------------------------------------------------
     def _on_timer(self) -> None:
         self._tick()
+
+    def _sim_time_without_clock(self) -> bool:
+        """use_sim_time is on and no /clock message came for SIM_CLOCK_GRACE_S since start/activation."""
+        return (bool(self.get_parameter("use_sim_time").value) and self.get_clock().now().nanoseconds == 0
+                and time.monotonic() - self._started_mono > SIM_CLOCK_GRACE_S)
 
     def _prior_for(self, action: np.ndarray) -> np.ndarray:
         if self._last_qs is None:
@@ -753,7 +895,7 @@ class _AgentCore:
 
     def _publish(self, posterior: np.ndarray, stamp_ns: int, slot: EngineSlot, inference_s: float) -> None:
         msg = Beliefs()
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = admission.output_stamp(stamp_ns)
         msg.tick = self._tick_count
         msg.algorithm = slot.config.algorithm
         msg.variant = slot.variant
@@ -763,7 +905,7 @@ class _AgentCore:
             b = Belief()
             b.header = msg.header
             b.name = self._factor_names[f]
-            b.state_labels = self._state_labels[f]
+            b.state_labels = self._state_labels[f]  # strings: model/limits.py and _configure make sure
             b.probabilities = probs.tolist()
             index, entropy = conv.belief_summary(probs)
             b.most_likely_index = index
@@ -803,14 +945,25 @@ class _AgentCore:
         if not params:
             response.success, response.message = True, "nothing to change"
             return response
-        t0 = time.perf_counter()
+        builder = self._builder
+        if builder is None:
+            response.success, response.message = False, "not configured"
+            return response
+        before = builder.counts["requested"]
         result = self.set_parameters_atomically(params)
         if not result.successful:
             response.success, response.message = False, result.reason
             return response
-        future = self._build_futures.get(self._generation)
+        # the executor turns the change into one build request (_on_build_trigger); wait for it, then for the build
+        ticket = builder.wait_request_after(before, timeout=30.0)
         try:
-            slot = future.result(timeout=300.0) if future is not None else self._slot
+            if ticket is None:
+                raise BuildCancelled("the node was cleaned up before the build was requested" if not self._configured
+                                     else "no build was requested within 30 s (is the node's executor blocked?)")
+            slot = ticket.wait(timeout=300.0, abort=lambda: self._closed)
+        except BuildCancelled as exc:
+            response.success, response.message = False, f"build cancelled: {exc}"
+            return response
         except Exception as exc:  # noqa: BLE001
             response.success, response.message = False, f"build failed, previous engine kept: {exc}"
             return response
@@ -828,6 +981,12 @@ class _AgentCore:
         has_B = self._model.B is not None if self._model is not None else True
         for p in params:
             reason = validate_change(p.name, p.value, variants=self._variant_names(), has_B=has_B, pending=batch)
+            if reason is None and p.name == "variant" and p.value != "auto" and self._model is not None:
+                budget = float(batch.get("memory_budget_mb", self._p("memory_budget_mb")))
+                try:
+                    check_memory_budget(p.value, self._model, budget)
+                except ValueError as exc:
+                    reason = str(exc)
             if reason is not None:
                 self._count("rejected_parameters")
                 self._log.warning(f"parameter change refused: {reason}")
@@ -841,9 +1000,8 @@ class _AgentCore:
             mode = "event-driven" if self._tick_timer is None else f"timer at {self._p('rate_hz'):g} Hz"
             self._log.info(f"tick: {mode}")
         if names & set(ENGINE_PARAMETERS) and self._configured and not self._suppress_rebuild:
-            config = self._config_from_parameters({p.name: p.value for p in params if p.name in ENGINE_PARAMETERS})
-            self._log.info(f"building {config} off the tick path (the active engine keeps ticking)")
-            self._request_build(config)
+            self._build_wanted = True
+            self._build_trigger.trigger()
 
     # ------------------------------------------------------------------------------------------
     # diagnostics
@@ -855,8 +1013,8 @@ class _AgentCore:
         values: dict[str, Any] = {}
         level, message = DiagnosticStatus.OK, "ok"
         if not self._configured:
-            level = DiagnosticStatus.ERROR if self._config_error else DiagnosticStatus.WARN
-            message = self._config_error or node_help.unconfigured_hint(self.get_fully_qualified_name())
+            level = DiagnosticStatus.ERROR if self._config_error and not self._configuring else DiagnosticStatus.WARN
+            message = self._configuring or self._config_error or node_help.unconfigured_hint(self.get_fully_qualified_name())
         else:
             now = time.monotonic()
             rate = float(self._p("rate_hz"))
@@ -866,7 +1024,7 @@ class _AgentCore:
                 "active": self._active, "device": self._device,
                 "algorithm": slot.config.algorithm, "variant": slot.variant,
                 "variant_requested": slot.config.variant, "variant_note": slot.note,
-                "engine_compile_s": f"{slot.compile_s:.3f}", "switch_pending": any(not f.done() for f in self._build_futures.values()),
+                "engine_compile_s": f"{slot.compile_s:.3f}", "switch_pending": self._builder is not None and self._builder.busy,
                 "last_build_error": self._build_error,
                 "ticks": self._tick_count, "tick_period_ms": f"{period_ms:.3f}",
                 "tick_duration_ms_median": f"{self._tick_stats.percentile_ms(50):.3f}",
@@ -897,8 +1055,16 @@ class _AgentCore:
             values.update({k: v for k, v in sorted(self._counters.items())})
             dropped = sum(v for k, v in self._counters.items() if k.startswith("rejected."))
             values["dropped_total"] = dropped
-            if self._active and rate > 0 and self._tick_stats.count and self._tick_stats.percentile_ms(99) > period_ms:
+            rejecting = {m.name: m.last_reason for m in self._modalities
+                         if self._active and admission.being_rejected(now, m.last_rejected, m.last_accepted)}
+            values["rejecting"] = ", ".join(f"{k} ({v})" for k, v in rejecting.items())
+            if self._active and self._sim_time_without_clock():
+                level, message = DiagnosticStatus.WARN, ("use_sim_time is true but no /clock message has arrived: "
+                                                         "the node clock stands at 0 (no timer ticks)")
+            elif self._active and rate > 0 and self._tick_stats.count and self._tick_stats.percentile_ms(99) > period_ms:
                 level, message = DiagnosticStatus.WARN, f"tick p99 {self._tick_stats.percentile_ms(99):.2f} ms > period {period_ms:.2f} ms"
+            elif rejecting:
+                level, message = DiagnosticStatus.WARN, "rejecting input: " + values["rejecting"]
             elif silent:
                 level, message = DiagnosticStatus.WARN, f"silent modalities: {silent}"
             elif self._build_error:
@@ -1010,10 +1176,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        # plain mode configures in its constructor: a SIGINT there leaves no node, only configure's thread
+        abandon = any(t.name == "configure" and t.is_alive() for t in threading.enumerate())
         if node is not None:
+            abandon = abandon or node.build_in_progress()
             node.destroy_node()
         if rclpy.ok():
             rclpy.try_shutdown()
+    if abandon:
+        # An engine build is still compiling in its daemon thread (XLA cannot be interrupted): exit now rather
+        # than let interpreter finalisation race the compiler.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -9,10 +9,12 @@ for that long. Served here, it blocks only this thread.
 The companion is named ``_<agent>_services`` (a leading underscore hides it from ``ros2 node list`` unless
 ``-a``), ignores the process's global ROS arguments (a ``__node:=`` remap would otherwise rename it too), and
 creates its services under names the agent node resolved, so ``-r switch_variant:=...`` remaps still apply.
+Its spin loop survives a callback that raises (counted in ``errors``): one bad call never ends the thread.
 """
 from __future__ import annotations
 
 import threading
+import traceback
 from typing import Any, Callable
 
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -28,14 +30,22 @@ class CompanionServices:
                          use_global_arguments=False, start_parameter_services=False, enable_rosout=False)
         self._executor = SingleThreadedExecutor(context=owner.context)
         self._executor.add_node(self.node)
+        self._stop = threading.Event()
+        self.errors = 0
         self._thread = threading.Thread(target=self._spin, name=f"{owner.get_name()}_services", daemon=True)
         self._thread.start()
 
     def _spin(self) -> None:
-        try:
-            self._executor.spin()
-        except ExternalShutdownException:
-            pass
+        while not self._stop.is_set() and self._owner.context.ok():
+            try:
+                self._executor.spin_once(timeout_sec=0.1)
+            except ExternalShutdownException:
+                return
+            except Exception:  # noqa: BLE001 - e.g. a response to a client that went away; the next call is served
+                self.errors += 1
+                if not self._stop.is_set():
+                    self.node.get_logger().warning("companion service callback failed: "
+                                                   + traceback.format_exc(limit=2).strip().splitlines()[-1])
 
     def create_service(self, srv_type: Any, name: str, callback: Callable) -> Any:
         """A service named as the owner would resolve ``name`` (namespace, node name, remaps)."""
@@ -47,6 +57,7 @@ class CompanionServices:
     def close(self) -> None:
         if self._thread is None:
             return
+        self._stop.set()
         self._executor.shutdown(timeout_sec=1.0)
         self._thread.join(timeout=2.0)
         self.node.destroy_node()

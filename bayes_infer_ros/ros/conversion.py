@@ -23,6 +23,8 @@ REJECT_REASONS = (
     "level_out_of_range",  # level < -1 or level >= m
     "out_of_order",        # header stamp older than the last accepted one of the same topic
     "stale",               # older than observation_timeout when it arrived
+    "future",              # stamped more than max_future_stamp ahead of the node clock (admission.py)
+    "bad_stamp",           # negative sec or nanosec >= 10^9: not a time (admission.py)
     "bad_control",         # Controls message with the wrong length, an index out of range or a wrong label
 )
 

@@ -15,6 +15,9 @@ ALGORITHMS = ("fpi", "vmp", "mmp")
 DEVICES = ("auto", "cpu", "gpu")
 # Changing one of these builds and compiles a new engine in a worker thread; the tick swaps it in.
 ENGINE_PARAMETERS = ("algorithm", "variant", "num_iter", "tau", "horizon", "autotune_verify_top_k")
+# The slowest timer: 1000 s between ticks (rclpy timers hold the period as int64 nanoseconds; a rate near 0
+# would overflow it). 0 is event-driven.
+MIN_RATE_HZ = 1e-3
 
 
 @dataclass(frozen=True)
@@ -43,10 +46,17 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("tau", 1.0, "VMP/MMP mirror-descent step size.", float_range=(1e-6, 100.0)),
     ParamSpec("horizon", 5, "VMP/MMP window in steps (one compiled size; the window is right-aligned).", int_range=(1, 1024)),
     ParamSpec("rate_hz", 10.0, "Tick rate on the node clock (sim time when use_sim_time). 0: event-driven, a tick as soon "
-              "as every non-silent modality has a new observation.", float_range=(0.0, 10000.0)),
+              f"as every non-silent modality has a new observation. Otherwise at least {MIN_RATE_HZ:g} Hz.",
+              float_range=(0.0, 10000.0)),
     ParamSpec("observation_timeout", 1.0, "Seconds. An observation whose stamp is older than this on arrival is dropped "
               "(counted 'stale'); a modality with no message for this long is 'silent' (diagnostics WARN) and no longer "
               "holds up event-driven ticks. 0 disables both.", float_range=(0.0, 3600.0)),
+    ParamSpec("max_future_stamp", 0.5, "Seconds. An observation stamped more than this ahead of the node clock is "
+              "dropped (counted 'future'), so one wrong clock cannot shut out the valid messages after it.",
+              float_range=(0.0, 3600.0)),
+    ParamSpec("memory_budget_mb", 2048.0, "MiB. Every engine build (a user's variant as well as auto's choice) is refused "
+              "when the structure-only estimate of its prepared arrays exceeds this; the refusal gives the estimate.",
+              float_range=(0.001, 1048576.0)),
     ParamSpec("tick_without_observations", False, "Timer mode: also tick when no modality has a new observation "
               "(a pure prediction step). Default false: a tick without new input is skipped and counted 'idle'."),
     ParamSpec("observation_qos_depth", 5, "Queue depth of the observations/<modality> subscriptions (SensorDataQoS: "
@@ -58,6 +68,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "is not preallocated (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set).", read_only=True, choices=DEVICES),
     ParamSpec("jax_compilation_cache_dir", "~/.cache/bayes_infer_ros/jax", "JAX persistent compilation cache folder "
               "(a second start reuses compiled programs). Empty disables it.", read_only=True),
+    ParamSpec("jax_compilation_cache_max_mb", 1024, "MiB. The compilation cache folder is pruned (least recently used "
+              "entries first) to this size at configure and after each engine build.", read_only=True,
+              int_range=(1, 1048576)),
     ParamSpec("diagnostics_period", 1.0, "Seconds between /diagnostics messages (steady clock).", read_only=True,
               float_range=(0.05, 60.0)),
     ParamSpec("autostart", False, "Lifecycle mode: configure and activate at start (what launch's autostart does).",
@@ -96,6 +109,9 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
             return f"{name}: expected a finite number in [{lo:g}, {hi:g}], got {value!r}"
         if name == "tau" and value <= 0:
             return "tau: expected > 0"
+        if name == "rate_hz" and 0 < value < MIN_RATE_HZ:
+            return (f"rate_hz: expected 0 (event-driven) or at least {MIN_RATE_HZ:g} Hz (a tick period of at most "
+                    f"{1 / MIN_RATE_HZ:g} s), got {value!r}")
     return None
 
 

@@ -1,0 +1,201 @@
+"""The pure layer of the node's defences (no ROS graph): parameter ranges that are real limits, the stamp
+policy, the build worker (coalescing, cancellation), the memory budget and the compilation-cache cap."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from bayes_infer_ros.ros import admission
+from bayes_infer_ros.ros.builder import (Builder, BuildCancelled, MemoryBudgetExceeded, check_memory_budget,
+                                         estimated_bytes)
+from bayes_infer_ros.ros.jax_cache import cache_bytes, prune
+from bayes_infer_ros.ros.parameters import MIN_RATE_HZ, validate_change
+
+S = 1_000_000_000
+
+
+# ---- parameters: a tick period must fit in a timer ----------------------------------------------
+@pytest.mark.parametrize("value", [1e-10, 1e-300, 5e-324, MIN_RATE_HZ / 2])
+def test_rate_hz_below_the_timer_limit_is_refused(value):
+    reason = validate_change("rate_hz", value, variants=("baseline",), has_B=True)
+    assert reason is not None and "at least 0.001 Hz" in reason
+    assert validate_change("rate_hz", value, variants=("baseline",), has_B=True, startup=True) is not None
+
+
+@pytest.mark.parametrize("value", [0.0, MIN_RATE_HZ, 50.0, 10000.0])
+def test_rate_hz_in_range_makes_a_valid_timer_period(value):
+    assert validate_change("rate_hz", value, variants=("baseline",), has_B=True) is None
+    if value > 0:
+        assert 0 < int(1e9 / value) < 2**63  # what rclpy's Timer computes
+
+
+# ---- the stamp policy ----------------------------------------------------------------------------
+def admit(sec, nsec=0, last=-1, now=1000 * S, timeout=1.0, future=0.5):
+    return admission.admit_stamp(sec, nsec, last_ns=last, now_ns=now, timeout_s=timeout, max_future_s=future)
+
+
+def test_one_future_stamp_cannot_shut_a_topic_out():
+    now = 1000 * S
+    day_ahead = admit(1000 + 86400, now=now)
+    assert day_ahead.reason == "future" and "ahead of the node clock" in day_ahead.detail
+    last = -1  # the refused message leaves the topic's order guard untouched
+    accepted = 0
+    for k in range(100):
+        d = admit(1000, k * 1000, last=last, now=now + k * 1000)
+        accepted += d.ok
+        last = d.stamp_ns if d.ok else last
+    assert accepted == 100
+    # within max_future_stamp a message is accepted and holds back older ones for at most that long
+    ahead = admit(1000, 400_000_000, now=now)
+    assert ahead.ok
+    assert admit(1000, 100, last=ahead.stamp_ns, now=now).reason == "out_of_order"
+    assert admit(1000, 500_000_000, last=ahead.stamp_ns, now=now + 500_000_000).ok
+
+
+def test_every_stamp_refusal_is_a_documented_reason():
+    from bayes_infer_ros.ros.conversion import REJECT_REASONS
+
+    for d in (admit(1000 + 86400), admit(-1), admit(1000, last=1001 * S), admit(900)):
+        assert not d.ok and d.reason in REJECT_REASONS, d
+
+
+def test_zero_negative_and_malformed_stamps():
+    zero = admit(0, 0, last=5 * S, now=1000 * S)
+    assert zero.ok and zero.unstamped and zero.stamp_ns == 1000 * S  # explicit: its arrival time on the node clock
+    assert admit(-1, 0).reason == "bad_stamp"
+    assert admit(-(2**31), 999).reason == "bad_stamp"
+    assert admit(5, 10**9).reason == "bad_stamp"
+    assert admit(999, 0, now=1000 * S, timeout=0.5).reason == "stale"
+    assert admit(999, 0, now=1000 * S, timeout=0.0).ok  # timeout 0: no age check
+    assert admit(2**31 - 1, 10**9 - 1, now=0).ok  # clock at 0 (sim time, no /clock yet): no future check
+
+
+def test_output_stamps_stay_valid():
+    for ns in (-5, 0, 7, (2**31 - 1) * S + (2**32 - 1), 2**80):
+        sec, nsec = admission.output_stamp(ns)
+        assert 0 <= sec <= 2**31 - 1 and 0 <= nsec < S
+    assert admission.output_stamp(3 * S + 5) == (3, 5)
+    assert admission.output_stamp(2**80) == (2**31 - 1, S - 1)
+
+
+def test_being_rejected_window():
+    assert admission.being_rejected(10.0, last_rejected=9.0, last_accepted=8.0)
+    assert not admission.being_rejected(10.0, last_rejected=8.0, last_accepted=9.0)  # accepted since
+    assert not admission.being_rejected(100.0, last_rejected=9.0, last_accepted=0.0)  # long ago
+    assert not admission.being_rejected(10.0, last_rejected=0.0, last_accepted=0.0)
+
+
+# ---- the build worker ----------------------------------------------------------------------------
+class _Gate:
+    """A fake build whose phases wait on events the test releases."""
+
+    def __init__(self):
+        self.started = []
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.installed = []
+        self.errors = []
+
+    def build(self, config, checkpoint):
+        self.started.append(config)
+        self.entered.set()
+        self.release.wait(10)
+        checkpoint()
+        if config == "bad":
+            raise ValueError("refused")
+        return f"engine:{config}"
+
+    def install(self, result, ticket):
+        self.installed.append(result)
+
+    def on_error(self, ticket, exc):
+        self.errors.append((ticket.config, exc))
+
+
+def test_builds_are_coalesced_and_only_the_newest_is_installed():
+    g = _Gate()
+    b = Builder(g.build, g.install, g.on_error)
+    first = b.request(0)
+    assert g.entered.wait(10)
+    tickets = [b.request(k) for k in range(1, 30)]  # 29 more while the first is in its "compile"
+    g.release.set()
+    assert tickets[-1].wait(10) == "engine:29"
+    assert first.wait(10) == "engine:29"  # a replaced request's waiter gets the newest result
+    assert g.installed == ["engine:29"]
+    assert g.started == [0, 29]  # the first was cancelled at its checkpoint, 1..28 never started
+    assert b.counts == {"requested": 30, "started": 2, "finished": 1, "cancelled": 1, "failed": 0}
+    b.close("done")
+
+
+def test_close_cancels_waiters_and_returns_at_once():
+    g = _Gate()
+    b = Builder(g.build, g.install, g.on_error)
+    ticket = b.request("slow")
+    assert g.entered.wait(10)
+    assert b.close("the node was cleaned up") is True  # a build was still running
+    with pytest.raises(BuildCancelled, match="cleaned up"):
+        ticket.wait(5)
+    with pytest.raises(BuildCancelled):
+        b.request("after").wait(5)
+    g.release.set()
+    b._thread.join(10)
+    assert not b.thread_alive and g.installed == [] and b.counts["cancelled"] == 1
+    assert b._thread.daemon  # never holds up the interpreter's exit
+
+
+def test_a_failed_build_is_reported_once():
+    g = _Gate()
+    g.release.set()
+    b = Builder(g.build, g.install, g.on_error)
+    with pytest.raises(ValueError, match="refused"):
+        b.request("bad").wait(10)
+    assert [c for c, _ in g.errors] == ["bad"] and b.counts["failed"] == 1
+    assert b.request("ok").wait(10) == "engine:ok"
+    b.close("done")
+
+
+def test_wait_aborts_when_told():
+    g = _Gate()
+    b = Builder(g.build, g.install, g.on_error)
+    ticket = b.request("slow")
+    with pytest.raises(BuildCancelled, match="shutting down"):
+        ticket.wait(10, abort=lambda: True)
+    b.close("done")
+    g.release.set()
+
+
+# ---- the memory budget ---------------------------------------------------------------------------
+def test_memory_budget_applies_to_an_explicit_variant():
+    from bayes_infer_ros.model import GenerativeModel
+
+    n, M, m = 1000, 200, 10
+    A = [np.broadcast_to(np.full((m, 1), 1.0 / m, np.float32), (m, n)) for _ in range(M)]
+    model = GenerativeModel(A=A, A_dependencies=[[0]] * M, D=[np.full(n, 1.0 / n)])
+    est = estimated_bytes("hybrid_block", model)
+    assert est > 2 * 2**30  # the merged array alone holds 4e8 elements
+    with pytest.raises(MemoryBudgetExceeded, match=r"hybrid_block: its arrays are estimated at 3\.0 GiB while built, "
+                                                   r"over memory_budget_mb 2048 \(2\.0 GiB\)"):
+        check_memory_budget("hybrid_block", model, 2048)
+    assert check_memory_budget("baseline", model, 2048) < 64 * 2**20
+
+
+# ---- the compilation-cache cap -------------------------------------------------------------------
+def test_prune_keeps_the_cache_under_its_cap(tmp_path):
+    now = time.time()
+    for k in range(10):
+        p = tmp_path / f"jit_f-{k:04d}-cache"
+        p.write_bytes(b"x" * 1000)
+        os.utime(p, (now - 100 + k, now - 100 + k))  # entry 0 least recently used
+    (tmp_path / "jit_f-0009-atime").write_bytes(b"t" * 10)
+    (tmp_path / "notes.txt").write_bytes(b"y" * 5000)  # not a cache entry: never touched
+    assert cache_bytes(tmp_path) == 10_010
+    removed, freed = prune(tmp_path, 4500)
+    assert (removed, freed) == (6, 6000) and cache_bytes(tmp_path) <= 4500
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["jit_f-0006-cache", "jit_f-0007-cache", "jit_f-0008-cache", "jit_f-0009-atime",
+                    "jit_f-0009-cache", "notes.txt"]
+    assert prune(tmp_path / "missing", 1) == (0, 0)

@@ -1,0 +1,432 @@
+"""What a careless or hostile client sends, through the node over real DDS (one node process for most of the
+module, plus small ones for sim time without /clock and a model-file alias bomb). Each test names the attack
+it replays; the pure layer of each defence is tested in test_hardening_units.py and test/model/test_limits.py.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from ros_harness import AgentProcess, default_params, wait_for
+
+pytestmark = pytest.mark.ros
+
+NS = "/hard"
+NAME = "agent"
+MODALITIES = ("rfid_tag", "voltage", "lidar_gap", "charging")
+DAY_NS = 86400 * 1_000_000_000
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures and helpers
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("hard_jax_cache")
+
+
+@pytest.fixture(scope="module")
+def agent(ros_graph, tmp_path_factory, cache_dir):
+    tmp = tmp_path_factory.mktemp("hard")
+    params = default_params()
+    model = params.pop("model")
+    model["states"]["door"] = [0, 1]  # YAML integers as state labels: published as "0", "1"
+    model_file = tmp / "int_labels.yaml"
+    model_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"model": model}}}, sort_keys=False))
+    params.update({
+        "model_file": str(model_file), "jax_compilation_cache_dir": str(cache_dir), "jax_compilation_cache_max_mb": 1,
+        "autostart": False, "rate_hz": 1e-10,  # refused at start-up (the default, event-driven, is used)
+        "variant": "auto", "autotune_verify_top_k": 3,  # a configure that takes a while: diagnostics say so
+        "diagnostics_period": 0.1, "observation_timeout": 10.0})
+    proc = AgentProcess(tmp, NAME, params, namespace=NS)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def io(probe, agent):
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from bayes_infer_ros.msg import Belief, Beliefs
+
+    return {"beliefs": probe.record(f"{NS}/beliefs", Beliefs), "door": probe.record(f"{NS}/beliefs/door", Belief),
+            "diags": probe.record("/diagnostics", DiagnosticArray)}
+
+
+def lifecycle(probe, transition: str, name: str = f"{NS}/{NAME}"):
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+
+    req = ChangeState.Request()
+    req.transition.id = getattr(Transition, f"TRANSITION_{transition.upper()}")
+    return probe.call(ChangeState, f"{name}/change_state", req, timeout=180).success
+
+
+def set_params(probe, **values):
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+
+    req = SetParameters.Request()
+    req.parameters = [Parameter(k, value=v).to_parameter_msg() for k, v in values.items()]
+    return probe.call(SetParameters, f"{NS}/{NAME}/set_parameters", req).results
+
+
+def switch_request(algorithm="", variant=""):
+    from bayes_infer_ros.srv import SwitchVariant
+
+    req = SwitchVariant.Request()
+    req.algorithm, req.variant = algorithm, variant
+    return req
+
+
+def switch(probe, algorithm="", variant="", timeout=180):
+    from bayes_infer_ros.srv import SwitchVariant
+
+    return probe.call(SwitchVariant, f"{NS}/switch_variant", switch_request(algorithm, variant), timeout=timeout)
+
+
+def statuses(io, fqn=f"{NS}/{NAME}", since=0):
+    out = []
+    for _, arr in list(io["diags"])[since:]:
+        for st in arr.status:
+            if st.hardware_id == fqn:
+                out.append(({kv.key: kv.value for kv in st.values}, st.level, st.message))
+    return out
+
+
+def diag(io, fqn=f"{NS}/{NAME}", timeout=5.0):
+    n = len(io["diags"])
+    wait_for(lambda: len(statuses(io, fqn, n)) > 0, timeout)
+    got = statuses(io, fqn)
+    return got[-1] if got else ({}, None, "")
+
+
+def obs(level=-1, probs=(), stamp_ns=None, sec=None, nanosec=None):
+    from bayes_infer_ros.msg import CategoricalObservation
+
+    msg = CategoricalObservation()
+    msg.level = int(level)
+    msg.probabilities = [float(p) for p in probs]
+    if stamp_ns is not None:
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
+    if sec is not None:
+        msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nanosec
+    return msg
+
+
+def pubs(probe):
+    from bayes_infer_ros.msg import CategoricalObservation
+
+    return {m: probe.publisher(f"{NS}/observations/{m}", CategoricalObservation) for m in MODALITIES}
+
+
+def step(probe, io, stamp_ns=None, timeout=10.0, **override):
+    """One observation per modality (level 0, stamp now unless given); the Beliefs of the tick or None."""
+    n = len(io["beliefs"])
+    stamp_ns = time.time_ns() if stamp_ns is None else stamp_ns
+    for m, pub in pubs(probe).items():
+        pub.publish(override.get(m, obs(level=0, stamp_ns=stamp_ns)))
+    return io["beliefs"][-1][1] if wait_for(lambda: len(io["beliefs"]) > n, timeout) else None
+
+
+def counter(d: dict, key: str) -> int:
+    return int(d.get(key, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# tests (module order matters: they share one node process)
+# ---------------------------------------------------------------------------------------------
+def test_configure_is_reported_and_integer_labels_are_published_as_strings(probe, agent, io):
+    """Attack 2 (labels YAML reads as non-strings abort the process at the first tick) and attack 8 (configure
+    parses and compiles silently on the executor): diagnostics say "configuring" while it works."""
+    assert agent.wait_log("parameter 'rate_hz' = 1e-10 from the command line / params file refused", 30), agent.log_text()
+    assert wait_for(lambda: statuses(io), 30)
+    n = len(io["diags"])
+    assert lifecycle(probe, "configure"), agent.log_text()
+    during = [msg for _, _, msg in statuses(io, since=n)]
+    assert any(m.startswith("configuring: ") for m in during), during
+    assert lifecycle(probe, "activate"), agent.log_text()
+    pubs_ = pubs(probe)
+    assert wait_for(lambda: all(p.get_subscription_count() >= 1 for p in pubs_.values()), 20)
+    msg = None
+    for _ in range(20):  # best effort: a brand-new publisher may not be matched yet
+        msg = step(probe, io, timeout=1.0)
+        if msg is not None:
+            break
+    assert msg is not None, agent.log_text()
+    door = [f for f in msg.factors if f.name == "door"][0]
+    assert list(door.state_labels) == ["0", "1"]
+    assert agent.proc.poll() is None
+
+
+def test_rate_hz_that_overflows_a_timer_is_refused_and_the_node_lives(probe, agent, io):
+    """Attack 1: rate_hz 1e-10 (inside the declared range) killed the process when set at runtime."""
+    res = set_params(probe, rate_hz=1e-10)
+    assert not res[0].successful and "at least 0.001 Hz" in res[0].reason, res[0].reason
+    assert all(r.successful for r in set_params(probe, rate_hz=0.001))  # the slowest timer: a period of 1000 s
+    assert all(r.successful for r in set_params(probe, rate_hz=0.0))
+    time.sleep(0.3)
+    assert agent.proc.poll() is None, agent.log_text()
+    assert step(probe, io) is not None
+    d, _, _ = diag(io)
+    assert counter(d, "callback_errors") == 0, d
+
+
+def test_one_future_stamp_does_not_shut_a_sensor_out(probe, agent, io):
+    """Attack 3: one observation stamped a day ahead made the next 99 valid ones out_of_order."""
+    before, _, _ = diag(io)
+    p = pubs(probe)
+    p["rfid_tag"].publish(obs(level=1, stamp_ns=time.time_ns() + DAY_NS))
+    time.sleep(0.2)
+    got = [step(probe, io) for _ in range(10)]
+    assert all(m is not None for m in got), agent.log_text()
+    now = time.time_ns()
+    for m in got:
+        stamp = m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec
+        assert stamp <= now  # no future stamp leaks into the beliefs
+    # rfid_tag level 0 (dock) was used in each tick: the future message did not block it
+    assert int(np.argmax(got[-1].factors[0].probabilities)) == 0
+    after, _, _ = diag(io)
+    assert counter(after, "rejected.future") - counter(before, "rejected.future") == 1
+    assert counter(after, "rejected.out_of_order") == counter(before, "rejected.out_of_order")
+    assert counter(after, "input.rfid_tag.accepted") - counter(before, "input.rfid_tag.accepted") >= 10
+
+
+def test_zero_negative_and_extreme_stamps(probe, agent, io):
+    """Attack 3: zero and negative stamps skipped every check; sec 2^31-1 / nanosec 2^32-1 wrapped the output."""
+    before, _, _ = diag(io)
+    unstamped = {m: obs(level=0, sec=0, nanosec=0) for m in MODALITIES}
+    msg = step(probe, io, **unstamped)
+    assert msg is not None
+    stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+    assert abs(stamp - time.time()) < 60  # an unstamped tick is stamped with the node clock
+    p = pubs(probe)
+    p["voltage"].publish(obs(level=0, sec=-5, nanosec=0))
+    p["voltage"].publish(obs(level=0, sec=2**31 - 1, nanosec=2**32 - 1))
+    p["voltage"].publish(obs(level=0, sec=2**31 - 1, nanosec=999_999_999))
+    time.sleep(0.3)
+    assert step(probe, io) is not None
+    after, _, _ = diag(io)
+    assert counter(after, "unstamped") - counter(before, "unstamped") == len(MODALITIES)
+    assert counter(after, "rejected.bad_stamp") - counter(before, "rejected.bad_stamp") == 2
+    assert counter(after, "rejected.future") - counter(before, "rejected.future") == 1
+    for _, m in io["beliefs"]:
+        assert 0 <= m.header.stamp.sec < 2**31 - 1
+
+
+def test_diagnostics_warn_while_a_modality_is_rejected(probe, agent, io):
+    """Attack 3: while every message of a sensor was refused, /diagnostics stayed OK."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    p = pubs(probe)
+    n = len(io["diags"])
+    for _ in range(10):
+        p["lidar_gap"].publish(obs(level=0, stamp_ns=time.time_ns() + DAY_NS))
+        time.sleep(0.05)
+    assert wait_for(lambda: any(lvl == DiagnosticStatus.WARN and "rejecting input: lidar_gap (future)" in msg
+                                for _, lvl, msg in statuses(io, since=n)), 5), statuses(io, since=n)[-3:]
+    d, _, _ = diag(io)
+    assert d["rejecting"] == "lidar_gap (future)"
+    assert step(probe, io) is not None  # a valid one clears it
+    d, lvl, msg = diag(io)
+    assert d["rejecting"] == "" and "rejecting" not in msg, msg
+
+
+def test_event_mode_does_not_wait_for_a_sender_of_bad_input(probe, agent, io):
+    """Attack 4: one modality sending only NaN at 20 Hz, the others valid: 1 tick in 10 s."""
+    assert all(r.successful for r in set_params(probe, observation_timeout=0.5))
+    p = pubs(probe)
+    stop = threading.Event()
+
+    def talk():
+        while not stop.is_set():
+            stamp = time.time_ns()
+            p["charging"].publish(obs(probs=[math.nan, 0.5], stamp_ns=stamp))
+            for m in ("rfid_tag", "voltage", "lidar_gap"):
+                p[m].publish(obs(level=1, stamp_ns=stamp))
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=talk, daemon=True)
+    n0 = len(io["beliefs"])
+    thread.start()
+    try:
+        ticked = wait_for(lambda: len(io["beliefs"]) - n0 >= 20, 15)
+        d, lvl, msg = diag(io)
+    finally:
+        stop.set()
+        thread.join()
+    assert ticked, f"{len(io['beliefs']) - n0} ticks"
+    assert "charging (non_finite)" in d["rejecting"], d
+    assert agent.wait_log("observations/charging: silent", 5)
+    assert all(r.successful for r in set_params(probe, observation_timeout=10.0))
+
+
+def test_memory_budget_applies_to_a_users_variant(probe, agent, io):
+    """Attack 7: an explicit variant bypassed the autotuner's memory budget (a 4.3 GB peak)."""
+    from bayes_infer_ros.model import load_model
+    from bayes_infer_ros.ros.builder import estimated_bytes
+
+    from ros_harness import REPO_ROOT
+
+    model = load_model(REPO_ROOT / "config" / "agent.yaml")
+    sizes = {v: estimated_bytes(v, model) for v in ("baseline", "hybrid_block", "end_to_end", "hybrid")}
+    big = max(sizes, key=sizes.get)  # the default model is tiny: a budget of about a kilobyte
+    assert sizes[big] > sizes["baseline"]
+    budget_mb = (sizes["baseline"] + sizes[big]) / 2 / 2**20
+    assert all(r.successful for r in set_params(probe, memory_budget_mb=budget_mb, variant="baseline"))
+    res = set_params(probe, variant=big)
+    assert not res[0].successful and "over memory_budget_mb" in res[0].reason and "KiB while built" in res[0].reason, res[0].reason
+    answer = switch(probe, variant=big)
+    assert not answer.success and "estimated at" in answer.message, answer.message
+    assert all(r.successful for r in set_params(probe, memory_budget_mb=2048.0))
+
+
+def test_one_set_parameters_request_is_one_build(probe, agent, io):
+    """Attack 9: a 5-parameter SetParameters started 5 builds; 30 quick num_iter changes compiled 30 times."""
+    before, _, _ = diag(io)
+    res = set_params(probe, num_iter=12, tau=0.9, horizon=4, autotune_verify_top_k=0, variant="baseline")
+    assert all(r.successful for r in res), [r.reason for r in res]
+    assert wait_for(lambda: diag(io)[0].get("switch_pending") == "False", 60)
+    after, _, _ = diag(io)
+    assert counter(after, "engine_builds_requested") - counter(before, "engine_builds_requested") == 1
+    assert counter(after, "engine_swaps") - counter(before, "engine_swaps") == 1
+
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+
+    client = probe._clients.get((SetParameters, f"{NS}/{NAME}/set_parameters"))
+    futures = []
+    for k in range(30):  # back to back, as a slider in a GUI would send them
+        # at most 4 in flight: service requests and replies are kept in depth-10 queues, which a loaded
+        # machine can overflow (a lost reply would leave its future pending)
+        assert wait_for(lambda: sum(not f.done() for f in futures) < 4, 30)
+        req = SetParameters.Request()
+        req.parameters = [Parameter("num_iter", value=20 + k).to_parameter_msg()]
+        futures.append(client.call_async(req))
+    assert wait_for(lambda: all(f.done() for f in futures), 60)
+    assert all(f.result().results[0].successful for f in futures)
+    assert wait_for(lambda: diag(io)[0].get("switch_pending") == "False", 120)
+    final, _, _ = diag(io)
+    requested = counter(final, "engine_builds_requested") - counter(after, "engine_builds_requested")
+    started = counter(final, "engine_builds_started") - counter(after, "engine_builds_started")
+    swaps = counter(final, "engine_swaps") - counter(after, "engine_swaps")
+    assert requested == 30 and started < requested and swaps == 1, (requested, started, swaps)
+    assert step(probe, io) is not None
+    from rcl_interfaces.srv import GetParameters
+
+    got = probe.call(GetParameters, f"{NS}/{NAME}/get_parameters", GetParameters.Request(names=["num_iter"]))
+    assert got.values[0].integer_value == 49
+
+
+def test_compilation_cache_is_capped(agent, cache_dir):
+    """Attack 9: the JAX compilation cache grew without a cap (here: 1 MiB, pruned after each build)."""
+    from bayes_infer_ros.ros.jax_cache import cache_bytes
+
+    assert cache_dir.is_dir() and cache_bytes(cache_dir) <= 2**20
+
+
+def test_switch_variant_answers_across_cleanup(probe, agent, io):
+    """Attack 5: a switch_variant waiting on a build when cleanup ran lost its service for the life of the process."""
+    from bayes_infer_ros.srv import SwitchVariant
+
+    # a long build: auto timing its 10 best candidates on a 1024-step window
+    assert all(r.successful for r in set_params(probe, horizon=1024, num_iter=1024, autotune_verify_top_k=10))
+    assert wait_for(lambda: diag(io)[0].get("switch_pending") == "False", 300)
+    client = probe._clients.get((SwitchVariant, f"{NS}/switch_variant"))
+    if client is None:
+        switch(probe)  # creates and matches the client ("nothing to change")
+        client = probe._clients[(SwitchVariant, f"{NS}/switch_variant")]
+    future = client.call_async(switch_request(algorithm="mmp", variant="auto"))
+    assert agent.wait_log("building EngineConfig(algorithm='mmp'", 30), agent.log_text()
+    assert lifecycle(probe, "deactivate") and lifecycle(probe, "cleanup")
+    assert wait_for(future.done, 30), "the call in flight got no answer"
+    answer = future.result()
+    assert not answer.success and "cleaned up" in answer.message, answer.message
+    # the service survived: not configured now, and a working switch after configure + activate
+    assert not switch(probe, variant="baseline", timeout=30).success
+    assert all(r.successful for r in set_params(probe, algorithm="fpi", variant="baseline", horizon=4, num_iter=16,
+                                                autotune_verify_top_k=0))
+    assert lifecycle(probe, "configure") and lifecycle(probe, "activate"), agent.log_text()
+    res = switch(probe, variant="hybrid", timeout=120)
+    assert res.success and res.variant == "hybrid", res.message
+    assert agent.proc.poll() is None
+
+
+def test_shutdown_during_a_long_build_is_prompt_and_quiet(probe, agent, io):
+    """Attack 6: SIGINT 3 s into a long build took 96 s (the non-daemon build thread) and logged after destroy."""
+    assert all(r.successful for r in set_params(probe, horizon=1024, num_iter=1024, autotune_verify_top_k=10,
+                                                algorithm="mmp", variant="auto"))
+    assert agent.wait_log("building EngineConfig(algorithm='mmp', variant='auto', num_iter=1024", 30)
+    assert wait_for(lambda: diag(io)[0].get("switch_pending") == "True", 10)
+    cut = len(agent.log_text())
+    agent.proc.send_signal(2)  # SIGINT
+    try:
+        agent.proc.wait(timeout=30)  # a hang detector: the build it interrupts runs for minutes
+    except Exception:  # noqa: BLE001
+        pytest.fail("the node did not exit on SIGINT during a build:\n" + agent.log_text()[cut:])
+    tail = agent.log_text()[cut:]
+    assert "swapped in" not in tail and "Traceback" not in tail, tail
+    assert agent.proc.returncode == 0, tail
+
+
+# ---------------------------------------------------------------------------------------------
+# small nodes of their own
+# ---------------------------------------------------------------------------------------------
+def test_sim_time_without_clock_is_reported(probe, ros_graph, io, tmp_path):
+    """Attack 9: use_sim_time:=true with no /clock publisher: zero beliefs and diagnostics OK."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    params = default_params()
+    params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "autostart": True, "variant": "baseline",
+                   "use_sim_time": True, "diagnostics_period": 0.2})
+    # a /clock of its own, so a clock published by another test module in this domain cannot reach it
+    proc = AgentProcess(tmp_path, "simclock", params, namespace="/simclock",
+                        extra_ros_args=("-r", "/clock:=/simclock_private_clock"))
+    try:
+        assert proc.wait_log("active: tick", 60), proc.log_text()
+        fqn = "/simclock/simclock"
+        assert wait_for(lambda: any(lvl == DiagnosticStatus.WARN and "no /clock message" in msg
+                                    for _, lvl, msg in statuses(io, fqn)), 20), statuses(io, fqn)[-3:]
+    finally:
+        assert proc.stop() in (0, -2)
+
+
+def test_alias_bomb_model_file_is_refused_by_the_node(probe, ros_graph, io, tmp_path):
+    """Attack 8: a 2.8 KB YAML alias bomb as model_file reached 3.2 GB before it was refused."""
+    lines = ["a0: &a0 [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 12)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("/**:\n  ros__parameters:\n    model:\n" + "\n".join("      " + x for x in lines) + "\n")
+    proc = AgentProcess(tmp_path, "bomb", {"model_file": str(bomb), "autostart": True}, namespace="/bomb")
+    try:
+        assert proc.wait_log("configure failed", 60), proc.log_text()
+        assert "alias *a0" in proc.log_text() and proc.proc.poll() is None
+    finally:
+        proc.stop()
+
+
+def test_shutdown_during_configure_exits_cleanly(probe, ros_graph, io, tmp_path):
+    """Attack 6, at start-up: SIGINT while configure compiles (its worker thread inside XLA) must neither wait for
+    the compile nor abort in interpreter finalisation."""
+    params = default_params()
+    params.update({"jax_compilation_cache_dir": str(tmp_path / "cache"), "autostart": True, "algorithm": "mmp",
+                   "horizon": 1024, "num_iter": 1024, "variant": "auto", "autotune_verify_top_k": 10,
+                   "diagnostics_period": 0.1})
+    proc = AgentProcess(tmp_path, "slowstart", params, namespace="/slowstart")
+    try:
+        assert wait_for(lambda: any(m.startswith("configuring: ") for _, _, m in statuses(io, "/slowstart/slowstart")),
+                        60), proc.log_text()
+        assert "configured in" not in proc.log_text()
+        proc.proc.send_signal(2)  # SIGINT
+        try:
+            proc.proc.wait(timeout=30)  # a hang detector: the configure it interrupts runs for minutes
+        except Exception:  # noqa: BLE001
+            pytest.fail("the node did not exit on SIGINT during configure:\n" + proc.log_text())
+        assert proc.proc.returncode == 0, proc.log_text()  # not -6 (SIGABRT from a thread killed inside XLA)
+    finally:
+        proc.stop()
