@@ -53,6 +53,7 @@ from std_srvs.srv import Trigger
 
 from . import conversion as conv
 from .companion import CompanionServices
+from .compat import add_parameter_callbacks
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, allowed_model_keys, validate_change
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
@@ -195,8 +196,7 @@ class _AgentCore:
             self._log.warning(line)
             self._count("unknown_parameters")
 
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.add_post_set_parameters_callback(self._post_set_parameters)
+        self._deferred_post_set = add_parameter_callbacks(self, self._on_set_parameters, self._post_set_parameters)
         self._companion = CompanionServices(self)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         period = float(self.get_parameter("diagnostics_period").value)
@@ -460,6 +460,7 @@ class _AgentCore:
             self._suppress_rebuild = True
             try:
                 self.set_parameters(back)
+                self._flush_post_set()
             finally:
                 self._suppress_rebuild = False
             self._log.warning(f"parameters reverted to the active engine's: {[(p.name, p.value) for p in back]}")
@@ -751,6 +752,7 @@ class _AgentCore:
             return response
         t0 = time.perf_counter()
         result = self.set_parameters_atomically(params)
+        self._flush_post_set()
         if not result.successful:
             response.success, response.message = False, result.reason
             return response
@@ -779,6 +781,11 @@ class _AgentCore:
                 self._log.warning(f"parameter change refused: {reason}")
                 return SetParametersResult(successful=False, reason=reason)
         return SetParametersResult(successful=True)
+
+    def _flush_post_set(self) -> None:
+        """After the node's own set_parameters: its post-set work is done on return, on every distro."""
+        if self._deferred_post_set is not None:
+            self._deferred_post_set.flush()
 
     def _post_set_parameters(self, params: list[Parameter]) -> None:
         names = {p.name for p in params}
