@@ -37,7 +37,8 @@ ifeq ($(USE_SYSTEM_ROS),0)
 	$(PY) -m pip install -q -r requirements/ros-kilted.txt
 	$(PY) scripts/fix_ros_wheel_cmake.py
 else
-	# A sourced ROS 2: only what the distro lacks, at versions for its Python, the distro's numpy kept.
+# A sourced ROS 2: only what the distro lacks, at versions for its Python, the distro's numpy kept
+# (docs/system-ros.md; on Humble it refuses unless ROS_PIP_NUMPY_OVERLAY=1).
 	$(PY) scripts/ros_pip_deps.py --write $(VENV)/ros-pip-deps.txt
 	$(PY) -m pip install -q -r $(VENV)/ros-pip-deps.txt
 endif
