@@ -340,7 +340,7 @@ def _class_defines(git_dir: str, branch: str, module: str, cls: str, attr: str, 
                         return True
                     # QoSProfile(**kwargs): a keyword the class handles as one of its properties
                     return args.kwarg is not None and kw in properties
-            if attr.startswith("_") or attr in ("context", "executor"):
+            if attr.startswith("_"):  # a private instance attribute, assigned in a method
                 for item in ast.walk(node):
                     if isinstance(item, ast.Attribute) and item.attr == attr and isinstance(item.ctx, ast.Store):
                         return True
@@ -395,8 +395,6 @@ def present_in_rclpy_branch(git_dir: str, branch: str, entry: str) -> bool:
     if len(rest) == 1:
         return _module_defines(git_dir, branch, module, rest[0], kw)
     cls, attr = rest[0], rest[1]
-    if attr in ("nanoseconds", "clock") and _class_defines(git_dir, branch, module, cls, attr, None):
-        return True
     return _class_defines(git_dir, branch, module, cls, attr, kw)
 
 
