@@ -185,7 +185,11 @@ def resolve(entry: str) -> Optional[str]:
     if hasattr(obj, "get_fields_and_field_types"):
         return None if kw in obj.get_fields_and_field_types() else f"{dotted}: no field {kw}"
     params = inspect.signature(obj).parameters
-    return None if kw in params else f"{dotted}: no keyword {kw}"
+    if kw in params:
+        return None
+    # QoSProfile(**kwargs) on Jazzy: a keyword the class takes as one of its properties
+    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return None if takes_kwargs and isinstance(obj, type) and hasattr(obj, kw) else f"{dotted}: no keyword {kw}"
 
 
 def _instance_attribute_in_init(cls: type, name: str) -> bool:
