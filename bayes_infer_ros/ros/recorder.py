@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from rosbags.rosbag2 import StoragePlugin, Writer
 
+from bayes_infer_ros.bags.bagio import METADATA_VERSION
 from bayes_infer_ros.bags.convert import message_class, to_rosbags
 from bayes_infer_ros.bags.interfaces import make_typestore
 
@@ -45,7 +46,7 @@ class BagRecorder:
         self.counts: dict[str, int] = {}
         self.errors: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._writer = Writer(self.out, version=9, storage_plugin=StoragePlugin.MCAP)
+        self._writer = Writer(self.out, version=METADATA_VERSION, storage_plugin=StoragePlugin.MCAP)
         self._writer.open()
         self._connections: dict[str, Any] = {}
         self._subscriptions = []

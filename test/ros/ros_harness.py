@@ -85,14 +85,16 @@ class AgentProcess:
     """The node as its own process. ``params``: a ros__parameters tree written to a params file."""
 
     def __init__(self, tmp: Path, name: str, params: Optional[dict] = None, namespace: str = "", plain: bool = False,
-                 extra_ros_args: tuple = (), params_file: Optional[Path] = None):
+                 extra_ros_args: tuple = (), params_file: Optional[Path] = None,
+                 executable: Optional[list] = None):
+        """``executable``: the command that starts the node (default: the installed ``agent_node``)."""
         self.name, self.namespace = name, namespace
         if params_file is None:
             params_file = tmp / f"{name}_params.yaml"
             params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": params or {}}}, sort_keys=False))
         self.params_file = params_file
         self.log_path = tmp / f"{name}.log"
-        cmd = [agent_executable()] + (["--plain"] if plain else []) + [
+        cmd = list(executable or [agent_executable()]) + (["--plain"] if plain else []) + [
             "--ros-args", "--params-file", str(params_file), "-r", f"__node:={name}"]
         if namespace:
             cmd += ["-r", f"__ns:={namespace}"]
