@@ -10,11 +10,11 @@ mkdir -p $T
 python -m bayes_infer_ros.cli generate --out "$CACHE" --index-only > /dev/null
 
 # 1. The default model, one process: XLA:CPU execution mode of every program, the dispatch floor (a trivial
-#    jitted call), pymdp and every variant round-robin; with the engine's XLA defaults, without them, and pinned
-#    to one core.
+#    jitted call), pymdp and every variant round-robin; as shipped, with the opt-in XLA flags
+#    (inference/xla_config.py), and pinned to one core.
 {
   python benchmarks/xla_cpu_modes.py --rounds 40
-  BAYES_INFER_XLA_DEFAULTS=0 python benchmarks/xla_cpu_modes.py --rounds 40
+  BAYES_INFER_XLA_DEFAULTS=1 python benchmarks/xla_cpu_modes.py --rounds 40
   taskset -c 0 python benchmarks/xla_cpu_modes.py --rounds 40
 } 2>&1 | grep -v "^I1" | tee benchmarks/xla_cpu_modes_cpu.txt
 

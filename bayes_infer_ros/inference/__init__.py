@@ -6,7 +6,7 @@
 """
 from .xla_config import apply_defaults as _apply_xla_defaults
 
-_apply_xla_defaults()  # before any computation creates the XLA backend (see xla_config)
+_apply_xla_defaults()  # opt-in flags, before any computation creates the XLA backend (see xla_config)
 
 from . import registry as _registry  # noqa: E402
 from .engine import ALGORITHMS, InferenceEngine, PackedLayout

@@ -1,9 +1,10 @@
-"""XLA flags the engine is measured with, applied before JAX starts its backend.
+"""Optional XLA flags for the engine, applied before JAX starts its backend (opt in: BAYES_INFER_XLA_DEFAULTS=1).
 
 XLA reads ``XLA_FLAGS`` once, when the first computation creates the backend; a flag set later is silently
 ignored. ``apply_defaults()`` runs when ``bayes_infer_ros.inference`` is imported (the library, the
-``bayes-infer`` CLI and the node all import it before their first computation) and ADDS each default flag
-that ``XLA_FLAGS`` does not already name, so a user's own setting always wins:
+``bayes-infer`` CLI and the node all import it before their first computation). With
+``BAYES_INFER_XLA_DEFAULTS=1`` in the environment it ADDS each flag below that ``XLA_FLAGS`` does not already
+name (a user's own setting always wins); otherwise it changes nothing.
 
 * ``xla_cpu_small_while_loop_byte_threshold`` (through ``--xla_backend_extra_options``): XLA:CPU compiles a
   while loop whose state is below this many bytes into ONE kernel instead of running its body step by step
@@ -11,7 +12,10 @@ that ``XLA_FLAGS`` does not already name, so a user's own setting always wins:
   baseline engine's VMP/MMP 15-35% faster, FPI unchanged (its loop is already inline); loop unrolling went the
   other way on CPU (baseline VMP 208 -> 324 us), so no unroll flag is set.
 
-``BAYES_INFER_XLA_DEFAULTS=0`` in the environment turns this off (``XLA_FLAGS`` is then left exactly as it is).
+Not on by default: with it on, one full test-suite run (2026-11-22) died in an XLA:CPU compile (a segfault in
+``backend_compile_and_load`` while compiling a small pymdp op under load) that a rerun did not reproduce and that
+runs without the flag never showed. A speed-up of 15-35% on looped programs is not worth an unexplained crash in a
+robot's process; the fused and numba variants do not need it.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ import sys
 
 SMALL_WHILE_LOOP_BYTES = 65536
 DEFAULT_BACKEND_OPTIONS = {"xla_cpu_small_while_loop_byte_threshold": str(SMALL_WHILE_LOOP_BYTES)}
-OPT_OUT = "BAYES_INFER_XLA_DEFAULTS"
+OPT_IN = "BAYES_INFER_XLA_DEFAULTS"
 
 
 def merged_flags(current: str, options: dict[str, str] = DEFAULT_BACKEND_OPTIONS) -> str:
@@ -51,8 +55,8 @@ def backend_started() -> bool:
 
 
 def apply_defaults() -> bool:
-    """Add the defaults to ``XLA_FLAGS`` unless opted out or too late; returns True when they are in effect."""
-    if os.environ.get(OPT_OUT, "1") == "0":
+    """Add the flags to ``XLA_FLAGS`` when opted in (and not too late); returns True when they are in effect."""
+    if os.environ.get(OPT_IN, "0") != "1":
         return False
     current = os.environ.get("XLA_FLAGS", "")
     merged = merged_flags(current)

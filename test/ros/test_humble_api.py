@@ -86,7 +86,7 @@ def test_switch_variant_answers_with_the_new_engine_active(probe, agent, beliefs
 
     req = SwitchVariant.Request()
     req.algorithm, req.variant = "vmp", ""
-    res = probe.call(SwitchVariant, f"{NS}/switch_variant", req, timeout=180)
+    res = probe.call(SwitchVariant, f"{NS}/{NAME}/switch_variant", req, timeout=180)
     assert res.success, res.message
     assert res.algorithm == "vmp", res.message
     n = len(beliefs)
