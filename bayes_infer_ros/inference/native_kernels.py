@@ -7,9 +7,12 @@ import numba
 import numpy as np
 
 njit = numba.njit(cache=True, nogil=True)
+# Helpers called in the kernels' inner loops are inlined at numba's IR level: a plain call passes every array as a
+# reference-counted struct (an atomic increment and decrement each), which cost more than the helpers' work.
+inline = numba.njit(cache=True, nogil=True, inline="always")
 
 
-@njit
+@inline
 def _nobs(o_off):
     out = np.empty(o_off.shape[0] - 1, np.int64)
     for m in range(out.shape[0]):
@@ -17,7 +20,7 @@ def _nobs(o_off):
     return out
 
 
-@njit
+@inline
 def log_likelihoods(log_A, a_off, ll_off, o, o_off, nobs, ll):
     """ll[ll_off[m] + p] = sum_o o[o_off[m] + o] * log_A[a_off[m] + o * P_m + p]."""
     M = nobs.shape[0]
@@ -34,7 +37,7 @@ def log_likelihoods(log_A, a_off, ll_off, o, o_off, nobs, ll):
                 ll[ll_off[m] + p] += w * log_A[base + p]
 
 
-@njit
+@inline
 def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, vals, prefix, suffix):
     """out[f, :] += messages of every modality with ks[m] == 1 (unary=True) or ks[m] >= 2 (False).
 
@@ -87,7 +90,7 @@ def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, vals, prefix, s
                 j -= 1
 
 
-@njit
+@inline
 def softmax_rows(x, ns, out):
     """out[f, :n_f] = softmax(x[f, :n_f]); padding stays 0."""
     for f in range(ns.shape[0]):
@@ -104,7 +107,7 @@ def softmax_rows(x, ns, out):
             out[f, a] = out[f, a] / tot
 
 
-@njit
+@inline
 def log_stable_pad(p, s_off, ns, n_max, minval, out):
     for f in range(ns.shape[0]):
         for a in range(n_max):
@@ -114,7 +117,7 @@ def log_stable_pad(p, s_off, ns, n_max, minval, out):
             out[f, a] = np.log(v if v > minval else minval)
 
 
-@njit
+@inline
 def unpad(Q, s_off, ns, out):
     for f in range(ns.shape[0]):
         for a in range(ns[f]):
@@ -153,7 +156,7 @@ def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_
         unpad(Q, s_off, ns, out[b])
 
 
-@njit
+@inline
 def _step_odometer(idx, dims_row, k):
     """Advance a row-major multi-index (the last position varies fastest)."""
     j = k - 1
@@ -165,7 +168,7 @@ def _step_odometer(idx, dims_row, k):
         j -= 1
 
 
-@njit
+@inline
 def forward(Bflat, b_base, n_f, P, bdeps_row, bdims_row, k, Qt, out, take_log, minval, idx):
     """out[a] = sum_p Bflat[b_base + a * P + p] * prod_j Qt[deps_j, idx_j]  (log_stable of it when take_log).
 
@@ -186,7 +189,7 @@ def forward(Bflat, b_base, n_f, P, bdeps_row, bdims_row, k, Qt, out, take_log, m
             out[a] = np.log(out[a] if out[a] > minval else minval)
 
 
-@njit
+@inline
 def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max, kind_vmp, minval, past_t, bl,
              idx, vals, prefix, suffix):
     """Factor i's backward messages to each of its dependencies, added into past_t (F, n_max).
