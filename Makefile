@@ -67,8 +67,11 @@ RUN := source $(VENV)/bin/activate && source install/setup.bash &&
 demo: setup
 	$(RUN) python -m bayes_infer_ros.cli demo
 
+# Two pytest processes: fused_numba's tests (marker `numba`) apart from the XLA-compiling rest (see
+# test/inference/test_fused_variants.py for why).
 test: setup
-	$(RUN) python -m pytest
+	$(RUN) python -m pytest -m "not slow and not numba"
+	$(RUN) python -m pytest -m "numba and not slow"
 
 test-slow: setup
 	$(RUN) python -m pytest -m slow

@@ -18,6 +18,10 @@ from oracle import max_abs_diff, pymdp_reference_jit, random_case, structured_ca
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL, NATIVE_FLOAT64_ATOL
 
 FUSED = tuple(fused.FUSED_VARIANTS) + ("fused_numba",)
+# fused_numba's tests run in their own pytest process (`make test` runs `-m numba` separately): with numba's LLVM
+# loaded, two full-suite runs died in a later XLA compile (SIGSEGV / SIGABRT in backend_compile_and_load), which no
+# run without numba in the process ever did. Kept apart until that is understood (see native.py).
+VARIANT_PARAMS = [pytest.param(v, marks=pytest.mark.numba) if v == "fused_numba" else v for v in FUSED]
 ALGORITHMS = ("fpi", "vmp", "mmp")
 
 # id -> (num_states, A_deps, num_obs, B_deps, zeros_fraction in A for float32)
@@ -77,7 +81,7 @@ def test_fused_registered():
 @pytest.mark.oracle
 @pytest.mark.parametrize("sid", list(STRUCTURES))
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("variant", FUSED)
+@pytest.mark.parametrize("variant", VARIANT_PARAMS)
 def test_float32_matches_pymdp(variant, algorithm, sid):
     engine = _engine(sid, algorithm, variant)
     for one_hot in (False, True):
@@ -94,61 +98,61 @@ def test_float32_matches_pymdp(variant, algorithm, sid):
 @pytest.mark.oracle
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("sid", ["orders_1_to_10", "orders_default_B"])
-def test_float64_matches_pymdp(algorithm, sid):
+@pytest.mark.parametrize("variant", VARIANT_PARAMS)
+def test_float64_matches_pymdp(algorithm, sid, variant):
     with enable_x64():
         case = _case(sid, algorithm, dtype=np.float64)
         want = _want(sid, algorithm, dtype=np.float64)
-        for variant in FUSED:
-            engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant,
-                                     num_iter=ITERS[algorithm], tau=TAU)
-            got = engine(case.obs, case.prior, case.actions)
-            assert all(np.asarray(g).dtype == np.float64 for g in got)
-            atol = NATIVE_FLOAT64_ATOL if variant == "fused_numba" and algorithm != "fpi" else FLOAT64_ATOL
-            assert max_abs_diff(got, want) <= atol, variant
+        engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant,
+                                 num_iter=ITERS[algorithm], tau=TAU)
+        got = engine(case.obs, case.prior, case.actions)
+        assert all(np.asarray(g).dtype == np.float64 for g in got)
+        atol = NATIVE_FLOAT64_ATOL if variant == "fused_numba" and algorithm != "fpi" else FLOAT64_ATOL
+        assert max_abs_diff(got, want) <= atol, variant
 
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_batched_matches_pymdp_per_model(algorithm):
+@pytest.mark.parametrize("variant", VARIANT_PARAMS)
+def test_batched_matches_pymdp_per_model(algorithm, variant):
     b = 3
     ns, adeps, nobs = (3, 2, 4), [[0, 1], [2], [0, 1, 2], [2, 0]], (4, 2, 3, 2)
     case = random_case(78, ns, adeps, nobs, T=_T(algorithm), batch=b, num_controls=(2, 1, 3),
                        negative_actions=True, zeros_fraction=0.1)
     wants = [pymdp_reference_jit(algorithm, unbatch(case, k), 5, 1.0) for k in range(b)]
-    for variant in FUSED:
-        engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant, num_iter=5)
-        assert engine.batch_size == b
-        got = engine(case.obs, case.prior, case.actions)
-        for k in range(b):
-            assert max_abs_diff([g[k] for g in got], wants[k]) <= FLOAT32_ATOL, (variant, k)
+    engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant, num_iter=5)
+    assert engine.batch_size == b
+    got = engine(case.obs, case.prior, case.actions)
+    for k in range(b):
+        assert max_abs_diff([g[k] for g in got], wants[k]) <= FLOAT32_ATOL, (variant, k)
 
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("algorithm", ["vmp", "mmp"])
 @pytest.mark.parametrize("sid", ["orders_1_to_10", "orders_default_B"])
-def test_valid_steps_and_packed_api(algorithm, sid):
+@pytest.mark.parametrize("variant", VARIANT_PARAMS)
+def test_valid_steps_and_packed_api(algorithm, sid, variant):
     """pymdp's valid_steps masks on a fixed window; the packed call gives the same beliefs, no retrace."""
     case = _case(sid, algorithm)
-    for variant in FUSED:
-        engine = _engine(sid, algorithm, variant)
-        want = _want(sid, algorithm, valid_steps=2)
-        assert max_abs_diff(engine(case.obs, case.prior, case.actions, valid_steps=2), want) <= FLOAT32_ATOL
-        packed = engine.run_packed(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), case.actions)
-        assert max_abs_diff(engine.layout.unpack_states(packed), _want(sid, algorithm)) <= FLOAT32_ATOL
-        count = engine.trace_count
-        engine.run_packed(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), case.actions)
-        assert engine.trace_count == count
+    engine = _engine(sid, algorithm, variant)
+    want = _want(sid, algorithm, valid_steps=2)
+    assert max_abs_diff(engine(case.obs, case.prior, case.actions, valid_steps=2), want) <= FLOAT32_ATOL
+    packed = engine.run_packed(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), case.actions)
+    assert max_abs_diff(engine.layout.unpack_states(packed), _want(sid, algorithm)) <= FLOAT32_ATOL
+    count = engine.trace_count
+    engine.run_packed(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), case.actions)
+    assert engine.trace_count == count
 
 
 @pytest.mark.oracle
-def test_no_B_sequence_matches_pymdp():
+@pytest.mark.parametrize("variant", VARIANT_PARAMS)
+def test_no_B_sequence_matches_pymdp(variant):
     case = random_case(6, (3, 2), [[0], [0, 1]], (2, 3), T=3)
     case.B = None
     for algorithm in ("vmp", "mmp"):
         want = pymdp_reference_jit(algorithm, case, 4, 1.0)
-        for variant in FUSED:
-            engine = build_inference(algorithm, case.A, case.A_deps, None, None, variant=variant, num_iter=4)
-            assert max_abs_diff(engine(case.obs, case.prior, case.actions), want) <= FLOAT32_ATOL
+        engine = build_inference(algorithm, case.A, case.A_deps, None, None, variant=variant, num_iter=4)
+        assert max_abs_diff(engine(case.obs, case.prior, case.actions), want) <= FLOAT32_ATOL
 
 
 @pytest.mark.oracle
@@ -176,7 +180,7 @@ def test_dense_refuses_over_budget(monkeypatch):
 
 def test_plans_are_static_and_hashable():
     case = _case("orders_1_to_10", "fpi")
-    for variant in FUSED:
+    for variant in fused.FUSED_VARIANTS:
         a = build_inference("fpi", case.A, case.A_deps, variant=variant).plan
         b = build_inference("fpi", [x.copy() for x in case.A], case.A_deps, variant=variant).plan
         assert a == b and hash(a) == hash(b)
