@@ -30,6 +30,18 @@ def x64():
         yield
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    """Drop JAX's compiled executables after each test module. Every XLA:CPU executable keeps its own memory
+    mappings; a single pytest process that holds all of the suite's programs (several thousand) approaches the
+    kernel's vm.max_map_count (65530), and XLA then aborts or crashes inside a compile."""
+    yield
+    import gc
+
+    jax.clear_caches()
+    gc.collect()
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT

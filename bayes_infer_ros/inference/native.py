@@ -21,10 +21,10 @@ The maths is pymdp 1.0.4's, term by term:
 Only the summation order differs from pymdp (rounding level); the oracle tests hold it to the tolerance
 table.
 
-Known risk: two full test-suite runs that had loaded numba died later in an XLA:CPU compile (SIGSEGV / SIGABRT in
-``backend_compile_and_load``); no run without numba in the process did. The cause is not established (the two LLVMs
-do not share symbols). The suite runs these tests in their own process, and a node that runs ``fused_numba`` and
-later compiles an XLA engine (a switch to another variant) carries the same risk: ``fused_numba`` is opt-in. ``NativeEngine`` has the public API of :class:`~.engine.InferenceEngine` (list and packed calls,
+Noticed, not explained: full test-suite runs died inside an XLA:CPU compile three times (SIGSEGV / SIGABRT in
+``backend_compile_and_load``, late in a process that had compiled thousands of programs), twice with numba loaded
+and once without it; the same tests pass in a fresh process. ``make test`` therefore runs the suite in several
+processes, numba's tests apart. ``fused_numba`` is opt-in. ``NativeEngine`` has the public API of :class:`~.engine.InferenceEngine` (list and packed calls,
 ``predict``, ``tick``, ``warmup``, ``layout``, ``structure``, ``batch_size``).
 """
 from __future__ import annotations

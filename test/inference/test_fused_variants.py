@@ -18,9 +18,8 @@ from oracle import max_abs_diff, pymdp_reference_jit, random_case, structured_ca
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL, NATIVE_FLOAT64_ATOL
 
 FUSED = tuple(fused.FUSED_VARIANTS) + ("fused_numba",)
-# fused_numba's tests run in their own pytest process (`make test` runs `-m numba` separately): with numba's LLVM
-# loaded, two full-suite runs died in a later XLA compile (SIGSEGV / SIGABRT in backend_compile_and_load), which no
-# run without numba in the process ever did. Kept apart until that is understood (see native.py).
+# fused_numba's tests run in their own pytest process (`make test` runs `-m numba` separately), so that numba's
+# LLVM and XLA's never share the long-lived suite process (see the Makefile's test target and native.py).
 VARIANT_PARAMS = [pytest.param(v, marks=pytest.mark.numba) if v == "fused_numba" else v for v in FUSED]
 ALGORITHMS = ("fpi", "vmp", "mmp")
 
