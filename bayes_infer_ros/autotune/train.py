@@ -35,6 +35,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from ..inference import VARIANTS
 from . import guard
 from .features import feature_names, structure_features
 
@@ -109,8 +110,7 @@ def load_benchmark(paths: Sequence[Path], metric: str = "core_median_s", cache: 
         specs = {s.config_id: s for s in read_index(cache or DEFAULT_CACHE)}
     except FileNotFoundError:
         specs = {s.config_id: s for s in generate_specs(seed=generator_seed)}
-    order = ["baseline", "hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block", "sparse_hybrid_block",
-             "clustered_hybrid_block", "end_to_end", "sparse_end_to_end", "clustered_end_to_end"]
+    order = list(VARIANTS)
     seen = {r["variant"] for r in rows if r["variant"] != PYMDP}
     all_variants = list(variants) if variants else [v for v in order if v in seen] + sorted(seen - set(order))
     out: dict[str, Dataset] = {}

@@ -232,7 +232,7 @@ def _param_count(engine, model, variant: str, estimates: dict) -> tuple[int, str
         except Exception:  # noqa: BLE001 - fall through to the other sources
             pass
     try:
-        from bayes_infer_ros.inference.merging import parameter_counts
+        from bayes_infer_ros.inference import parameter_counts
 
         return int(parameter_counts(model, variants=[variant])[variant]), "variant"
     except Exception:  # noqa: BLE001

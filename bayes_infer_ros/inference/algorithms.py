@@ -16,6 +16,8 @@ from .numerics import log_stable
 from .reference import sequence_masks
 
 Array = jax.Array
+# The inference algorithms every variant runs (pymdp 1.0.4's names).
+ALGORITHMS: tuple[str, ...] = ("fpi", "vmp", "mmp")
 
 
 def run_fpi(lik: Any, lik_params: dict, obs: Sequence[Array], prior: Sequence[Array], num_iter: int) -> list[Array]:

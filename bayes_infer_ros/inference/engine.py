@@ -12,7 +12,6 @@ from ..model.generative_model import ModelStructure
 from .algorithms import run_fpi, run_sequence
 
 Array = jax.Array
-ALGORITHMS = ("fpi", "vmp", "mmp")
 
 
 @dataclass(frozen=True)

@@ -43,23 +43,16 @@ from jax.experimental import sparse as jsparse
 
 from ...model.generative_model import ModelStructure
 from ..merging.axis_aligned import axis_aligned_plan, merge_arrays
-from ..merging.clustering import rank_clusters
 from ..numerics import log_stable, log_stable_np
 from ..reference import sequence_masks
+from ..sizes import check_end_to_end, end_to_end_elements, end_to_end_groups
 from .transitions import MergedTransitions, all_but_one, pad_states, unpad_states
 
 Array = jax.Array
 
 __all__ = [
     "EndToEndCluster", "EndToEndLikelihood", "SparseEndToEndLikelihood", "ClusteredEndToEndLikelihood",
-    "stored_elements", "register", "END_TO_END_VARIANTS", "MAX_MERGED_ELEMENTS",
 ]
-
-# Padding every lagging axis to one width explodes as width ** rank (the paper's "explosion in memory
-# requirements"). Beyond this many elements of the dense-equivalent merged tensor (128 MiB in float32;
-# the per-call log-likelihood of the sparse variant is dense and of the same order) a variant refuses the
-# model with VariantUnsupported instead of exhausting memory.
-MAX_MERGED_ELEMENTS = 2 ** 25
 
 
 @dataclass(frozen=True)
@@ -113,10 +106,9 @@ class EndToEndLikelihood:
 
     # ---- build --------------------------------------------------------------------------------
     @classmethod
-    def _cluster_members(cls, structure: ModelStructure) -> list[tuple[int, ...]]:
-        if cls.CLUSTERED:  # the paper's rank-based clustering (shared primitive)
-            return list(rank_clusters([structure.A_shape(i)[1:] for i in range(structure.num_modalities)]))
-        return [tuple(range(structure.num_modalities))]
+    def planned_elements(cls, structure: ModelStructure, nonzeros: np.ndarray) -> int:
+        """Stored elements of the prepared arrays for one model, from the plan (see ``sizes``)."""
+        return end_to_end_elements(structure, cls.CLUSTERED, cls.SPARSE, nonzeros)
 
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["EndToEndLikelihood", dict]:
@@ -124,20 +116,13 @@ class EndToEndLikelihood:
         ns = tuple(int(n) for n in structure.num_states)
         deps_all = structure.A_dependencies
         clusters, log_A, data, indices = [], [], [], []
-        for members in cls._cluster_members(structure):
+        for members in end_to_end_groups(structure, cls.CLUSTERED):
+            check_end_to_end(cls.__name__, structure, members)
             plan = axis_aligned_plan([structure.num_obs[i] for i in members],
                                      [tuple(ns[f] for f in deps_all[i]) for i in members], global_max=True)
             # one width for every lagging axis: the paper's global n_max (over the cluster's dependencies)
             width = plan.padded_lagging[0]
             rank = len(plan.padded_lagging)
-            dense_size = len(members) * plan.padded_lead * width ** rank
-            if dense_size > MAX_MERGED_ELEMENTS:
-                from ..registry import VariantUnsupported
-
-                raise VariantUnsupported(
-                    f"{cls.__name__}: the merged log A would hold {dense_size:,} elements ({len(members)} modalities x "
-                    f"{plan.padded_lead} x {width}^{rank}), over the budget of {MAX_MERGED_ELEMENTS:,}; "
-                    "use clustered_end_to_end or a hybrid variant")
             merged = merge_arrays(plan, [log_stable_np(np.asarray(A[i], dtype=np.float64)) for i in members], fill=0.0)
             b, M_c, m_c = merged.shape[:3]
             flat = merged.reshape(b, M_c, m_c, width ** rank)
@@ -299,18 +284,6 @@ class EndToEndLikelihood:
             return self.run_fpi(params, obs, prior, num_iter)
         return self.run_sequence(algorithm, params, trans, trans_params, obs, prior, actions, valid_steps, num_iter, tau)
 
-    # ---- bookkeeping ------------------------------------------------------------------------------
-    def stored_elements(self) -> int:
-        """Elements of the prepared likelihood arrays for one model (padding included; BCOO: the nse
-        stored values, indices not counted)."""
-        total = 0
-        for c in self.clusters:
-            if self.SPARSE:
-                total += c.nse
-            else:
-                total += len(c.modalities) * c.obs_width * c.lagging_size
-        return total
-
 
 @dataclass(frozen=True)
 class SparseEndToEndLikelihood(EndToEndLikelihood):
@@ -342,53 +315,3 @@ def _to_bcoo_arrays(flat: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
         indices[k, : len(z[0])] = np.stack(z, axis=-1)
     return nse, data, indices
 
-
-END_TO_END_VARIANTS = {
-    "end_to_end": EndToEndLikelihood,
-    "sparse_end_to_end": SparseEndToEndLikelihood,
-    "clustered_end_to_end": ClusteredEndToEndLikelihood,
-}
-
-
-def stored_elements(structure: ModelStructure, A: Optional[Sequence[np.ndarray]] = None, dtype: Any = np.float32) -> dict:
-    """Stored elements of each end-to-end variant's prepared likelihood arrays for one model, computed
-    from the plan without allocating anything (so a layout over MAX_MERGED_ELEMENTS is counted, not
-    refused). Equals ``ops.stored_elements()`` after ``prepare``.
-
-    Dense: every merged tensor with its padding, M_c x max m x W_c ** k_c. BCOO: nse, the non-zeros of log A
-    (log 1 = 0 and padding are not stored; the max over the batch when A has a leading batch axis); without
-    A every real entry counts as non-zero. Index arrays are not counted. Returns {variant: int, "unmerged": sum of the A sizes}.
-    """
-    ns = structure.num_states
-    deps_all = structure.A_dependencies
-    sizes = [int(structure.num_obs[i] * np.prod([ns[f] for f in d], dtype=np.int64)) for i, d in enumerate(deps_all)]
-    if A is None:
-        nonzeros = np.asarray([sum(sizes)], dtype=np.int64)
-    else:
-        A = [np.asarray(a) for a in A]
-        batched = A[0].ndim == len(deps_all[0]) + 2
-        A_b = A if batched else [a[None] for a in A]
-        nonzeros = np.stack([np.count_nonzero(log_stable_np(a).astype(np.dtype(dtype)).reshape(a.shape[0], -1), axis=1)
-                             for a in A_b], axis=1).sum(axis=1)  # (b,) per model
-
-    def dense(members):
-        width = max(ns[f] for i in members for f in deps_all[i])
-        rank = max(len(deps_all[i]) for i in members)
-        return len(members) * max(structure.num_obs[i] for i in members) * width ** rank
-
-    everything = list(range(structure.num_modalities))
-    clusters = rank_clusters([structure.A_shape(i)[1:] for i in everything])
-    return {
-        "end_to_end": int(dense(everything)),
-        "sparse_end_to_end": int(max(1, int(np.max(nonzeros)))),
-        "clustered_end_to_end": int(sum(dense(list(c)) for c in clusters)),
-        "unmerged": int(sum(sizes)),
-    }
-
-
-def register() -> None:
-    """Add the three end-to-end variants to the registry (transitions: MergedTransitions)."""
-    from ..registry import register_variant
-
-    for name, cls in END_TO_END_VARIANTS.items():
-        register_variant(name, cls, MergedTransitions)

@@ -42,15 +42,13 @@ from jax import lax, nn
 from ...model.generative_model import ModelStructure
 from ..numerics import log_stable, log_stable_np
 from ..reference import marginal_contributions, sequence_masks
+from ..sizes import check_fused_dense, fused_elements, fused_partition, higher_order_merged, higher_order_structure
+from .end_to_end import ClusteredEndToEndLikelihood
 from .transitions import MergedTransitions, pad_states, unpad_states
 
 Array = jax.Array
 
-__all__ = ["FusedDenseLikelihood", "FusedPairwiseLikelihood", "FUSED_VARIANTS", "MAX_G_ELEMENTS", "register"]
-
-# fused_dense's G holds (N^2 + N) x O values; past this (16 MiB in float32) the variant refuses the model
-# and fused_pairwise (no N^2 storage) is the fused choice.
-MAX_G_ELEMENTS = 2 ** 22
+__all__ = ["FusedDenseLikelihood", "FusedPairwiseLikelihood", "HigherOrderTerm"]
 
 
 def _obs_offsets(num_obs: Sequence[int]) -> tuple[int, ...]:
@@ -74,21 +72,14 @@ class HigherOrderTerm:
 
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple[Optional["HigherOrderTerm"], Any]:
-        from ..registry import VariantUnsupported
-        from .end_to_end import ClusteredEndToEndLikelihood
-
-        mods = tuple(i for i, d in enumerate(structure.A_dependencies) if len(d) >= 3)
+        _, _, mods = fused_partition(structure)
         if not mods:
             return None, None
         ns = tuple(int(n) for n in structure.num_states)
         deps = tuple(structure.A_dependencies[i] for i in mods)
-        sub = ModelStructure(
-            num_obs=tuple(structure.num_obs[i] for i in mods), num_states=ns, num_controls=structure.num_controls,
-            A_dependencies=deps, B_dependencies=structure.B_dependencies,
-        )
-        try:
-            ops, params = ClusteredEndToEndLikelihood.prepare(sub, [A[i] for i in mods], dtype)
-        except VariantUnsupported:
+        if higher_order_merged(structure):
+            ops, params = ClusteredEndToEndLikelihood.prepare(higher_order_structure(structure), [A[i] for i in mods], dtype)
+        else:
             ops, params = None, [jnp.asarray(log_stable_np(A[i]), dtype=dtype) for i in mods]
         return cls(mods, deps, ns, max(ns), ops), params
 
@@ -120,11 +111,6 @@ class HigherOrderTerm:
         out = jax.vmap(one)(flat_ll, Q.reshape((-1,) + Q.shape[-2:]))
         return out.reshape(lead + Q.shape[-2:])
 
-    def stored_elements(self, params: Any) -> int:
-        if self.ops is not None:
-            return int(self.ops.stored_elements())
-        return int(sum(np.size(p) // np.shape(p)[0] for p in params))
-
 
 @dataclass(frozen=True)
 class FusedLikelihood:
@@ -147,6 +133,11 @@ class FusedLikelihood:
 
     DENSE: ClassVar[bool] = True
 
+    @classmethod
+    def planned_elements(cls, structure: ModelStructure, nonzeros: np.ndarray) -> int:
+        """Stored elements of the prepared arrays for one model, from the plan (see ``sizes``)."""
+        return fused_elements(structure, cls.DENSE)
+
     @property
     def size(self) -> int:
         """N = F * n_max, the flattened padded posterior."""
@@ -156,12 +147,9 @@ class FusedLikelihood:
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["FusedLikelihood", dict]:
         """A[i]: (b, m_i, n_deps...) -> (ops, params); the build-time matrices are made here, once."""
-        from ..registry import VariantUnsupported
-
         ns = tuple(int(n) for n in structure.num_states)
         deps_all = structure.A_dependencies
-        unary = tuple(i for i, d in enumerate(deps_all) if len(d) == 1)
-        pair = tuple(i for i, d in enumerate(deps_all) if len(d) == 2)
+        unary, pair, _ = fused_partition(structure)
         n_max, F = max(ns), len(ns)
         N, O = F * n_max, int(sum(structure.num_obs))
         b = int(np.shape(A[0])[0])
@@ -169,11 +157,7 @@ class FusedLikelihood:
         log_A = {i: log_stable_np(np.asarray(A[i], dtype=np.float64)) for i in unary + pair}
         params: dict = {}
         if cls.DENSE:
-            rows = N * N + N if pair else N
-            if rows * O > MAX_G_ELEMENTS:
-                raise VariantUnsupported(
-                    f"fused_dense: G would hold {rows * O:,} elements ((N^2 + N) x O with N = F * n_max = {N}, "
-                    f"O = {O}), over the budget of {MAX_G_ELEMENTS:,}; use fused_pairwise")
+            check_fused_dense(structure)
             U = np.zeros((b, F, n_max, O))
             for i in unary:
                 f, m = deps_all[i][0], structure.num_obs[i]
@@ -354,27 +338,6 @@ class FusedLikelihood:
     def joint(self, params: dict, ll: dict) -> Array:
         return ll["u"][0, : self.num_states[0]]
 
-    # ---- bookkeeping ------------------------------------------------------------------------------
-    def stored_elements(self, params: Optional[dict] = None) -> int:
-        """Elements of the prepared likelihood arrays for one model (padding and zeros included)."""
-        F, n = len(self.num_states), self.n_max
-        O = int(sum(self.num_obs))
-        if self.DENSE:
-            total = (F * n * F * n + F * n if self.pair else F * n) * O
-        else:
-            total = 0
-            if self.unary:
-                total += len(self.unary) * max(self.num_obs[i] for i in self.unary) * n
-            if self.pair:
-                total += len(self.pair) * max(self.num_obs[i] for i in self.pair) * n * n
-        if self.higher is not None:
-            if self.higher.ops is not None:
-                total += int(self.higher.ops.stored_elements())
-            else:
-                total += int(sum(self.num_obs[i] * int(np.prod([self.num_states[f] for f in d]))
-                                 for i, d in zip(self.higher.modalities, self.higher.deps)))
-        return int(total)
-
 
 @dataclass(frozen=True)
 class FusedDenseLikelihood(FusedLikelihood):
@@ -389,13 +352,3 @@ class FusedPairwiseLikelihood(FusedLikelihood):
 
     DENSE: ClassVar[bool] = False
 
-
-FUSED_VARIANTS = {"fused_dense": FusedDenseLikelihood, "fused_pairwise": FusedPairwiseLikelihood}
-
-
-def register() -> None:
-    """Add the fused variants to the registry (transitions: MergedTransitions)."""
-    from ..registry import register_variant
-
-    for name, cls in FUSED_VARIANTS.items():
-        register_variant(name, cls, MergedTransitions)
