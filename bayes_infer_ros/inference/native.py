@@ -46,7 +46,7 @@ NUMBA_HINT = "variant fused_numba needs numba: pip install 'numba==0.68.1' (or t
 
 def numba_available() -> bool:
     try:
-        import numba  # noqa: F401  (optional dependency)
+        import numba  # noqa: F401  (imported here: numba is an optional dependency)
     except ImportError:
         return False
     return True
@@ -73,7 +73,7 @@ class NativePlan:
 
 def _kernels():
     """The numba kernels (compiled on first use, cached on disk)."""
-    try:
+    try:  # imported here: the kernels need numba, an optional dependency
         from . import native_kernels
     except ImportError as exc:
         raise ImportError(NUMBA_HINT) from exc

@@ -12,7 +12,6 @@ from ..model.validation import ModelValidationError, validate_model
 from . import sizes
 from .algorithms import ALGORITHMS
 from .engine import InferenceEngine
-from .errors import VariantUnsupported
 from .native import NativeEngine
 from .reference import LoopedLikelihood, LoopedTransitions
 from .variants import end_to_end, fused, hybrid

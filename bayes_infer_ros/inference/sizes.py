@@ -13,6 +13,7 @@ counts). ``nonzeros`` is the (b, M) count of non-zeros of each model's ``log A``
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -93,6 +94,7 @@ def axis_groups(structure: ModelStructure, clustered: bool) -> Clusters:
     return rank_clusters(lagging_shapes(structure)) if clustered else (tuple(range(structure.num_modalities)),)
 
 
+@lru_cache(maxsize=256)
 def block_groups(structure: ModelStructure, clustered: bool) -> Clusters:
     """All modalities in one block matrix, or the agglomerative clusters at the elbow."""
     if not clustered:
@@ -101,8 +103,10 @@ def block_groups(structure: ModelStructure, clustered: bool) -> Clusters:
     return agglomerative_clusters(rows, structure.num_obs).clusters
 
 
+@lru_cache(maxsize=256)
 def hybrid_plan(structure: ModelStructure, block: bool, clustered: bool) -> tuple[Clusters, tuple[Any, ...]]:
-    """(modality groups, one merge plan per group) of a hybrid layout, lagging axes size-sorted."""
+    """(modality groups, one merge plan per group) of a hybrid layout, lagging axes size-sorted (frozen
+    plans, cached per structure)."""
     orders = size_sorted_axes(structure)
     lag = tuple(tuple(s[j] for j in o) for s, o in zip(lagging_shapes(structure), orders))
     groups = block_groups(structure, clustered) if block else axis_groups(structure, clustered)

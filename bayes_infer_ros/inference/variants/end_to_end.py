@@ -19,34 +19,31 @@ log-likelihoods, unlike the hybrid variants):
   among its dependencies), so no trailing dummy axes and far less padding.
 
 Posteriors live as ONE zero-padded ``(F, n_max)`` array (``(T, F, n_max)`` for VMP/MMP) throughout the
-variant's own drivers (``drive``); the softmax runs on ``-inf``-masked padding, so padded probabilities
-are exact zeros. The all-but-one marginals of each cluster are computed by divide and conquer (two
+one driver of ``algorithms.py`` (its padded layout); the softmax runs on ``-inf``-masked padding, so padded
+probabilities are exact zeros. The all-but-one marginals of each cluster are computed by divide and conquer (two
 contractions of the full tensor per level instead of k), and the per-(modality, slot) contributions are
 summed into their factors by one 0/1 incidence matmul (adds exact zeros only). Transition messages come
 from :class:`~.transitions.MergedTransitions` (merged, arbitrary B-dependencies).
 
 The math is pymdp 1.0.4's (``run_factorized_fpi``, ``update_marginals`` with ``get_vmp_messages`` /
 ``get_mmp_messages``; ``log_stable`` clip at MINVAL, softmax, mirror-descent step); only the summation
-order inside contractions differs (rounding level). The list-API methods (``log_likelihoods``,
-``marginals``, ``joint``) also let the shared drivers in ``algorithms.py`` run these ops unchanged.
+order inside contractions differs (rounding level).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax, nn
 from jax.experimental import sparse as jsparse
 
 from ...model.generative_model import ModelStructure
 from ..merging.axis_aligned import axis_aligned_plan, merge_arrays
-from ..numerics import log_stable, log_stable_np
-from ..reference import sequence_masks
+from ..numerics import log_stable_np
 from ..sizes import check_end_to_end, end_to_end_elements, end_to_end_groups
-from .transitions import MergedTransitions, all_but_one, pad_states, unpad_states
+from .transitions import all_but_one
 
 Array = jax.Array
 
@@ -207,82 +204,10 @@ class EndToEndLikelihood:
             out.append(jnp.stack(cols, axis=1).reshape(L * len(c.deps), c.width))
         return out
 
-    def marginals(self, params: dict, ll: Sequence[Array], qs: Sequence[Array]) -> list[Array]:
-        """List API: qs[f] (n_f,) -> per factor (n_f,)."""
-        return unpad_states(self.marginals_padded(ll, pad_states(qs, self.n_max)), self.num_states)
-
     def joint(self, params: dict, ll: Sequence[Array]) -> Array:
         """F == 1: sum over modalities of ll (n_0,). Every dependency list is (0,), so rank 1."""
         total = sum(x.sum(axis=0) for x in ll)
         return total[: self.num_states[0]]
-
-    # ---- own drivers: posteriors stay one padded array through the loop ---------------------------
-    def _state_mask(self) -> np.ndarray:
-        return np.arange(self.n_max)[None, :] < np.asarray(self.num_states)[:, None]  # (F, n_max)
-
-    def run_fpi(self, params: dict, obs: Sequence[Array], prior: Sequence[Array], num_iter: int) -> list[Array]:
-        """pymdp ``run_factorized_fpi``; obs[i] (m_i,), prior[f] (n_f,) -> list of (n_f,)."""
-        ll = self.log_likelihoods(params, obs)
-        if len(prior) == 1:
-            return [nn.softmax(self.joint(params, ll) + log_stable(prior[0]), axis=-1)]
-        mask = self._state_mask()
-        log_prior = pad_states([log_stable(p) for p in prior], self.n_max)
-
-        def step(log_q, _):
-            q = nn.softmax(jnp.where(mask, log_q, -jnp.inf), axis=-1)
-            return self.marginals_padded(ll, q) + log_prior, None
-
-        log_q, _ = lax.scan(step, jnp.zeros_like(log_prior), None, length=num_iter)
-        return unpad_states(nn.softmax(jnp.where(mask, log_q, -jnp.inf), axis=-1), self.num_states)
-
-    def run_sequence(self, kind: str, params: dict, trans: Any, trans_params: dict, obs: Sequence[Array],
-                     prior: Sequence[Array], actions: Array, valid_steps: Optional[Array], num_iter: int,
-                     tau: float) -> list[Array]:
-        """pymdp ``update_marginals`` (VMP / MMP) with padded (T, F, n_max) posteriors throughout."""
-        if not isinstance(trans, MergedTransitions):  # another transition layout: use the shared driver
-            from ..algorithms import run_sequence
-
-            return run_sequence(kind, self, params, trans, trans_params, obs, prior, actions, valid_steps, num_iter, tau)
-        T = obs[0].shape[0]
-        obs_valid, trans_valid = sequence_masks(T, actions, valid_steps)
-        cond = trans.condition(trans_params, actions)
-        ll = jax.vmap(self.log_likelihoods, in_axes=(None, 0))(params, list(obs))
-        if obs_valid is not None:
-            ll = [x * obs_valid.astype(x.dtype).reshape((T,) + (1,) * (x.ndim - 1)) for x in ll]
-        mask = self._state_mask()
-        counts = jnp.asarray(np.asarray(self.num_states), dtype=ll[0].dtype)[:, None]
-        ln_prior = pad_states([log_stable(p) for p in prior], self.n_max)  # (F, n_max)
-        marginals = self.marginals_padded  # takes the leading time axis natively
-
-        if not trans.has_B:
-            def messages(Q):
-                zero = jnp.zeros_like(Q)
-                return (zero if kind == "vmp" else jnp.broadcast_to(ln_prior[None], Q.shape)), zero
-        else:
-            fn = trans.vmp_messages_padded if kind == "vmp" else trans.mmp_messages_padded
-
-            def messages(Q):
-                return fn(trans_params, cond, Q, ln_prior, trans_valid)
-
-        def step(Q, _):
-            ln_qs = log_stable(Q)
-            future, past = messages(Q)
-            err = marginals(ll, Q) - ln_qs + past + future
-            ln_qs = ln_qs + tau * err
-            mean = jnp.where(mask, ln_qs, 0.0).sum(axis=-1, keepdims=True) / counts
-            return nn.softmax(jnp.where(mask, ln_qs - mean, -jnp.inf), axis=-1), None
-
-        Q0 = nn.softmax(jnp.where(mask, jnp.zeros((T,) + mask.shape, ln_prior.dtype), -jnp.inf), axis=-1)
-        Q, _ = lax.scan(step, Q0, None, length=num_iter)
-        return unpad_states(Q, self.num_states)
-
-    def drive(self, algorithm: str, params: dict, trans: Any, trans_params: dict, obs: Sequence[Array],
-              prior: Sequence[Array], actions: Array, valid_steps: Optional[Array], num_iter: int,
-              tau: float) -> list[Array]:
-        """Engine hook: run ``algorithm`` with this variant's own padded driver."""
-        if algorithm == "fpi":
-            return self.run_fpi(params, obs, prior, num_iter)
-        return self.run_sequence(algorithm, params, trans, trans_params, obs, prior, actions, valid_steps, num_iter, tau)
 
 
 @dataclass(frozen=True)

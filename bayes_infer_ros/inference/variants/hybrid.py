@@ -38,7 +38,7 @@ dataclasses of static ints/tuples; the arrays live in ``params``:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional, Sequence
+from typing import Any, ClassVar, Sequence
 
 import jax
 import jax.numpy as jnp
