@@ -1,4 +1,4 @@
-"""VARIANTS and ``build_inference``: the literal name -> ops table and the one-time build."""
+"""VARIANTS (the literal name -> ops table), ``build_inference`` (the one-time build) and sizes by variant name."""
 from __future__ import annotations
 
 from functools import lru_cache

@@ -58,7 +58,7 @@ def test_size_estimates_by_hand():
 @pytest.mark.parametrize("seed", range(6))
 def test_size_estimates_are_the_variants_plans(seed):
     """Every size the features use equals the prepared arrays of the variant's real build, on random
-    structures with two modalities (where a separate copy of the elbow once merged the two blocks) and more."""
+    structures with two modalities (two blocks: a curve with no bend, the elbow keeps them apart) and more."""
     rng = np.random.default_rng(100 + seed)
     for M in (2, 2, int(rng.integers(3, 8))):
         structure = _random_structure(rng, M)
