@@ -22,24 +22,24 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from ..inference import VARIANTS
 from .features import feature_names
 
 TOLERANCE = 0.10
 MARGIN = 2.0
 
+
+
+def padded_layout(variant: str) -> Optional[str]:
+    """The dense padded layout whose size measures ``variant``'s padding: its own, or for a sparse variant
+    its dense counterpart's; None for a variant without a ``log_size_<layout>`` feature (baseline and the
+    fused family: no padding measured)."""
+    layout = variant.removeprefix("sparse_")
+    return layout if f"log_size_{layout}" in feature_names() else None
+
+
 # variant -> the dense padded layout whose size measures its padding (None: no padding)
-PADDED_LAYOUT: dict[str, Optional[str]] = {
-    "baseline": None,
-    "hybrid": "hybrid",
-    "sparse_hybrid": "hybrid",
-    "clustered_hybrid": "clustered_hybrid",
-    "hybrid_block": "hybrid_block",
-    "sparse_hybrid_block": "hybrid_block",
-    "clustered_hybrid_block": "clustered_hybrid_block",
-    "end_to_end": "end_to_end",
-    "sparse_end_to_end": "end_to_end",
-    "clustered_end_to_end": "clustered_end_to_end",
-}
+PADDED_LAYOUT: dict[str, Optional[str]] = {v: padded_layout(v) for v in VARIANTS}
 
 
 def padding(X: np.ndarray, variants: Sequence[str]) -> np.ndarray:

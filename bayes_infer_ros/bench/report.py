@@ -23,11 +23,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..inference import ALGORITHMS, VARIANTS
 from .harness import PYMDP, read_rows
 
-ALGORITHMS = ("fpi", "vmp", "mmp")
-ORDER = ["baseline", "hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block", "sparse_hybrid_block",
-         "clustered_hybrid_block", "end_to_end", "sparse_end_to_end", "clustered_end_to_end"]
+ORDER = list(VARIANTS)
 AUTOTUNER = "autotuner"
 AUTOTUNER_VERIFY = "autotuner+verify"
 

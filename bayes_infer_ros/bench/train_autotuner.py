@@ -292,6 +292,8 @@ def fit(kind: str, params: dict, X: np.ndarray, y: np.ndarray, n_classes: int, s
         return _Constant(int(classes[0]), n_classes)
     enc = {c: i for i, c in enumerate(classes)}
     model = make_classifier(kind, params, seed, n_jobs)
+    if kind == "xgboost" and len(classes) == 2:  # XGBClassifier sets num_class only for three classes or more
+        model.set_params(num_class=2)
     model.fit(X, np.array([enc[c] for c in y]), sample_weight=weights)
     return _Fitted(model, classes, n_classes)
 

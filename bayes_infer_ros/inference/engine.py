@@ -1,6 +1,7 @@
 """InferenceEngine: build once (validation, log-tensors, merging), call many times (jitted, no retrace)."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
@@ -12,7 +13,6 @@ from ..model.generative_model import ModelStructure
 from .algorithms import run_fpi, run_sequence
 
 Array = jax.Array
-ALGORITHMS = ("fpi", "vmp", "mmp")
 
 
 @dataclass(frozen=True)
@@ -191,10 +191,6 @@ class InferenceEngine:
 
     # ---- the per-model core ----------------------------------------------------------------
     def _core(self, params: dict, obs: list[Array], prior: list[Array], actions: Array, valid_steps: Optional[Array]) -> list[Array]:
-        drive = getattr(self._lik, "drive", None)  # a variant's own driver (end-to-end: padded posteriors)
-        if drive is not None:
-            return drive(self.algorithm, params["lik"], self._trans, params["trans"], obs, prior, actions,
-                         valid_steps, self.num_iter, self.tau)
         if self.algorithm == "fpi":
             return run_fpi(self._lik, params["lik"], obs, prior, self.num_iter)
         return run_sequence(
@@ -323,8 +319,6 @@ class InferenceEngine:
 
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile the call for window length T (vmp/mmp) and return the seconds it took."""
-        import time
-
         lead = () if not self.batched else (self.batch_size,)
         if self.algorithm != "fpi":
             lead = lead + (int(T or 1),)

@@ -37,14 +37,16 @@ import numpy as np
 
 from ..model.generative_model import ModelStructure
 from .engine import PackedLayout
+from .errors import VariantUnsupported
 from .numerics import MINVAL, log_stable_np
+from .sizes import unmerged_elements
 
 NUMBA_HINT = "variant fused_numba needs numba: pip install 'numba==0.68.1' (or the package's [native] extra)"
 
 
 def numba_available() -> bool:
     try:
-        import numba  # noqa: F401  (optional dependency)
+        import numba  # noqa: F401  (imported here: numba is an optional dependency)
     except ImportError:
         return False
     return True
@@ -71,7 +73,7 @@ class NativePlan:
 
 def _kernels():
     """The numba kernels (compiled on first use, cached on disk)."""
-    try:
+    try:  # imported here: the kernels need numba, an optional dependency
         from . import native_kernels
     except ImportError as exc:
         raise ImportError(NUMBA_HINT) from exc
@@ -87,8 +89,6 @@ class NativeEngine:
 
     def __init__(self, algorithm: str, structure: ModelStructure, A_b: Sequence[np.ndarray],
                  B_b: Optional[Sequence[np.ndarray]], num_iter: int, tau: float, batch_size: Optional[int], dtype: Any):
-        from .registry import VariantUnsupported
-
         if not numba_available():
             raise VariantUnsupported(NUMBA_HINT)
         self.algorithm = algorithm
@@ -157,8 +157,10 @@ class NativeEngine:
     def sequential(self) -> bool:
         return self.algorithm != "fpi"
 
-    def stored_elements(self) -> int:
-        return int(self._log_A.shape[1])
+    @classmethod
+    def planned_elements(cls, structure: ModelStructure, nonzeros: np.ndarray) -> int:
+        """Stored elements for one model: the unmerged log A, flattened into one buffer."""
+        return unmerged_elements(structure)
 
     # ---- calls ----------------------------------------------------------------------------------
     def _lead(self, x: np.ndarray, extra: int) -> np.ndarray:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..model.generative_model import ModelStructure
 from .numerics import MINVAL, log_stable, log_stable_np
+from .sizes import unmerged_elements
 
 Array = jax.Array
 Deps = tuple[tuple[int, ...], ...]
@@ -65,6 +66,11 @@ class LoopedLikelihood:
     """Baseline likelihood messages: one contraction per modality and factor, as pymdp."""
 
     structure: ModelStructure
+
+    @classmethod
+    def planned_elements(cls, structure: ModelStructure, nonzeros: np.ndarray) -> int:
+        """Stored elements for one model: the unmerged log A tensors."""
+        return unmerged_elements(structure)
 
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["LoopedLikelihood", dict]:

@@ -1,51 +1,56 @@
-"""VARIANTS and ``build_inference``: the name -> ops table and the one-time build."""
+"""VARIANTS (the literal name -> ops table), ``build_inference`` (the one-time build) and sizes by variant name."""
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from functools import lru_cache
+from typing import Any, Optional, Sequence, Union
 
+import jax.numpy as jnp
 import numpy as np
 
 from ..model.generative_model import GenerativeModel, ModelStructure, as_deps, trivial_B_dependencies
 from ..model.validation import ModelValidationError, validate_model
-from .engine import ALGORITHMS, InferenceEngine
+from . import sizes
+from .algorithms import ALGORITHMS
+from .engine import InferenceEngine
+from .native import NativeEngine
 from .reference import LoopedLikelihood, LoopedTransitions
+from .variants import end_to_end, fused, hybrid
+from .variants.transitions import MergedTransitions
 
 
-class VariantUnsupported(ValueError):
-    """A variant cannot run this model (e.g. its prepared arrays exceed the memory budget)."""
-
-
-# name -> (likelihood ops class, transition ops class). Each class has
+# name -> (likelihood ops class, transition ops class), in the order of VARIANTS: baseline, the paper's
+# variants table in its order, then the fused family. Each class has
 # ``prepare(structure, arrays_with_batch_axis, dtype) -> (ops, params)``.
-_REGISTRY: dict[str, tuple[Any, Any]] = {"baseline": (LoopedLikelihood, LoopedTransitions)}
+VARIANT_OPS: dict[str, tuple[Any, Any]] = {
+    "baseline": (LoopedLikelihood, LoopedTransitions),
+    "hybrid": (hybrid.HybridLikelihood, MergedTransitions),
+    "sparse_hybrid": (hybrid.SparseHybridLikelihood, MergedTransitions),
+    "clustered_hybrid": (hybrid.ClusteredHybridLikelihood, MergedTransitions),
+    "hybrid_block": (hybrid.HybridBlockLikelihood, MergedTransitions),
+    "sparse_hybrid_block": (hybrid.SparseHybridBlockLikelihood, MergedTransitions),
+    "clustered_hybrid_block": (hybrid.ClusteredHybridBlockLikelihood, MergedTransitions),
+    "end_to_end": (end_to_end.EndToEndLikelihood, MergedTransitions),
+    "sparse_end_to_end": (end_to_end.SparseEndToEndLikelihood, MergedTransitions),
+    "clustered_end_to_end": (end_to_end.ClusteredEndToEndLikelihood, MergedTransitions),
+    "fused_dense": (fused.FusedDenseLikelihood, MergedTransitions),
+    "fused_pairwise": (fused.FusedPairwiseLikelihood, MergedTransitions),
+}
+# Variants that are not JAX programs: name -> engine class (InferenceEngine's public API). ``fused_numba``
+# needs the optional numba, imported only when the engine is built (without it: VariantUnsupported).
+NATIVE_VARIANTS: dict[str, Any] = {"fused_numba": NativeEngine}
 
-# The paper's variants table, in its order; a name appears in VARIANTS once registered.
-PAPER_VARIANTS = (
-    "hybrid", "sparse_hybrid", "clustered_hybrid",
-    "hybrid_block", "sparse_hybrid_block", "clustered_hybrid_block",
-    "end_to_end", "sparse_end_to_end", "clustered_end_to_end",
-)
-VARIANTS: tuple[str, ...] = ("baseline",)
-# Variants that are not JAX programs: name -> engine class (same public API as InferenceEngine).
-# ``fused_numba`` needs the optional numba; building it without numba raises VariantUnsupported.
-NATIVE_VARIANTS = ("fused_numba",)
-
-
-def register_variant(name: str, likelihood_ops: Any, transition_ops: Any) -> None:
-    """Add (or replace) a variant; keeps VARIANTS in the paper's order."""
-    global VARIANTS
-    _REGISTRY[name] = (likelihood_ops, transition_ops)
-    order = ("baseline",) + PAPER_VARIANTS
-    VARIANTS = (tuple(n for n in order if n in _REGISTRY) + tuple(n for n in _REGISTRY if n not in order)
-                + NATIVE_VARIANTS)
+VARIANTS: tuple[str, ...] = tuple(VARIANT_OPS) + tuple(NATIVE_VARIANTS)
+# The paper's variants table, in its order.
+PAPER_VARIANTS: tuple[str, ...] = VARIANTS[1:10]
 
 
 def variant_ops(name: str) -> tuple[Any, Any]:
+    """(likelihood ops class, transition ops class) of a JAX variant."""
     if name in NATIVE_VARIANTS:
         raise ValueError(f"variant: {name!r} is a native engine, it has no JAX ops")
-    if name not in _REGISTRY:
+    if name not in VARIANT_OPS:
         raise ValueError(f"variant: unknown {name!r}; expected one of {list(VARIANTS)}")
-    return _REGISTRY[name]
+    return VARIANT_OPS[name]
 
 
 def _infer_batch(A: Sequence[np.ndarray], A_dependencies) -> Optional[int]:
@@ -116,8 +121,6 @@ def build_inference(
                 D=[np.full(n, 1.0 / max(n, 1)) for n in num_states],
             ))
     if dtype is None:
-        import jax.numpy as jnp
-
         dtype = jnp.result_type(float) if A[0].dtype == np.float64 else np.float32
     structure = ModelStructure(
         num_obs=tuple(int(a.shape[1]) for a in A_b),
@@ -127,9 +130,7 @@ def build_inference(
         B_dependencies=B_dependencies,
     )
     if variant in NATIVE_VARIANTS:
-        from .native import NativeEngine
-
-        return NativeEngine(algorithm, structure, A_b, B_b, num_iter, tau, batch, dtype)
+        return NATIVE_VARIANTS[variant](algorithm, structure, A_b, B_b, num_iter, tau, batch, dtype)
     lik_ops, lik_params = lik_cls.prepare(structure, A_b, dtype)
     trans_ops, trans_params = trans_cls.prepare(structure, B_b, dtype)
     return InferenceEngine(algorithm, variant, structure, lik_ops, lik_params, trans_ops, trans_params, B_b,
@@ -139,3 +140,78 @@ def build_inference(
 def engine_for_model(model: GenerativeModel, algorithm: str, variant: str = "baseline", **kwargs: Any) -> InferenceEngine:
     """``build_inference`` on a :class:`GenerativeModel` (already validated by its loader)."""
     return build_inference(algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies, variant=variant, **kwargs)
+
+
+# ---- sizes by variant name (the layouts' counts live in ``sizes``) ----------------------------------
+def _ops_class(name: str) -> Any:
+    if name in NATIVE_VARIANTS:
+        return NATIVE_VARIANTS[name]
+    return variant_ops(name)[0]
+
+
+def _as_structure(structure_or_model: Any) -> tuple[ModelStructure, Optional[list[np.ndarray]]]:
+    if isinstance(structure_or_model, GenerativeModel):
+        return structure_or_model.structure, [np.asarray(a) for a in structure_or_model.A]
+    if isinstance(structure_or_model, ModelStructure):
+        return structure_or_model, None
+    raise TypeError(f"structure_or_model: expected a ModelStructure or GenerativeModel, got {type(structure_or_model).__name__}")
+
+
+def parameter_counts(
+    structure_or_model: Union[ModelStructure, GenerativeModel],
+    variants: Optional[Sequence[str]] = None,
+    A: Optional[Sequence[np.ndarray]] = None,
+    dtype: Any = np.float32,
+) -> dict[str, int]:
+    """Stored elements of each variant's prepared likelihood arrays for one model, plus "unmerged" (the A sizes).
+
+    structure_or_model: a ModelStructure (BCOO nse then assumes no zero in log A) or a GenerativeModel
+    variants:           names to count (default: every name in VARIANTS)
+    A:                  optional arrays ((b,) m_i, n_deps...) giving the values for BCOO nse
+    dtype:              the dtype the log-tensors are stored in (decides which log A entries are 0)
+
+    Counted from the build-time plans (``sizes``): nothing is allocated, so a layout too large to build
+    is counted, not refused.
+    """
+    structure, arrays = _as_structure(structure_or_model)
+    if A is not None:
+        arrays = [np.asarray(a) for a in A]
+    nonzeros = sizes.nonzeros_per_model(structure, arrays, dtype)
+    out = {"unmerged": sizes.unmerged_elements(structure)}
+    for name in (VARIANTS if variants is None else variants):
+        out[name] = int(_ops_class(name).planned_elements(structure, nonzeros))
+    return out
+
+
+@lru_cache(maxsize=256)
+def _size_estimates(structure: ModelStructure) -> dict[str, int]:
+    est = parameter_counts(structure)
+    groups = {name: len(plan) for name, plan in (
+        ("_num_rank_clusters", sizes.axis_groups(structure, True)),
+        ("_num_block_clusters", sizes.block_groups(structure, True)),
+    )}
+    est.update(groups)
+    return est
+
+
+def size_estimates(structure: ModelStructure) -> dict[str, int]:
+    """Stored elements of every variant on ``structure`` from its real plan (no values: every real entry of
+    log A counts as non-zero), plus "unmerged", and the plan summaries "_num_rank_clusters" (rank
+    clusters) and "_num_block_clusters" (agglomerative clusters at the elbow). Cached per structure."""
+    return dict(_size_estimates(structure))
+
+
+def peak_elements(variant: str, estimates: dict[str, int]) -> int:
+    """Elements ``variant`` may hold at once while it is built, from ``size_estimates``: a log-tensor and
+    its source coexist (twice the larger of the stored arrays and the A tensors); BCOO layouts hold an
+    int32 index row per stored value; sparse_end_to_end converts its dense padded tensor to BCOO. A name
+    without an estimate (a benchmark's own builder) counts as the unmerged model."""
+    stored = estimates.get(variant, estimates["unmerged"])
+    if variant in ("sparse_hybrid", "sparse_hybrid_block"):
+        stored *= 1 + sizes.HYBRID_BCOO_INDEX_DIMS
+    elif variant == "sparse_end_to_end":
+        stored *= 1 + sizes.END_TO_END_BCOO_INDEX_DIMS
+    peak = 2 * max(stored, estimates["unmerged"])
+    if variant == "sparse_end_to_end":
+        peak = max(peak, estimates["end_to_end"])
+    return int(peak)

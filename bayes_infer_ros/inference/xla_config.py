@@ -43,15 +43,9 @@ def merged_flags(current: str, options: dict[str, str] = DEFAULT_BACKEND_OPTIONS
 
 def backend_started() -> bool:
     """True when JAX has already created a backend (flags set now would be ignored)."""
-    jax = sys.modules.get("jax")
-    if jax is None:
-        return False
-    try:
-        from jax._src import xla_bridge
-
-        return bool(getattr(xla_bridge, "_backends", {}))
-    except Exception:  # noqa: BLE001 - private module moved: assume the usual import order (not started)
-        return False
+    # jax's backend registry, loaded with jax (a private module: absent if it moves, then "not started")
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    return bool(getattr(bridge, "_backends", {})) if bridge is not None else False
 
 
 def apply_defaults() -> bool:

@@ -12,6 +12,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .validation import validate_model
+
 Deps = tuple[tuple[int, ...], ...]
 
 
@@ -160,7 +162,5 @@ class GenerativeModel:
 
     def validate(self, atol: float = 1e-4) -> "GenerativeModel":
         """Raise :class:`ModelValidationError` naming the tensor, axis and value; return self."""
-        from .validation import validate_model
-
         validate_model(self, atol=atol)
         return self

@@ -4,7 +4,7 @@ import zlib
 import numpy as np
 import pytest
 
-from bayes_infer_ros.inference import build_inference
+from bayes_infer_ros.inference import ALGORITHMS, build_inference
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_reference, random_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
@@ -34,7 +34,7 @@ def _check(algorithm, case, num_iter, tau, dtype, valid_steps=None, variant="bas
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("sid,ns,adeps,nobs,bdeps", STRUCTURES, ids=[s[0] for s in STRUCTURES])
-@pytest.mark.parametrize("algorithm", ["fpi", "vmp", "mmp"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_float32_matches_pymdp(algorithm, sid, ns, adeps, nobs, bdeps):
     seed = zlib.crc32(f"{algorithm}/{sid}".encode())
     T = None if algorithm == "fpi" else 1 + seed % 6  # T in 1..6
@@ -45,7 +45,7 @@ def test_float32_matches_pymdp(algorithm, sid, ns, adeps, nobs, bdeps):
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("algorithm", ["fpi", "vmp", "mmp"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("sid", ["wide_modality_7_factors", "B_dependencies", "one_factor"])
 def test_float64_matches_pymdp(algorithm, sid):
     _, ns, adeps, nobs, bdeps = next(s for s in STRUCTURES if s[0] == sid)
@@ -76,7 +76,7 @@ def test_fpi_num_iter(num_iter):
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("algorithm", ["fpi", "vmp", "mmp"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_batched_matches_pymdp_per_model(algorithm):
     """A leading batch axis on A/obs/prior/actions runs b models of one structure at once."""
     b = 3

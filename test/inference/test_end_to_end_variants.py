@@ -1,6 +1,5 @@
 """The three end-to-end variants x FPI/VMP/MMP against pymdp 1.0.4 (float32 within 1e-5, float64 within
-1e-10), through the public ``build_inference`` (which runs the variants' own padded driver, ``drive``),
-and with the same ops under the shared drivers of algorithms.py.
+1e-10), through the public ``build_inference`` (the one driver of algorithms.py, padded posteriors).
 
 Seeded fresh random models: one factor (pymdp's one-pass FPI), one modality, a modality depending on 7
 factors, exact zeros in A, skewed sizes, non-trivial B-dependencies (factors depending on 2-3 factors,
@@ -11,19 +10,16 @@ retrace. The long random sweep is marked slow.
 import functools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayes_infer_ros.inference import VARIANTS, build_inference
-from bayes_infer_ros.inference.variants.end_to_end import END_TO_END_VARIANTS, stored_elements
+from bayes_infer_ros.inference import ALGORITHMS, VARIANTS, build_inference, parameter_counts
 from bayes_infer_ros.model.generative_model import ModelStructure
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_reference_jit, random_case, structured_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
 
-E2E = tuple(END_TO_END_VARIANTS)
-ALGORITHMS = ("fpi", "vmp", "mmp")
+E2E = tuple(v for v in VARIANTS if v.endswith("end_to_end"))
 
 # id -> (num_states, A_deps, num_obs, B_deps, zeros_fraction in A for float32)
 STRUCTURES = {
@@ -69,30 +65,6 @@ def _engine(sid, algorithm, variant):
                            num_iter=ITERS[algorithm], tau=TAU)
 
 
-def _shared_driver(engine, case, valid_steps=None):
-    """Run the variant's ops under the SHARED drivers of algorithms.py (run_fpi / run_sequence, the list
-    API: log_likelihoods, marginals, joint, vmp/mmp_messages) on one model with the engine's params. The
-    engine itself runs the variant's own padded driver (``lik.drive``); both must match pymdp."""
-    from bayes_infer_ros.inference.algorithms import run_fpi, run_sequence
-
-    lik, trans = engine.plan
-    params = jax.tree_util.tree_map(lambda x: x[0], engine.params)
-    actions = None if case.actions is None else jnp.asarray(case.actions)
-    if actions is None:
-        actions = jnp.zeros((0, len(case.num_states)), jnp.int32)
-
-    @jax.jit
-    def run(params, obs, prior, actions, vs):
-        if engine.algorithm == "fpi":
-            return run_fpi(lik, params["lik"], obs, prior, engine.num_iter)
-        return run_sequence(engine.algorithm, lik, params["lik"], trans, params["trans"], obs, prior, actions, vs,
-                            engine.num_iter, engine.tau)
-
-    vs = None if valid_steps is None else jnp.asarray(valid_steps, jnp.int32)
-    return run(params, [jnp.asarray(o, engine.dtype) for o in case.obs],
-               [jnp.asarray(p, engine.dtype) for p in case.prior], actions, vs)
-
-
 def test_end_to_end_registered():
     assert set(E2E) <= set(VARIANTS)
 
@@ -114,20 +86,6 @@ def test_float32_matches_pymdp(variant, algorithm, sid):
     assert engine.trace_count == count
 
 
-# The shared drivers are variant-independent; each structure runs them with one variant, rotating.
-DRIVER_GRID = [("wide_skewed", "end_to_end"), ("skewed_zeros", "clustered_end_to_end"),
-               ("one_factor", "sparse_end_to_end"), ("one_modality", "clustered_end_to_end")]
-
-
-@pytest.mark.oracle
-@pytest.mark.parametrize("sid,variant", DRIVER_GRID)
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_shared_driver_matches_pymdp(algorithm, sid, variant):
-    """The ops' list API under algorithms.run_fpi / run_sequence (what a generic engine would run)."""
-    err = max_abs_diff(_shared_driver(_engine(sid, algorithm, variant), _case(sid, algorithm)), _want(sid, algorithm))
-    assert err <= FLOAT32_ATOL, f"{variant}/{algorithm}/{sid}: {err:.3g}"
-
-
 @pytest.mark.oracle
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_float64_matches_pymdp(algorithm):
@@ -141,8 +99,6 @@ def test_float64_matches_pymdp(algorithm):
             got = engine(case.obs, case.prior, case.actions)
             assert all(np.asarray(g).dtype == np.float64 for g in got)
             assert max_abs_diff(got, want) <= FLOAT64_ATOL, variant
-            if variant == "clustered_end_to_end":  # the shared drivers, once
-                assert max_abs_diff(_shared_driver(engine, case), want) <= FLOAT64_ATOL, variant
 
 
 @pytest.mark.oracle
@@ -171,8 +127,6 @@ def test_valid_steps_and_packed_api(algorithm):
         engine = _engine(sid, algorithm, variant)
         want = _want(sid, algorithm, valid_steps=2)
         assert max_abs_diff(engine(case.obs, case.prior, case.actions, valid_steps=2), want) <= FLOAT32_ATOL
-        if variant == "end_to_end":
-            assert max_abs_diff(_shared_driver(engine, case, valid_steps=2), want) <= FLOAT32_ATOL
         if variant == "clustered_end_to_end":
             packed = engine.run_packed(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), case.actions)
             assert max_abs_diff(engine.layout.unpack_states(packed), _want(sid, algorithm)) <= FLOAT32_ATOL
@@ -190,8 +144,6 @@ def test_no_B_sequence_matches_pymdp():
         for variant in E2E:
             engine = build_inference(algorithm, case.A, case.A_deps, None, None, variant=variant, num_iter=4)
             assert max_abs_diff(engine(case.obs, case.prior, case.actions), want) <= FLOAT32_ATOL
-            if variant == "end_to_end":
-                assert max_abs_diff(_shared_driver(engine, case), want) <= FLOAT32_ATOL
 
 
 def test_plans_are_static_and_hashable():
@@ -227,15 +179,18 @@ def test_stored_elements():
     ns, adeps, nobs, bdeps, _ = STRUCTURES[sid]
     case = _case(sid, "fpi")
     structure = ModelStructure(tuple(nobs), tuple(ns), (1,) * len(ns), tuple(map(tuple, adeps)), tuple(map(tuple, bdeps)))
-    counts = stored_elements(structure, case.A)
+    counts = parameter_counts(structure, E2E, A=case.A)
     unmerged = sum(a.size for a in case.A)
     assert counts["unmerged"] == unmerged
     assert counts["end_to_end"] == len(nobs) * max(nobs) * max(ns) ** 7
     assert unmerged <= counts["clustered_end_to_end"] < counts["end_to_end"]
     assert counts["sparse_end_to_end"] < counts["end_to_end"]
-    for variant in E2E:  # the analytic count equals the prepared arrays' count
-        assert counts[variant] == _engine(sid, "fpi", variant).plan[0].stored_elements(), variant
-    assert stored_elements(structure)["sparse_end_to_end"] >= counts["sparse_end_to_end"]  # no values: all count
+    for variant in E2E:  # the count from the plan equals the prepared arrays' count
+        lik = _engine(sid, "fpi", variant).params["lik"]
+        prepared = sum(int(np.size(x)) // int(np.shape(x)[0]) for x in jax.tree_util.tree_leaves(lik)
+                       if np.issubdtype(np.asarray(x).dtype, np.floating))
+        assert counts[variant] == prepared, variant
+    assert parameter_counts(structure, E2E)["sparse_end_to_end"] >= counts["sparse_end_to_end"]  # no values: all count
 
 
 # ---- slow: a sweep over seeded random structures -------------------------------------------------------
@@ -265,4 +220,3 @@ def test_random_sweep(seed):
         for variant in E2E:
             engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant, num_iter=8)
             assert max_abs_diff(engine(case.obs, case.prior, case.actions), want) <= FLOAT32_ATOL, (variant, algorithm)
-            assert max_abs_diff(_shared_driver(engine, case), want) <= FLOAT32_ATOL, (variant, algorithm)

@@ -10,13 +10,12 @@ import functools
 import numpy as np
 import pytest
 
-from bayes_infer_ros.inference import VARIANTS, build_inference
+from bayes_infer_ros.inference import ALGORITHMS, PAPER_VARIANTS, VARIANTS, build_inference, sizes
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_reference, random_case, structured_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
 
-HYBRIDS = ("hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block", "sparse_hybrid_block", "clustered_hybrid_block")
-ALGORITHMS = ("fpi", "vmp", "mmp")
+HYBRIDS = tuple(v for v in PAPER_VARIANTS if "hybrid" in v)
 
 # id -> (num_states, A_deps, num_obs, B_deps, zeros_fraction in A)
 STRUCTURES = {
@@ -149,9 +148,8 @@ def test_plan_depends_on_structure_only(variant):
 def test_oversized_dense_merge_is_refused(monkeypatch):
     """A dense merge beyond the element cap raises VariantUnsupported at build time (sparse still builds)."""
     from bayes_infer_ros.inference import VariantUnsupported
-    from bayes_infer_ros.inference.variants import hybrid
 
-    monkeypatch.setattr(hybrid, "MAX_DENSE_ELEMENTS", 100)
+    monkeypatch.setattr(sizes, "MAX_DENSE_ELEMENTS", 100)
     case = _case("wide_skewed", "fpi", False)
     with pytest.raises(VariantUnsupported):
         build_inference("fpi", case.A, case.A_deps, variant="hybrid")

@@ -97,27 +97,28 @@ def agglomerative_clusters(row_sizes: Sequence[int], col_sizes: Sequence[int], n
     dt = object if big else np.int64
     rows = np.array(r, dtype=dt)
     cols = np.array(c, dtype=dt)
+    # delta[a, b] (a < b, both active): the added zeros of merging a and b; every other entry holds a
+    # sentinel above any real delta. After a merge only the pairs with the merged cluster change.
+    sentinel = 2 ** 200 if big else np.iinfo(np.int64).max
+    delta = np.outer(rows, cols) + np.outer(cols, rows)
+    delta[~np.triu(np.ones((M, M), dtype=bool), 1)] = sentinel
     active = np.ones(M, dtype=bool)
-    iu = np.triu(np.ones((M, M), dtype=bool), 1)
+    index = np.arange(M)
     merges, deltas = [], []
     for _ in range(M - 1):
-        delta = np.outer(rows, cols) + np.outer(cols, rows)
-        ok = iu & active[:, None] & active[None, :]
-        cand = np.where(ok, delta, -1) if not big else None
-        if big:
-            pairs = [(delta[a, b], a, b) for a in range(M) for b in range(a + 1, M) if ok[a, b]]
-            d, a, b = min(pairs)
-        else:
-            valid = cand[ok]
-            d = valid.min()
-            # row-major first minimum = smallest (a, b): deterministic tie-break
-            flat = np.flatnonzero(ok.ravel() & (delta.ravel() == d))[0]
-            a, b = divmod(int(flat), M)
+        # row-major first minimum = smallest (a, b): deterministic tie-break
+        a, b = divmod(int(np.argmin(delta)), M)
         merges.append((int(a), int(b)))
-        deltas.append(int(d))
+        deltas.append(int(delta[a, b]))
         rows[a] += rows[b]
         cols[a] += cols[b]
         active[b] = False
+        delta[b, :] = sentinel
+        delta[:, b] = sentinel
+        new = rows[a] * cols + cols[a] * rows
+        before, after = active & (index < a), active & (index > a)
+        delta[before, a] = new[before]
+        delta[a, after] = new[after]
     cumulative = tuple(int(x) for x in np.concatenate([[0], np.cumsum(np.array(deltas, dtype=object))])) if deltas else (0,)
     k = elbow_index(cumulative) if num_merges is None else int(num_merges)
     if not 0 <= k <= M - 1:

@@ -19,47 +19,37 @@ log-likelihoods, unlike the hybrid variants):
   among its dependencies), so no trailing dummy axes and far less padding.
 
 Posteriors live as ONE zero-padded ``(F, n_max)`` array (``(T, F, n_max)`` for VMP/MMP) throughout the
-variant's own drivers (``drive``); the softmax runs on ``-inf``-masked padding, so padded probabilities
-are exact zeros. The all-but-one marginals of each cluster are computed by divide and conquer (two
+one driver of ``algorithms.py`` (its padded layout); the softmax runs on ``-inf``-masked padding, so padded
+probabilities are exact zeros. The all-but-one marginals of each cluster are computed by divide and conquer (two
 contractions of the full tensor per level instead of k), and the per-(modality, slot) contributions are
 summed into their factors by one 0/1 incidence matmul (adds exact zeros only). Transition messages come
 from :class:`~.transitions.MergedTransitions` (merged, arbitrary B-dependencies).
 
 The math is pymdp 1.0.4's (``run_factorized_fpi``, ``update_marginals`` with ``get_vmp_messages`` /
 ``get_mmp_messages``; ``log_stable`` clip at MINVAL, softmax, mirror-descent step); only the summation
-order inside contractions differs (rounding level). The list-API methods (``log_likelihoods``,
-``marginals``, ``joint``) also let the shared drivers in ``algorithms.py`` run these ops unchanged.
+order inside contractions differs (rounding level).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax, nn
 from jax.experimental import sparse as jsparse
 
 from ...model.generative_model import ModelStructure
 from ..merging.axis_aligned import axis_aligned_plan, merge_arrays
-from ..merging.clustering import rank_clusters
-from ..numerics import log_stable, log_stable_np
-from ..reference import sequence_masks
-from .transitions import MergedTransitions, all_but_one, pad_states, unpad_states
+from ..numerics import log_stable_np
+from ..sizes import check_end_to_end, end_to_end_elements, end_to_end_groups
+from .transitions import all_but_one
 
 Array = jax.Array
 
 __all__ = [
     "EndToEndCluster", "EndToEndLikelihood", "SparseEndToEndLikelihood", "ClusteredEndToEndLikelihood",
-    "stored_elements", "register", "END_TO_END_VARIANTS", "MAX_MERGED_ELEMENTS",
 ]
-
-# Padding every lagging axis to one width explodes as width ** rank (the paper's "explosion in memory
-# requirements"). Beyond this many elements of the dense-equivalent merged tensor (128 MiB in float32;
-# the per-call log-likelihood of the sparse variant is dense and of the same order) a variant refuses the
-# model with VariantUnsupported instead of exhausting memory.
-MAX_MERGED_ELEMENTS = 2 ** 25
 
 
 @dataclass(frozen=True)
@@ -113,10 +103,9 @@ class EndToEndLikelihood:
 
     # ---- build --------------------------------------------------------------------------------
     @classmethod
-    def _cluster_members(cls, structure: ModelStructure) -> list[tuple[int, ...]]:
-        if cls.CLUSTERED:  # the paper's rank-based clustering (shared primitive)
-            return list(rank_clusters([structure.A_shape(i)[1:] for i in range(structure.num_modalities)]))
-        return [tuple(range(structure.num_modalities))]
+    def planned_elements(cls, structure: ModelStructure, nonzeros: np.ndarray) -> int:
+        """Stored elements of the prepared arrays for one model, from the plan (see ``sizes``)."""
+        return end_to_end_elements(structure, cls.CLUSTERED, cls.SPARSE, nonzeros)
 
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["EndToEndLikelihood", dict]:
@@ -124,20 +113,13 @@ class EndToEndLikelihood:
         ns = tuple(int(n) for n in structure.num_states)
         deps_all = structure.A_dependencies
         clusters, log_A, data, indices = [], [], [], []
-        for members in cls._cluster_members(structure):
+        for members in end_to_end_groups(structure, cls.CLUSTERED):
+            check_end_to_end(cls.__name__, structure, members)
             plan = axis_aligned_plan([structure.num_obs[i] for i in members],
                                      [tuple(ns[f] for f in deps_all[i]) for i in members], global_max=True)
             # one width for every lagging axis: the paper's global n_max (over the cluster's dependencies)
             width = plan.padded_lagging[0]
             rank = len(plan.padded_lagging)
-            dense_size = len(members) * plan.padded_lead * width ** rank
-            if dense_size > MAX_MERGED_ELEMENTS:
-                from ..registry import VariantUnsupported
-
-                raise VariantUnsupported(
-                    f"{cls.__name__}: the merged log A would hold {dense_size:,} elements ({len(members)} modalities x "
-                    f"{plan.padded_lead} x {width}^{rank}), over the budget of {MAX_MERGED_ELEMENTS:,}; "
-                    "use clustered_end_to_end or a hybrid variant")
             merged = merge_arrays(plan, [log_stable_np(np.asarray(A[i], dtype=np.float64)) for i in members], fill=0.0)
             b, M_c, m_c = merged.shape[:3]
             flat = merged.reshape(b, M_c, m_c, width ** rank)
@@ -222,94 +204,10 @@ class EndToEndLikelihood:
             out.append(jnp.stack(cols, axis=1).reshape(L * len(c.deps), c.width))
         return out
 
-    def marginals(self, params: dict, ll: Sequence[Array], qs: Sequence[Array]) -> list[Array]:
-        """List API: qs[f] (n_f,) -> per factor (n_f,)."""
-        return unpad_states(self.marginals_padded(ll, pad_states(qs, self.n_max)), self.num_states)
-
     def joint(self, params: dict, ll: Sequence[Array]) -> Array:
         """F == 1: sum over modalities of ll (n_0,). Every dependency list is (0,), so rank 1."""
         total = sum(x.sum(axis=0) for x in ll)
         return total[: self.num_states[0]]
-
-    # ---- own drivers: posteriors stay one padded array through the loop ---------------------------
-    def _state_mask(self) -> np.ndarray:
-        return np.arange(self.n_max)[None, :] < np.asarray(self.num_states)[:, None]  # (F, n_max)
-
-    def run_fpi(self, params: dict, obs: Sequence[Array], prior: Sequence[Array], num_iter: int) -> list[Array]:
-        """pymdp ``run_factorized_fpi``; obs[i] (m_i,), prior[f] (n_f,) -> list of (n_f,)."""
-        ll = self.log_likelihoods(params, obs)
-        if len(prior) == 1:
-            return [nn.softmax(self.joint(params, ll) + log_stable(prior[0]), axis=-1)]
-        mask = self._state_mask()
-        log_prior = pad_states([log_stable(p) for p in prior], self.n_max)
-
-        def step(log_q, _):
-            q = nn.softmax(jnp.where(mask, log_q, -jnp.inf), axis=-1)
-            return self.marginals_padded(ll, q) + log_prior, None
-
-        log_q, _ = lax.scan(step, jnp.zeros_like(log_prior), None, length=num_iter)
-        return unpad_states(nn.softmax(jnp.where(mask, log_q, -jnp.inf), axis=-1), self.num_states)
-
-    def run_sequence(self, kind: str, params: dict, trans: Any, trans_params: dict, obs: Sequence[Array],
-                     prior: Sequence[Array], actions: Array, valid_steps: Optional[Array], num_iter: int,
-                     tau: float) -> list[Array]:
-        """pymdp ``update_marginals`` (VMP / MMP) with padded (T, F, n_max) posteriors throughout."""
-        if not isinstance(trans, MergedTransitions):  # another transition layout: use the shared driver
-            from ..algorithms import run_sequence
-
-            return run_sequence(kind, self, params, trans, trans_params, obs, prior, actions, valid_steps, num_iter, tau)
-        T = obs[0].shape[0]
-        obs_valid, trans_valid = sequence_masks(T, actions, valid_steps)
-        cond = trans.condition(trans_params, actions)
-        ll = jax.vmap(self.log_likelihoods, in_axes=(None, 0))(params, list(obs))
-        if obs_valid is not None:
-            ll = [x * obs_valid.astype(x.dtype).reshape((T,) + (1,) * (x.ndim - 1)) for x in ll]
-        mask = self._state_mask()
-        counts = jnp.asarray(np.asarray(self.num_states), dtype=ll[0].dtype)[:, None]
-        ln_prior = pad_states([log_stable(p) for p in prior], self.n_max)  # (F, n_max)
-        marginals = self.marginals_padded  # takes the leading time axis natively
-
-        if not trans.has_B:
-            def messages(Q):
-                zero = jnp.zeros_like(Q)
-                return (zero if kind == "vmp" else jnp.broadcast_to(ln_prior[None], Q.shape)), zero
-        else:
-            fn = trans.vmp_messages_padded if kind == "vmp" else trans.mmp_messages_padded
-
-            def messages(Q):
-                return fn(trans_params, cond, Q, ln_prior, trans_valid)
-
-        def step(Q, _):
-            ln_qs = log_stable(Q)
-            future, past = messages(Q)
-            err = marginals(ll, Q) - ln_qs + past + future
-            ln_qs = ln_qs + tau * err
-            mean = jnp.where(mask, ln_qs, 0.0).sum(axis=-1, keepdims=True) / counts
-            return nn.softmax(jnp.where(mask, ln_qs - mean, -jnp.inf), axis=-1), None
-
-        Q0 = nn.softmax(jnp.where(mask, jnp.zeros((T,) + mask.shape, ln_prior.dtype), -jnp.inf), axis=-1)
-        Q, _ = lax.scan(step, Q0, None, length=num_iter)
-        return unpad_states(Q, self.num_states)
-
-    def drive(self, algorithm: str, params: dict, trans: Any, trans_params: dict, obs: Sequence[Array],
-              prior: Sequence[Array], actions: Array, valid_steps: Optional[Array], num_iter: int,
-              tau: float) -> list[Array]:
-        """Engine hook: run ``algorithm`` with this variant's own padded driver."""
-        if algorithm == "fpi":
-            return self.run_fpi(params, obs, prior, num_iter)
-        return self.run_sequence(algorithm, params, trans, trans_params, obs, prior, actions, valid_steps, num_iter, tau)
-
-    # ---- bookkeeping ------------------------------------------------------------------------------
-    def stored_elements(self) -> int:
-        """Elements of the prepared likelihood arrays for one model (padding included; BCOO: the nse
-        stored values, indices not counted)."""
-        total = 0
-        for c in self.clusters:
-            if self.SPARSE:
-                total += c.nse
-            else:
-                total += len(c.modalities) * c.obs_width * c.lagging_size
-        return total
 
 
 @dataclass(frozen=True)
@@ -342,53 +240,3 @@ def _to_bcoo_arrays(flat: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
         indices[k, : len(z[0])] = np.stack(z, axis=-1)
     return nse, data, indices
 
-
-END_TO_END_VARIANTS = {
-    "end_to_end": EndToEndLikelihood,
-    "sparse_end_to_end": SparseEndToEndLikelihood,
-    "clustered_end_to_end": ClusteredEndToEndLikelihood,
-}
-
-
-def stored_elements(structure: ModelStructure, A: Optional[Sequence[np.ndarray]] = None, dtype: Any = np.float32) -> dict:
-    """Stored elements of each end-to-end variant's prepared likelihood arrays for one model, computed
-    from the plan without allocating anything (so a layout over MAX_MERGED_ELEMENTS is counted, not
-    refused). Equals ``ops.stored_elements()`` after ``prepare``.
-
-    Dense: every merged tensor with its padding, M_c x max m x W_c ** k_c. BCOO: nse, the non-zeros of log A
-    (log 1 = 0 and padding are not stored; the max over the batch when A has a leading batch axis); without
-    A every real entry counts as non-zero. Index arrays are not counted. Returns {variant: int, "unmerged": sum of the A sizes}.
-    """
-    ns = structure.num_states
-    deps_all = structure.A_dependencies
-    sizes = [int(structure.num_obs[i] * np.prod([ns[f] for f in d], dtype=np.int64)) for i, d in enumerate(deps_all)]
-    if A is None:
-        nonzeros = np.asarray([sum(sizes)], dtype=np.int64)
-    else:
-        A = [np.asarray(a) for a in A]
-        batched = A[0].ndim == len(deps_all[0]) + 2
-        A_b = A if batched else [a[None] for a in A]
-        nonzeros = np.stack([np.count_nonzero(log_stable_np(a).astype(np.dtype(dtype)).reshape(a.shape[0], -1), axis=1)
-                             for a in A_b], axis=1).sum(axis=1)  # (b,) per model
-
-    def dense(members):
-        width = max(ns[f] for i in members for f in deps_all[i])
-        rank = max(len(deps_all[i]) for i in members)
-        return len(members) * max(structure.num_obs[i] for i in members) * width ** rank
-
-    everything = list(range(structure.num_modalities))
-    clusters = rank_clusters([structure.A_shape(i)[1:] for i in everything])
-    return {
-        "end_to_end": int(dense(everything)),
-        "sparse_end_to_end": int(max(1, int(np.max(nonzeros)))),
-        "clustered_end_to_end": int(sum(dense(list(c)) for c in clusters)),
-        "unmerged": int(sum(sizes)),
-    }
-
-
-def register() -> None:
-    """Add the three end-to-end variants to the registry (transitions: MergedTransitions)."""
-    from ..registry import register_variant
-
-    for name, cls in END_TO_END_VARIANTS.items():
-        register_variant(name, cls, MergedTransitions)

@@ -23,8 +23,8 @@ contractions), or per-modality contractions when that layout is over its memory 
 
 VMP and MMP use the same likelihood form at every time step (``u_t``, ``W_t``; masked by ``valid_steps``
 exactly as pymdp masks the log-likelihoods) and :class:`~.transitions.MergedTransitions` for the
-transition messages (merged, arbitrary B-dependencies). Their drivers follow pymdp 1.0.4's
-``update_marginals`` (``log_stable``, mirror-descent step with the mean over real states, softmax).
+transition messages (merged, arbitrary B-dependencies). They run under the one driver of ``algorithms.py``
+with padded posteriors; ``fold_prior`` adds FPI's prior into ``u`` once per call.
 
 Only the summation order inside contractions differs from pymdp (rounding level): the oracle tests hold
 every variant to the tolerance table.
@@ -37,20 +37,16 @@ from typing import Any, ClassVar, Optional, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax, nn
 
 from ...model.generative_model import ModelStructure
-from ..numerics import log_stable, log_stable_np
-from ..reference import marginal_contributions, sequence_masks
-from .transitions import MergedTransitions, pad_states, unpad_states
+from ..numerics import log_stable_np
+from ..reference import marginal_contributions
+from ..sizes import check_fused_dense, fused_elements, fused_partition, higher_order_merged, higher_order_structure
+from .end_to_end import ClusteredEndToEndLikelihood
 
 Array = jax.Array
 
-__all__ = ["FusedDenseLikelihood", "FusedPairwiseLikelihood", "FUSED_VARIANTS", "MAX_G_ELEMENTS", "register"]
-
-# fused_dense's G holds (N^2 + N) x O values; past this (16 MiB in float32) the variant refuses the model
-# and fused_pairwise (no N^2 storage) is the fused choice.
-MAX_G_ELEMENTS = 2 ** 22
+__all__ = ["FusedDenseLikelihood", "FusedPairwiseLikelihood", "HigherOrderTerm"]
 
 
 def _obs_offsets(num_obs: Sequence[int]) -> tuple[int, ...]:
@@ -74,21 +70,14 @@ class HigherOrderTerm:
 
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple[Optional["HigherOrderTerm"], Any]:
-        from ..registry import VariantUnsupported
-        from .end_to_end import ClusteredEndToEndLikelihood
-
-        mods = tuple(i for i, d in enumerate(structure.A_dependencies) if len(d) >= 3)
+        _, _, mods = fused_partition(structure)
         if not mods:
             return None, None
         ns = tuple(int(n) for n in structure.num_states)
         deps = tuple(structure.A_dependencies[i] for i in mods)
-        sub = ModelStructure(
-            num_obs=tuple(structure.num_obs[i] for i in mods), num_states=ns, num_controls=structure.num_controls,
-            A_dependencies=deps, B_dependencies=structure.B_dependencies,
-        )
-        try:
-            ops, params = ClusteredEndToEndLikelihood.prepare(sub, [A[i] for i in mods], dtype)
-        except VariantUnsupported:
+        if higher_order_merged(structure):
+            ops, params = ClusteredEndToEndLikelihood.prepare(higher_order_structure(structure), [A[i] for i in mods], dtype)
+        else:
             ops, params = None, [jnp.asarray(log_stable_np(A[i]), dtype=dtype) for i in mods]
         return cls(mods, deps, ns, max(ns), ops), params
 
@@ -120,15 +109,10 @@ class HigherOrderTerm:
         out = jax.vmap(one)(flat_ll, Q.reshape((-1,) + Q.shape[-2:]))
         return out.reshape(lead + Q.shape[-2:])
 
-    def stored_elements(self, params: Any) -> int:
-        if self.ops is not None:
-            return int(self.ops.stored_elements())
-        return int(sum(np.size(p) // np.shape(p)[0] for p in params))
-
 
 @dataclass(frozen=True)
 class FusedLikelihood:
-    """Shared build and drivers of the fused variants (static only; arrays live in ``params``).
+    """Shared build and messages of the fused variants (static only; arrays live in ``params``).
 
     num_states: (F,) n_f;  num_obs: (M,) m_i;  n_max: max n_f
     unary:      modalities with one dependency, unary_deps: the factor of each
@@ -147,6 +131,11 @@ class FusedLikelihood:
 
     DENSE: ClassVar[bool] = True
 
+    @classmethod
+    def planned_elements(cls, structure: ModelStructure, nonzeros: np.ndarray) -> int:
+        """Stored elements of the prepared arrays for one model, from the plan (see ``sizes``)."""
+        return fused_elements(structure, cls.DENSE)
+
     @property
     def size(self) -> int:
         """N = F * n_max, the flattened padded posterior."""
@@ -156,12 +145,9 @@ class FusedLikelihood:
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["FusedLikelihood", dict]:
         """A[i]: (b, m_i, n_deps...) -> (ops, params); the build-time matrices are made here, once."""
-        from ..registry import VariantUnsupported
-
         ns = tuple(int(n) for n in structure.num_states)
         deps_all = structure.A_dependencies
-        unary = tuple(i for i, d in enumerate(deps_all) if len(d) == 1)
-        pair = tuple(i for i, d in enumerate(deps_all) if len(d) == 2)
+        unary, pair, _ = fused_partition(structure)
         n_max, F = max(ns), len(ns)
         N, O = F * n_max, int(sum(structure.num_obs))
         b = int(np.shape(A[0])[0])
@@ -169,11 +155,7 @@ class FusedLikelihood:
         log_A = {i: log_stable_np(np.asarray(A[i], dtype=np.float64)) for i in unary + pair}
         params: dict = {}
         if cls.DENSE:
-            rows = N * N + N if pair else N
-            if rows * O > MAX_G_ELEMENTS:
-                raise VariantUnsupported(
-                    f"fused_dense: G would hold {rows * O:,} elements ((N^2 + N) x O with N = F * n_max = {N}, "
-                    f"O = {O}), over the budget of {MAX_G_ELEMENTS:,}; use fused_pairwise")
+            check_fused_dense(structure)
             U = np.zeros((b, F, n_max, O))
             for i in unary:
                 f, m = deps_all[i][0], structure.num_obs[i]
@@ -213,9 +195,6 @@ class FusedLikelihood:
         return ops, params
 
     # ---- static layout helpers ----------------------------------------------------------------
-    def _state_mask(self) -> np.ndarray:
-        return np.arange(self.n_max)[None, :] < np.asarray(self.num_states)[:, None]  # (F, n_max)
-
     def _stack_obs(self, obs: Sequence[Array], members: Sequence[int], width: int) -> Array:
         """obs[i]: (m_i,) -> (len(members), width) zero-padded."""
         return jnp.stack([jnp.pad(obs[i], (0, width - obs[i].shape[-1])) for i in members])
@@ -278,102 +257,13 @@ class FusedLikelihood:
             msg = msg + self.higher.marginals_padded(ll["higher"], Q)
         return msg
 
-    # ---- drivers: posteriors stay one padded array through the loop -----------------------------
-    def run_fpi(self, params: dict, obs: Sequence[Array], prior: Sequence[Array], num_iter: int) -> list[Array]:
-        """pymdp ``run_factorized_fpi``: obs[i] (m_i,), prior[f] (n_f,) -> list of (n_f,).
+    def fold_prior(self, ll: dict, log_prior: Array) -> dict:
+        """FPI's constant prior (F, n_max) added into ``u`` once per call instead of once per iteration."""
+        return dict(ll, u=ll["u"] + log_prior)
 
-        pymdp iterates ``log q <- mll(softmax(log q)) + log D`` from ``log q = 0`` and returns
-        ``softmax(log q)``. The loop here carries ``q = softmax(log q)`` instead (the same operations in the
-        same order): it starts from the uniform posterior, a constant, and its last carry is the answer, so
-        no step runs outside the loop but the likelihood matvec before it and the unpadding after it.
-        """
-        mask = self._state_mask()
-        ll = self.log_likelihoods(params, obs)
-        log_prior = pad_states([log_stable(p) for p in prior], self.n_max)
-        if len(prior) == 1:  # pymdp's exact one-pass update (every modality depends on factor 0)
-            x = jnp.where(mask, ll["u"] + log_prior, -jnp.inf)
-            return unpad_states(nn.softmax(x, axis=-1), self.num_states)
-        ll = dict(ll, u=ll["u"] + log_prior)  # the prior is constant over the iterations: one add, once
-
-        def step(q, _):
-            return nn.softmax(jnp.where(mask, self.marginals_padded(ll, q), -jnp.inf), axis=-1), None
-
-        q0 = mask / mask.sum(axis=-1, keepdims=True)  # softmax of log q = 0 over the real states
-        q, _ = lax.scan(step, jnp.asarray(q0, dtype=log_prior.dtype), None, length=num_iter)
-        return unpad_states(q, self.num_states)
-
-    def run_sequence(self, kind: str, params: dict, trans: Any, trans_params: dict, obs: Sequence[Array],
-                     prior: Sequence[Array], actions: Array, valid_steps: Optional[Array], num_iter: int,
-                     tau: float) -> list[Array]:
-        """pymdp ``update_marginals`` (VMP / MMP), padded (T, F, n_max) posteriors throughout."""
-        T = obs[0].shape[0]
-        obs_valid, trans_valid = sequence_masks(T, actions, valid_steps)
-        cond = trans.condition(trans_params, actions)
-        ll = jax.vmap(self.log_likelihoods, in_axes=(None, 0))(params, list(obs))
-        if obs_valid is not None:
-            ll = jax.tree_util.tree_map(
-                lambda x: x * obs_valid.astype(x.dtype).reshape((T,) + (1,) * (x.ndim - 1)), ll)
-        mask = self._state_mask()
-        counts = jnp.asarray(np.asarray(self.num_states), dtype=ll["u"].dtype)[:, None]
-        ln_prior = pad_states([log_stable(p) for p in prior], self.n_max)  # (F, n_max)
-
-        if not trans.has_B:
-            def messages(Q):
-                zero = jnp.zeros_like(Q)
-                return (zero if kind == "vmp" else jnp.broadcast_to(ln_prior[None], Q.shape)), zero
-        else:
-            fn = trans.vmp_messages_padded if kind == "vmp" else trans.mmp_messages_padded
-
-            def messages(Q):
-                return fn(trans_params, cond, Q, ln_prior, trans_valid)
-
-        def step(Q, _):
-            ln_qs = log_stable(Q)
-            future, past = messages(Q)
-            err = self.marginals_padded(ll, Q) - ln_qs + past + future
-            ln_qs = ln_qs + tau * err
-            mean = jnp.where(mask, ln_qs, 0.0).sum(axis=-1, keepdims=True) / counts
-            return nn.softmax(jnp.where(mask, ln_qs - mean, -jnp.inf), axis=-1), None
-
-        Q0 = nn.softmax(jnp.where(mask, jnp.zeros((T,) + mask.shape, ln_prior.dtype), -jnp.inf), axis=-1)
-        Q, _ = lax.scan(step, Q0, None, length=num_iter)
-        return unpad_states(Q, self.num_states)
-
-    def drive(self, algorithm: str, params: dict, trans: Any, trans_params: dict, obs: Sequence[Array],
-              prior: Sequence[Array], actions: Array, valid_steps: Optional[Array], num_iter: int,
-              tau: float) -> list[Array]:
-        """Engine hook: run ``algorithm`` with this family's padded driver."""
-        if algorithm == "fpi":
-            return self.run_fpi(params, obs, prior, num_iter)
-        return self.run_sequence(algorithm, params, trans, trans_params, obs, prior, actions, valid_steps, num_iter, tau)
-
-    # ---- list API (shared drivers of algorithms.py) ---------------------------------------------
-    def marginals(self, params: dict, ll: dict, qs: Sequence[Array]) -> list[Array]:
-        return unpad_states(self.marginals_padded(ll, pad_states(qs, self.n_max)), self.num_states)
-
+    # ---- single factor (pymdp's one-pass FPI) ---------------------------------------------------
     def joint(self, params: dict, ll: dict) -> Array:
         return ll["u"][0, : self.num_states[0]]
-
-    # ---- bookkeeping ------------------------------------------------------------------------------
-    def stored_elements(self, params: Optional[dict] = None) -> int:
-        """Elements of the prepared likelihood arrays for one model (padding and zeros included)."""
-        F, n = len(self.num_states), self.n_max
-        O = int(sum(self.num_obs))
-        if self.DENSE:
-            total = (F * n * F * n + F * n if self.pair else F * n) * O
-        else:
-            total = 0
-            if self.unary:
-                total += len(self.unary) * max(self.num_obs[i] for i in self.unary) * n
-            if self.pair:
-                total += len(self.pair) * max(self.num_obs[i] for i in self.pair) * n * n
-        if self.higher is not None:
-            if self.higher.ops is not None:
-                total += int(self.higher.ops.stored_elements())
-            else:
-                total += int(sum(self.num_obs[i] * int(np.prod([self.num_states[f] for f in d]))
-                                 for i, d in zip(self.higher.modalities, self.higher.deps)))
-        return int(total)
 
 
 @dataclass(frozen=True)
@@ -389,13 +279,3 @@ class FusedPairwiseLikelihood(FusedLikelihood):
 
     DENSE: ClassVar[bool] = False
 
-
-FUSED_VARIANTS = {"fused_dense": FusedDenseLikelihood, "fused_pairwise": FusedPairwiseLikelihood}
-
-
-def register() -> None:
-    """Add the fused variants to the registry (transitions: MergedTransitions)."""
-    from ..registry import register_variant
-
-    for name, cls in FUSED_VARIANTS.items():
-        register_variant(name, cls, MergedTransitions)

@@ -22,7 +22,7 @@ the merged contraction is exact up to summation order. (pymdp's own ``compute_lo
 takes log(sum obs * A) instead, which differs from its FPI for soft observations; we follow the FPI.)
 
 Beyond the paper (exact): every modality's lagging axes are relabelled by decreasing size before
-merging (``size_sorted_axes``), which shrinks the per-axis-maxima padding (often by 10x or more) and
+merging (``sizes.size_sorted_axes``), which shrinks the per-axis-maxima padding (often by 10x or more) and
 speeds up the looped marginal contractions; ``ll_dependencies`` carries the order to them. VMP/MMP
 vmap the one-step contraction over the window, so there it is one matrix-matrix product per group.
 Transition messages are the merged axis-aligned ones (``transitions.MergedTransitions``).
@@ -38,7 +38,7 @@ dataclasses of static ints/tuples; the arrays live in ``params``:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional, Sequence
+from typing import Any, ClassVar, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -47,10 +47,10 @@ import numpy as np
 from ...model.generative_model import ModelStructure
 from ..merging import axis_aligned as aa
 from ..merging import block_diagonal as bd
-from ..merging.clustering import agglomerative_clusters, rank_clusters
 from ..merging.sparse import BCOOPlan, bcoo_from_blocks, bcoo_matvec
 from ..numerics import log_stable_np
 from ..reference import accumulate_marginals, marginal_contributions
+from ..sizes import check_hybrid_dense, hybrid_elements, hybrid_plan, size_sorted_axes
 
 Array = jax.Array
 Clusters = tuple[tuple[int, ...], ...]
@@ -59,25 +59,7 @@ __all__ = [
     "AxisAlignedHybrid", "BlockDiagonalHybrid",
     "HybridLikelihood", "SparseHybridLikelihood", "ClusteredHybridLikelihood",
     "HybridBlockLikelihood", "SparseHybridBlockLikelihood", "ClusteredHybridBlockLikelihood",
-    "register", "hybrid_plan",
 ]
-
-
-def _lagging_shapes(structure: ModelStructure) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(structure.num_states[f] for f in deps) for deps in structure.A_dependencies)
-
-
-# A dense merged array beyond this many elements (8 GiB in float32) is refused at build time with
-# VariantUnsupported instead of an allocation failure; callers (bench, autotune) pre-check a budget anyway.
-MAX_DENSE_ELEMENTS = 2 ** 31
-
-
-def _check_dense_size(name: str, sizes: Sequence[int]) -> None:
-    if max(sizes, default=0) > MAX_DENSE_ELEMENTS:
-        from ..registry import VariantUnsupported
-
-        raise VariantUnsupported(f"{name}: a merged dense array would hold {max(sizes):,} elements "
-                                 f"(> {MAX_DENSE_ELEMENTS:,}); use a sparse or clustered variant")
 
 
 def _log_tensors(A: Sequence[np.ndarray], dtype: Any) -> list[np.ndarray]:
@@ -85,39 +67,11 @@ def _log_tensors(A: Sequence[np.ndarray], dtype: Any) -> list[np.ndarray]:
     return [log_stable_np(a).astype(np.dtype(dtype)) for a in A]
 
 
-def size_sorted_axes(structure: ModelStructure) -> tuple[tuple[int, ...], ...]:
-    """Per modality, its lagging axes ordered by decreasing size (stable; ties keep pymdp's order).
-
-    Beyond the paper, exact: the order is a relabelling of each A-tensor's axes, carried through the
-    looped marginalisation via ``ll_dependencies`` (no transpose at run time). Two wins, measured on an
-    F=10, M=25 model: padding to per-axis maxima wastes far less when large axes line up with large
-    axes (hybrid: 133M -> 10M stored elements), and the per-modality marginal contractions run about
-    1.5x faster on CPU with the large axis leading. Used by all six hybrid variants.
-    """
-    ns = structure.num_states
-    return tuple(tuple(sorted(range(len(d)), key=lambda j: (-ns[d[j]], j))) for d in structure.A_dependencies)
-
-
-def axis_groups(structure: ModelStructure, clustered: bool) -> Clusters:
-    """All modalities in one group, or one group per A-rank (rank clustering)."""
-    lag = _lagging_shapes(structure)
-    return rank_clusters(lag) if clustered else (tuple(range(structure.num_modalities)),)
-
-
-def block_groups(structure: ModelStructure, clustered: bool) -> Clusters:
-    """All modalities in one block matrix, or the agglomerative clusters at the elbow."""
-    if not clustered:
-        return (tuple(range(structure.num_modalities)),)
-    lag = _lagging_shapes(structure)
-    rows = [int(np.prod(s, dtype=np.int64)) for s in lag]
-    return agglomerative_clusters(rows, structure.num_obs).clusters
-
-
 class _LoopedMarginals:
     """The hybrid half that stays pymdp's: looped marginalisation of the per-modality ll.
 
-    Subclasses set ``grouping`` and ``plan_group`` (axis-aligned or block-diagonal); the planning and the
-    size-sorted log-tensors below are shared.
+    Subclasses set ``block`` (block-diagonal, else axis-aligned merging), ``clustered`` and ``sparse``; the
+    planning (``sizes.hybrid_plan``) and the size-sorted log-tensors below are shared.
 
     ``ll[m]``'s axes follow ``self.ll_dependencies[m]``, a permutation of ``A_dependencies[m]``
     (contracting a tensor is symmetric in its axes; each factor still receives its modalities'
@@ -144,25 +98,22 @@ class _LoopedMarginals:
     @classmethod
     def plan(cls, structure: ModelStructure) -> tuple[Clusters, tuple[Any, ...]]:
         """Modality groups and one merge plan per group, from the shapes only (lagging axes size-sorted)."""
-        orders = size_sorted_axes(structure)
-        lag = tuple(tuple(s[j] for j in o) for s, o in zip(_lagging_shapes(structure), orders))
-        groups = cls.grouping(structure, cls.clustered)
-        plans = tuple(cls.plan_group([structure.num_obs[i] for i in g], [lag[i] for i in g]) for g in groups)
-        return groups, plans
+        return hybrid_plan(structure, cls.block, cls.clustered)
+
+    @classmethod
+    def planned_elements(cls, structure: ModelStructure, nonzeros: np.ndarray) -> int:
+        """Stored elements of the prepared arrays for one model, from the plan (see ``sizes``)."""
+        return hybrid_elements(structure, cls.block, cls.clustered, cls.sparse, nonzeros)
 
     @classmethod
     def _plan_and_log_tensors(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any):
         """(groups, plans, axis orders, log A[i] (b, m_i, lagging axes in size order)); refuses oversized dense merges."""
         groups, plans = cls.plan(structure)
         if not cls.sparse:
-            _check_dense_size(cls.__name__, [p.merged_size for p in plans])
+            check_hybrid_dense(cls.__name__, plans)
         orders = size_sorted_axes(structure)
         log_A = [np.transpose(la, (0, 1) + tuple(2 + j for j in o)) for la, o in zip(_log_tensors(A, dtype), orders)]
         return groups, plans, orders, log_A
-
-    def stored_elements(self) -> int:
-        """Elements of the prepared likelihood arrays for one model (padding included; BCOO: nse)."""
-        return sum(b.nse for b in self.bcoo) if self.bcoo else sum(p.merged_size for p in self.plans)
 
 
 # ---- axis-aligned ---------------------------------------------------------------------------------
@@ -184,9 +135,7 @@ class AxisAlignedHybrid(_LoopedMarginals):
 
     sparse: ClassVar[bool] = False
     clustered: ClassVar[bool] = False
-
-    grouping = staticmethod(axis_groups)      # (structure, clustered) -> modality groups
-    plan_group = staticmethod(aa.axis_aligned_plan)  # (num_obs, lagging shapes) -> the group's merge plan
+    block: ClassVar[bool] = False
 
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["AxisAlignedHybrid", dict]:
@@ -257,9 +206,7 @@ class BlockDiagonalHybrid(_LoopedMarginals):
 
     sparse: ClassVar[bool] = False
     clustered: ClassVar[bool] = False
-
-    grouping = staticmethod(block_groups)      # (structure, clustered) -> modality groups
-    plan_group = staticmethod(bd.block_diagonal_plan)  # (num_obs, lagging shapes) -> the group's merge plan
+    block: ClassVar[bool] = True
 
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["BlockDiagonalHybrid", dict]:
@@ -323,37 +270,3 @@ class SparseHybridBlockLikelihood(BlockDiagonalHybrid):
 class ClusteredHybridBlockLikelihood(BlockDiagonalHybrid):
     clustered: ClassVar[bool] = True
 
-
-LIKELIHOOD_OPS = {
-    "hybrid": HybridLikelihood,
-    "sparse_hybrid": SparseHybridLikelihood,
-    "clustered_hybrid": ClusteredHybridLikelihood,
-    "hybrid_block": HybridBlockLikelihood,
-    "sparse_hybrid_block": SparseHybridBlockLikelihood,
-    "clustered_hybrid_block": ClusteredHybridBlockLikelihood,
-}
-
-
-def hybrid_plan(variant: str, structure: ModelStructure) -> tuple[Clusters, tuple]:
-    """(groups, per-group merge plans) of a hybrid variant, from the structure alone (no arrays)."""
-    return LIKELIHOOD_OPS[variant].plan(structure)
-
-
-def _transition_ops() -> Any:
-    """The merged axis-aligned transition messages when available, else the baseline loop."""
-    try:
-        from .transitions import MergedTransitions
-
-        return MergedTransitions
-    except ImportError:  # pragma: no cover - only while transitions.py is being written
-        from ..reference import LoopedTransitions
-
-        return LoopedTransitions
-
-
-def register() -> None:
-    from ..registry import register_variant
-
-    trans = _transition_ops()
-    for name, lik in LIKELIHOOD_OPS.items():
-        register_variant(name, lik, trans)
