@@ -201,7 +201,7 @@ def test_make_bag_cli_refuses_to_clobber(tmp_path, repo_root, capsys):
 
 def test_offline_golden_engine_matches_pymdp(tmp_path):
     """The two offline implementations the replay tests compare the node with agree (short episode)."""
-    from bayes_infer_ros.bags.offline import engine_beliefs, posterior_mode_accuracy, pymdp_beliefs
+    from bayes_infer_ros.bags.golden import engine_beliefs, posterior_mode_accuracy, pymdp_beliefs
 
     model = tiny_model()
     path = write_episode_bag(tmp_path / "ep", model, simulate(model, 8, seed=2))

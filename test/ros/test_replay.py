@@ -2,7 +2,7 @@
 
 For fpi, vmp and mmp (variant baseline, sim time, lockstep replay so each bag step gives exactly one tick):
 - the node's beliefs equal offline inference over the same observations, with the node's semantics
-  (bayes_infer_ros.bags.offline), both through our engine and through pymdp 1.0.4;
+  (bayes_infer_ros.bags.golden), both through our engine and through pymdp 1.0.4;
 - the posterior mode matches the true states in the bag at least as often as a floor;
 - the recorded beliefs bag (bayes_infer_ros.ros.recorder, rosbags) decodes to what was received;
 - fpi also replays the bag twice (--loop): the node resets on the backwards clock, says so, and the second
@@ -94,7 +94,7 @@ def _beliefs_by_step(samples, episode, model):
 
 
 def _golden(sample, algorithm):
-    from bayes_infer_ros.bags.offline import engine_beliefs, pymdp_beliefs
+    from bayes_infer_ros.bags.golden import engine_beliefs, pymdp_beliefs
 
     kw = {"num_iter": int(sample["params"]["num_iter"]), "tau": float(sample["params"]["tau"]),
           "horizon": int(sample["params"]["horizon"])}
@@ -105,7 +105,7 @@ def _golden(sample, algorithm):
 @pytest.mark.oracle
 @pytest.mark.parametrize("algorithm", ["fpi", "vmp", "mmp"])
 def test_replay_matches_offline_inference(ros_graph, sample, tmp_path, algorithm):
-    from bayes_infer_ros.bags.offline import posterior_mode_accuracy
+    from bayes_infer_ros.bags.golden import posterior_mode_accuracy
     from rosbags.rosbag2 import Reader
     from bayes_infer_ros.bags import make_typestore
 
