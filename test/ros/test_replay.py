@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tolerances import ROS_FLOAT32_ATOL
+from tolerances import ACCURACY_TIE_STEPS, REPEAT_ATOL, ROS_FLOAT32_ATOL
 
 # These once ran at ~1 s per step and were parked behind `-m slow`: the cause was rclpy's MultiThreadedExecutor
 # starving its own workers (ros2/rclpy#1452), not DDS; the node now uses a SingleThreadedExecutor (see
@@ -131,7 +131,7 @@ def test_replay_matches_offline_inference(ros_graph, sample, tmp_path, algorithm
 
     acc = posterior_mode_accuracy(first, episode.states)
     offline_acc = posterior_mode_accuracy(ours, episode.states)
-    np.testing.assert_allclose(acc, offline_acc, atol=2.0 / T)
+    np.testing.assert_allclose(acc, offline_acc, atol=ACCURACY_TIE_STEPS / T)
     for f, name in enumerate(model.factor_names):
         floor = 1.0 / model.num_states[f] + ACCURACY_MARGIN
         assert acc[f] >= floor, f"{algorithm}: accuracy {name} {acc[f]:.3f} < {floor:.3f}"
@@ -141,7 +141,7 @@ def test_replay_matches_offline_inference(ros_graph, sample, tmp_path, algorithm
     if loops == 2:  # the clock jumped back at the second pass: the node reset to D and said so
         second = _beliefs_by_step(samples[T:], episode, model)
         for f in range(model.num_factors):
-            np.testing.assert_allclose(second[f], first[f], rtol=0, atol=1e-6)
+            np.testing.assert_allclose(second[f], first[f], rtol=0, atol=REPEAT_ATOL)
         assert "clock jumped backwards" in (node.log_path.read_text(errors="replace"))
 
     # The recorder's bag decodes (rosbags) to the beliefs received over rclpy.
