@@ -2,7 +2,7 @@
 
 Read statically (``ast``, no import): every ``import`` of every module under ``bayes_infer_ros/``, at module
 level and inside functions. A module may import its own layer and the layers below it, never one above.
-Module imports do not form cycles. An import inside a function is kept only for an optional dependency
+Module imports do not form cycles. Only the ros layer imports rclpy or ROS message packages. An import inside a function is kept only for an optional dependency
 (numba, matplotlib, pymdp, rosbags, xgboost, scikit-learn, ...) and says so with a comment containing
 "optional" on its line or the line above; anything else belongs at the top of the module, where the
 dependency is visible.
@@ -218,6 +218,17 @@ def test_layers_point_one_way():
         if LAYERS.index(target) > LAYERS.index(source) and (imp.file, imp.module) not in UPWARD_ALLOWED:
             wrong.append(f"{imp.file}:{imp.line} ({source}) imports {imp.module} ({target})")
     assert not wrong, "a lower layer imports a higher one (" + " -> ".join(LAYERS) + "):\n" + "\n".join(wrong)
+
+
+ROS_MODULES = ("rclpy", "rosidl_runtime_py", "rcl_interfaces", "rosgraph_msgs", "std_msgs", "builtin_interfaces",
+               "diagnostic_msgs", "lifecycle_msgs", "ament_index_python")
+
+
+def test_only_the_ros_layer_imports_ros():
+    """rclpy and the ROS message packages stay in the ros layer (rosbags, pure Python, is a tools dependency)."""
+    wrong = [f"{i.file}:{i.line} imports {i.module}" for i in all_imports()
+             if i.module.split(".")[0] in ROS_MODULES and layer_of(module_name(ROOT / i.file)) != "ros"]
+    assert not wrong, "ROS imported below the ros layer:\n" + "\n".join(wrong)
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
