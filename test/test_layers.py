@@ -314,7 +314,7 @@ def test_allow_lists_are_current():
     ("import numba  # optional dependency\n", True),
     ("# optional: matplotlib\nimport matplotlib\n", True),
     ("import jax\n", False),
-])
+], ids=["same-line", "line-above", "unmarked"])
 def test_optional_marker(tmp_path, source, expected):
     """The marker rule itself: a comment on the import's line or on the line above."""
     path = tmp_path / "m.py"

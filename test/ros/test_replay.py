@@ -76,7 +76,7 @@ def _run_node_and_replay(sample, tmp_path, algorithm: str, loops: int = 1):
                 assert time.monotonic() < deadline, f"agent_node not ready:\n{node.log_tail()}"
             stats = session.play(rate=0.0, wait_for="beliefs", wait_timeout=10.0, loop=loops > 1, max_loops=loops,
                                  control_gap_s=CONTROL_GAP_S)
-            session.drain(stats.steps, timeout=5.0)
+            session.drain(stats.steps, timeout=60.0)  # returns as soon as every step is answered
             samples = list(session.beliefs)
             recorded = dict(session.recorder.counts)
         return stats, samples, recorded, node
