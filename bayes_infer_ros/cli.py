@@ -18,7 +18,7 @@ COMMANDS = {
     "bench": ("bayes_infer_ros.bench.harness", "benchmark every variant x algorithm vs pymdp (resumable CSV)"),
     "bench-variants": ("bayes_infer_ros.bench.variants_benchmark", "the dozen-model variants benchmark"),
     "report": ("bayes_infer_ros.bench.report", "plots and summary tables from benchmark CSVs"),
-    "autotune-train": ("bayes_infer_ros.autotune.train", "train the autotuner from a benchmark CSV"),
+    "autotune-train": ("bayes_infer_ros.bench.train_autotuner", "train the autotuner from a benchmark CSV"),
     "make-bag": ("bayes_infer_ros.bags.make_bag", "simulate a model and write a rosbag2 (MCAP), e.g. bags/agent_sample"),
     "replay": ("bayes_infer_ros.ros.replay", "publish a bag into a running ROS graph"),
     "record": ("bayes_infer_ros.ros.recorder", "record beliefs into a bag"),

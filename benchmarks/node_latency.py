@@ -84,11 +84,17 @@ def diag(probe_buf, fqn):
     return {}
 
 
-def offline_calls(model, variants, rounds=40, calls=50):
-    """The same tick offline, in this process: each variant's one-dispatch FPI tick (beliefs + next prior) and
-    pymdp's jitted ``run_factorized_fpi`` on the default model, round-robin; median and p10/p90 in ms."""
+def offline_calls(model, variants, rounds=40, paced_hz=50.0, paced_calls=150):
+    """The same tick offline, in this process: each variant's one-dispatch FPI tick (beliefs + next prior, host
+    arrays out) and pymdp's jitted ``run_factorized_fpi`` on the default model, in ms.
+
+    "hot": back-to-back calls, round-robin (``autotune.timing.time_round_robin``: p10, median, p90 over rounds).
+    "paced": one call of each candidate per period at ``paced_hz``, sleeping in between, as the node's ticks
+    come: caches, branch predictors and the core's clock cool down between calls (median, p90).
+    """
     import jax
 
+    from bayes_infer_ros.autotune.timing import time_round_robin
     from bayes_infer_ros.bench.harness import pymdp_callable
     from bayes_infer_ros.inference import engine_for_model
 
@@ -99,22 +105,26 @@ def offline_calls(model, variants, rounds=40, calls=50):
     fns = {}
     pym = pymdp_callable("fpi", model.A_dependencies, model.B_dependencies, 16, 1.0)
     A = [jax.numpy.asarray(a, jax.numpy.float32) for a in model.A]
-    fns["pymdp"] = lambda: jax.block_until_ready(pym(A, obs, prior))
+    fns["pymdp"] = lambda: [np.asarray(x) for x in pym(A, obs, prior)]
     for v in variants:
         eng = engine_for_model(model, "fpi", variant=v, num_iter=16)
         ob, pr = eng.layout.pack_obs(obs), eng.layout.pack_states(prior)
         fns[v] = (lambda e, o, p: lambda: [np.asarray(x) for x in e.tick(o, p, zero)])(eng, ob, pr)
-    for fn in fns.values():
-        fn(), fn()
-    samples = {k: [] for k in fns}
-    for _ in range(rounds):
+    hot = time_round_robin(fns, rounds=rounds, max_time_s=30.0)
+    paced: dict[str, list[float]] = {k: [] for k in fns}
+    period = 1.0 / paced_hz
+    nxt = time.perf_counter()
+    for _ in range(paced_calls):
         for k, fn in fns.items():
+            nxt += period / len(fns)
+            time.sleep(max(0.0, nxt - time.perf_counter()))
             t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            samples[k].append((time.perf_counter() - t0) / calls * 1e3)
-    return {k: {"median_ms": float(np.median(x)), "p10_ms": float(np.percentile(x, 10)),
-                "p90_ms": float(np.percentile(x, 90))} for k, x in samples.items()}
+            fn()
+            paced[k].append((time.perf_counter() - t0) * 1e3)
+    return {k: {"hot_p10_ms": hot[k].time_s * 1e3, "hot_median_ms": hot[k].median_s * 1e3,
+                "hot_p90_ms": hot[k].p90_s * 1e3, "paced_hz": paced_hz,
+                "paced_median_ms": float(np.median(paced[k])), "paced_p90_ms": float(np.percentile(paced[k], 90))}
+            for k in fns}
 
 
 def run_mode(tmp, probe, model, rate_hz, seconds, cache, variant="baseline"):

@@ -6,7 +6,7 @@ each variant's log latency ratio to the fastest and picks the smallest predictio
 data. Every selector sees the same 5 outer folds (seeded like ``autotune-train``) and fixed, moderate
 hyperparameters (no search: this compares the forms, not their tuning). Regret is the paper's metric.
 
-    PYTHONPATH=. python benchmarks/selector_study.py bayes_infer_ros/autotune/models/cpu_training.csv \
+    PYTHONPATH=. python benchmarks/selector_study.py benchmarks/autotune_training_cpu.csv \
         > benchmarks/selector_study_cpu.md
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from bayes_infer_ros.autotune import guard
-from bayes_infer_ros.autotune.train import choose, choose_verify, fit, read_training_csv, regrets
+from bayes_infer_ros.bench.train_autotuner import choose, choose_verify, fit, read_training_csv, regrets
 
 CLIP = np.log(50.0)  # targets: log(latency / fastest), capped; a variant that did not run gets the cap
 XGB = dict(n_estimators=300, max_depth=4, learning_rate=0.05, subsample=0.8, colsample_bytree=0.8)
@@ -33,7 +33,7 @@ def log_ratios(L: np.ndarray) -> np.ndarray:
 
 
 def xgb_classifier(X, L, Xt, seed):
-    """The paper's form: one class per variant (``autotune.train.fit``), score = class probability."""
+    """The paper's form: one class per variant (``bench.train_autotuner.fit``), score = class probability."""
     return fit("xgboost", XGB, X, np.nanargmin(L, axis=1), L.shape[1], seed).scores(Xt)
 
 

@@ -4,15 +4,15 @@ round-robin latency, next to pymdp and the JAX dispatch floor (a trivial jitted 
     PYTHONPATH=. python benchmarks/xla_cpu_modes.py [--variants ...] [--rounds 30]
 
 XLA_FLAGS set by the caller apply to every program (XLA reads them once per process), so compare flag
-settings by running this twice.
+settings by running this twice (benchmarks/cpu_threads.sh does, for the thread and affinity settings).
+``--pin-after-start CPUS`` restricts the process to those CPUs after jax has started (what the node's
+``cpu_affinity`` parameter does), as opposed to ``taskset`` before start.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_ticks import MODEL, tick_callable  # noqa: E402
 
+from bayes_infer_ros.autotune.timing import time_round_robin  # noqa: E402
 from bayes_infer_ros.model.io import load_model  # noqa: E402
 
 
@@ -37,11 +38,14 @@ def main() -> None:
     p.add_argument("--num-iter", type=int, default=16)
     p.add_argument("--horizon", type=int, default=5)
     p.add_argument("--rounds", type=int, default=40)
-    p.add_argument("--calls", type=int, default=25)
+    p.add_argument("--pin-after-start", help="comma-separated CPUs to pin this process to once jax has started")
     args = p.parse_args()
     model = load_model(MODEL)
-    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} jax {jax.__version__} {jax.devices()[0].device_kind} "
-          f"load {os.getloadavg()[0]:.2f}")
+    jax.devices()
+    if args.pin_after_start:
+        os.sched_setaffinity(0, {int(c) for c in args.pin_after_start.split(",")})
+    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} affinity {sorted(os.sched_getaffinity(0))} "
+          f"jax {jax.__version__} {jax.devices()[0].device_kind} load {os.getloadavg()[0]:.2f}")
     floor = jax.jit(lambda x: x + 1.0)
     x = jnp.ones(4)
     floor(x).block_until_ready()
@@ -52,19 +56,11 @@ def main() -> None:
             _, modes = capture_modes(lambda: jax.block_until_ready(fn()))
             labels[v] = program_label(modes, "jit_")
             ticks[v] = fn
-        samples = {v: [] for v in ticks}
-        for _ in range(args.rounds):
-            for v, fn in ticks.items():
-                t0 = time.perf_counter()
-                for _ in range(args.calls):
-                    jax.block_until_ready(fn())
-                samples[v].append((time.perf_counter() - t0) / args.calls)
-        base = statistics.median(samples["pymdp"])
-        for v, xs in samples.items():
-            xs.sort()
-            med = statistics.median(xs)
-            print(f"{algorithm:4s} {v:16s} {med * 1e6:8.1f} us (p10 {xs[len(xs) // 10] * 1e6:7.1f}, p90 "
-                  f"{xs[9 * len(xs) // 10] * 1e6:7.1f})  x{base / med:5.2f} vs pymdp  {labels[v]}")
+        timings = time_round_robin(ticks, rounds=args.rounds, max_time_s=60.0)
+        base = timings["pymdp"].time_s
+        for v, t in timings.items():
+            print(f"{algorithm:4s} {v:16s} {t.time_s * 1e6:8.1f} us (median {t.median_s * 1e6:7.1f}, p90 "
+                  f"{t.p90_s * 1e6:7.1f})  x{base / t.time_s:5.2f} vs pymdp  {labels[v]}")
 
 
 if __name__ == "__main__":

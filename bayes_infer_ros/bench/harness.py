@@ -1,14 +1,18 @@
 """The benchmark harness (``bayes-infer bench``): configuration x algorithm x variant, pymdp in the same run.
 
-For each case it records the build time, the compile time apart from the steady-state median (warm-up,
-``block_until_ready``, adaptive repeats) for both the list API and the packed API (what the node calls), the
-parameter count, the largest absolute difference from pymdp's result, and the environment (machine, jax/jaxlib,
-backend, device, dtype, 1-minute load average) on every row.
+The cases of one (configuration, algorithm) are a group: pymdp and every variant are built in one worker,
+then timed round-robin against each other (``autotune.timing.time_round_robin``: interleaved short rounds, so
+load drift hits all alike). Each row records the build time, the first call (compile), the ranking statistic
+``time_s`` (a low percentile of the per-call time over rounds) with the median and p90 beside it, the same for
+the packed API (what the node calls), XLA:CPU's execution mode of the program, the parameter count, the largest
+absolute difference from pymdp's result, and the environment (machine, jax/jaxlib, backend, device, dtype,
+1-minute load average) on every row.
 
 Built for long sweeps:
 - rows are appended to the CSV as each case finishes, and a rerun skips every case already in it (resume);
-- cases run in a worker process; a case over ``--case-time-limit`` kills the worker (recorded as ``timeout``)
-  and a fresh worker takes the next case; a worker that dies (out of memory) is recorded as ``error``;
+- groups run in a worker process; a group over ``--case-time-limit`` per case kills the worker (its cases are
+  recorded as ``timeout``) and a fresh worker takes the next group; a worker that dies (out of memory) is
+  recorded as ``error``;
 - a variant whose prepared arrays would not fit ``--memory-budget-gb`` (estimated from the structure alone,
   before anything is built) is recorded as ``skipped_memory``; a variant that refuses the model at build
   (``VariantUnsupported``) is recorded as ``unsupported``;
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import math
 import multiprocessing as mp
 import os
@@ -36,8 +41,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from tqdm import tqdm
 
+from ..autotune.features import peak_elements, size_estimates
+from ..autotune.timing import CandidateTiming, block, environment, loadavg, time_round_robin
+from ..inference import VARIANTS, build_inference
+from ..inference.merging import parameter_counts
 from .generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build, read_index
 from .xla_mode import LOG_ENV, capture_modes, program_label
 
@@ -50,9 +62,9 @@ DEFAULT_CASE_TIME_LIMIT = 120.0
 
 COLUMNS = [
     "config_id", "stratum", "F", "M", "algorithm", "variant", "horizon", "num_iter", "status", "reason",
-    "build_s", "compile_s", "first_call_s", "median_s", "p10_s", "p90_s", "repeats", "core_median_s",
+    "build_s", "compile_s", "first_call_s", "time_s", "median_s", "p10_s", "p90_s", "repeats", "core_median_s",
     "packed_compile_s", "packed_median_s", "packed_p10_s", "packed_p90_s", "packed_repeats",
-    "param_count", "param_count_source", "est_peak_elements", "max_abs_diff_vs_pymdp", "exec_mode",
+    "param_count", "param_count_source", "est_peak_elements", "max_abs_diff_vs_pymdp", "exec_mode", "timing",
     "machine", "cpu", "cpu_count", "python", "jax", "jaxlib", "backend", "device", "dtype", "loadavg",
     "timestamp",
 ]
@@ -77,9 +89,7 @@ class Settings:
     dtype: str = "float32"
     tau: float = 1.0
     warmup: int = 2
-    min_repeats: int = 5
-    max_repeats: int = 200
-    min_time_s: float = 0.2
+    rounds: int = 40
     max_time_s: float = 3.0
     packed: bool = True
     builder: Optional[str] = None  # "module:function" used instead of build_inference (tests)
@@ -201,12 +211,8 @@ def pymdp_callable(algorithm: str, A_dependencies, B_dependencies, num_iter: int
 
 def _import_builder(path: Optional[str]):
     if not path:
-        from bayes_infer_ros.inference import build_inference
-
         return build_inference
     module, _, name = path.partition(":")
-    import importlib
-
     return getattr(importlib.import_module(module), name)
 
 
@@ -221,8 +227,6 @@ def _param_count(engine, model, variant: str, estimates: dict) -> tuple[int, str
         except Exception:  # noqa: BLE001 - fall through to the other sources
             pass
     try:
-        from bayes_infer_ros.inference.merging import parameter_counts
-
         return int(parameter_counts(model, variants=[variant])[variant]), "variant"
     except Exception:  # noqa: BLE001
         pass
@@ -236,22 +240,26 @@ def _max_diff(a: Sequence[Any], b: Optional[Sequence[Any]]) -> float:
                      for x, y in zip(a, b)))
 
 
-# ---- running one case (inside the worker) --------------------------------------------------------
+# ---- running one group of cases (inside the worker) -----------------------------------------------
+@dataclass
+class _Prepared:
+    """A built candidate: its row so far, its list call, and its packed call (None when not timed)."""
+
+    row: dict
+    call: Callable[[], Any]
+    packed: Optional[Callable[[], Any]] = None
+
+
 class CaseRunner:
-    """Holds the last model and pymdp's outputs, so a config's cases share loading and the reference."""
+    """Holds the last model, so a configuration's groups share loading."""
 
     def __init__(self, settings: Settings):
-        import jax
-
         if settings.dtype == "float64":
             jax.config.update("jax_enable_x64", True)
-        from .timing import environment
-
         self.settings = settings
         self.env = environment(settings.dtype)
         self._model_key = None
         self._model = None
-        self._reference: dict[tuple, list] = {}
         self._builder = None
 
     def model(self, spec: ConfigSpec):
@@ -259,47 +267,69 @@ class CaseRunner:
             cache = Path(self.settings.cache) if self.settings.cache else None
             self._model = load_or_build(spec, cache, dtype=np.dtype(self.settings.dtype))
             self._model_key = spec.config_id
-            self._reference = {}
         return self._model
 
-    def run(self, case: Case) -> dict:
-        import jax
-        import jax.numpy as jnp
-
-        from bayes_infer_ros.autotune.features import size_estimates
-
-        from .timing import time_callable
-
+    def run_group(self, cases: Sequence[Case]) -> list[dict]:
+        """Rows for cases that share (configuration, algorithm, horizon, num_iter), pymdp first: each built
+        and called once (compile, execution mode, difference from pymdp), then all timed round-robin."""
         s = self.settings
-        spec = case.spec
+        spec, algorithm = cases[0].spec, cases[0].algorithm
         model = self.model(spec)
-        est = size_estimates(spec)
-        inp = make_inputs(spec, model, case.algorithm, case.horizon, np.dtype(s.dtype))
+        inp = make_inputs(spec, model, algorithm, cases[0].horizon, np.dtype(s.dtype))
+        rows: list[dict] = []
+        prepared: dict[str, _Prepared] = {}
+        reference = None
+        for case in cases:
+            try:
+                prep = self._prepare(case, model, inp, reference)
+            except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded row
+                status, reason = _classify_error(exc)
+                if status == "error":
+                    traceback.print_exc(file=sys.stderr)
+                rows.append({"variant": case.variant, "status": status, "reason": reason})
+                continue
+            if case.variant == PYMDP:
+                reference = prep.row.pop("_outputs")
+            prepared[case.variant] = prep
+            rows.append(prep.row)
+        rr = dict(rounds=s.rounds, max_time_s=s.max_time_s, warmup=s.warmup)
+        for name, t in time_round_robin({n: p.call for n, p in prepared.items()}, **rr).items():
+            row = prepared[name].row
+            row.update(_timing_columns(t, ""))
+            row["compile_s"] = max(row["first_call_s"] - t.median_s, 0.0)
+        packed = {n: p.packed for n, p in prepared.items() if p.packed is not None}
+        for name, t in time_round_robin(packed, **rr).items():
+            prepared[name].row.update(_timing_columns(t, "packed_"))
+        for row in rows:
+            row.setdefault("status", "ok")
+            row.setdefault("reason", "")
+            row["timing"] = "round_robin"
+        return rows
+
+    def _prepare(self, case: Case, model, inp: dict, reference: Optional[list]) -> _Prepared:
+        s = self.settings
+        est = size_estimates(case.spec)
         obs = [jnp.asarray(o) for o in inp["obs"]]
         prior = [jnp.asarray(p) for p in inp["prior"]]
         actions = None if inp["actions"] is None else jnp.asarray(inp["actions"])
-        tkw = dict(warmup=s.warmup, min_repeats=s.min_repeats, max_repeats=s.max_repeats,
-                   min_time_s=s.min_time_s, max_time_s=s.max_time_s)
-        row: dict[str, Any] = {}
-        ref_key = (case.algorithm, case.horizon, case.num_iter)
+        row: dict[str, Any] = {"variant": case.variant}
         if case.variant == PYMDP:
             t0 = time.perf_counter()
-            fn = pymdp_callable(case.algorithm, spec.A_dependencies, model.B_dependencies, case.num_iter, s.tau)
+            fn = pymdp_callable(case.algorithm, case.spec.A_dependencies, model.B_dependencies, case.num_iter, s.tau)
             A = [jnp.asarray(a) for a in model.A]
             B = [jnp.asarray(b) for b in model.B]
             row["build_s"] = time.perf_counter() - t0
             args = (A, obs, prior) if case.algorithm == "fpi" else (A, B, obs, prior, actions)
-            t, modes = capture_modes(lambda: time_callable(fn, *args, **tkw))
+            t0 = time.perf_counter()
+            out, modes = capture_modes(lambda: block(fn(*args)))
+            row["first_call_s"] = time.perf_counter() - t0
             row["exec_mode"] = program_label(modes, "jit_")
-            out = fn(*args)
-            self._reference[ref_key] = [np.asarray(x) for x in out]
-            row.update(_timing_columns(t, ""))
-            row["core_median_s"] = t.median_s  # pymdp's jitted function is already the bare program
+            row["_outputs"] = [np.asarray(x) for x in out]
             # likelihood arrays only, like the variants' counts (pymdp stores A and takes its log per call)
             row["param_count"] = est["baseline"]
             row["param_count_source"] = "A arrays"
             row["max_abs_diff_vs_pymdp"] = 0.0
-            return row
+            return _Prepared(row, lambda: fn(*args))
         if self._builder is None:
             self._builder = _import_builder(s.builder)
         t0 = time.perf_counter()
@@ -307,57 +337,29 @@ class CaseRunner:
                                variant=case.variant, num_iter=case.num_iter, tau=s.tau)
         row["build_s"] = time.perf_counter() - t0
         list_args = (obs, prior) if case.algorithm == "fpi" else (obs, prior, actions)
-        t, modes = capture_modes(lambda: time_callable(engine, *list_args, **tkw))
+        t0 = time.perf_counter()
+        out, modes = capture_modes(lambda: block(engine(*list_args)))
+        row["first_call_s"] = time.perf_counter() - t0
         row["exec_mode"] = "native" if not hasattr(engine, "_call_lists") else program_label(modes, "_lists_impl")
-        out = engine(*list_args)
-        row.update(_timing_columns(t, ""))
-        core = _core_callable(engine, obs, prior, actions)
-        if core is not None:
-            row["core_median_s"] = time_callable(core, **tkw).median_s
-        row["max_abs_diff_vs_pymdp"] = _max_diff(out, self._reference.get(ref_key))
+        row["max_abs_diff_vs_pymdp"] = _max_diff(out, reference)
+        row["param_count"], row["param_count_source"] = _param_count(engine, model, case.variant, est)
+        packed = None
         if s.packed and hasattr(engine, "run_packed"):
             layout = engine.layout
-            obs_p = jnp.asarray(layout.pack_obs(inp["obs"]))
-            prior_p = jnp.asarray(layout.pack_states(inp["prior"]))
-            if case.algorithm == "fpi":
-                tp = time_callable(engine.run_packed, obs_p, prior_p, **tkw)
-            else:
-                tp = time_callable(engine.run_packed, obs_p, prior_p, actions, **tkw)
-            row.update(_timing_columns(tp, "packed_"))
-        row["param_count"], row["param_count_source"] = _param_count(engine, model, case.variant, est)
-        del engine  # frees its compiled programs and prepared arrays before the next case
-        return row
+            packed_args = (jnp.asarray(layout.pack_obs(inp["obs"])), jnp.asarray(layout.pack_states(inp["prior"])))
+            if case.algorithm != "fpi":
+                packed_args += (actions,)
+            packed = lambda: engine.run_packed(*packed_args)  # noqa: E731
+        return _Prepared(row, lambda: engine(*list_args), packed)
 
 
-def _core_callable(engine, obs, prior, actions):
-    """The engine's jitted list program with its arguments prepared once (no per-call Python wrapper work),
-    or None when the engine does not expose it. Same shapes and dtypes as the list call: no new compile.
-
-    Measures what the variant's computation costs apart from the engine's per-call argument handling, so
-    a wrapper overhead (identical for every variant) can be told apart from the variants' own speed.
-    """
-    try:
-        lead = tuple(obs[0].shape[:-1])
-        acts = engine._actions(lead, actions)
-        import jax.numpy as jnp
-
-        obs_c = [jnp.asarray(o, dtype=engine.dtype) for o in obs]
-        prior_c = [jnp.asarray(p, dtype=engine.dtype) for p in prior]
-        call, buffers = engine._call_lists, engine._param_buffers
-        before = getattr(engine, "trace_count", 0)
-        call(buffers, obs_c, prior_c, acts, None)
-        if getattr(engine, "trace_count", 0) != before:
-            return None  # would not be the program the list call runs
-        return lambda: call(buffers, obs_c, prior_c, acts, None)
-    except Exception:  # noqa: BLE001 - private hooks: optional measurement
-        return None
-
-
-def _timing_columns(t, prefix: str) -> dict:
-    cols = {f"{prefix}compile_s": t.compile_s, f"{prefix}median_s": t.median_s, f"{prefix}p10_s": t.p10_s,
-            f"{prefix}p90_s": t.p90_s, f"{prefix}repeats": t.repeats}
+def _timing_columns(t: CandidateTiming, prefix: str) -> dict:
+    """A round-robin timing as row columns: ``time_s`` (the ranking statistic) is also written as ``p10_s``;
+    ``repeats`` counts rounds; compile is the first call beyond a steady-state call."""
+    cols = {f"{prefix}compile_s": max(t.first_call_s - t.median_s, 0.0), f"{prefix}median_s": t.median_s,
+            f"{prefix}p10_s": t.time_s, f"{prefix}p90_s": t.p90_s, f"{prefix}repeats": t.rounds}
     if not prefix:
-        cols["first_call_s"] = t.first_call_s
+        cols["time_s"] = t.time_s
     return cols
 
 
@@ -372,25 +374,20 @@ def _classify_error(exc: BaseException) -> tuple[str, str]:
 
 
 def _worker_main(conn, settings: Settings) -> None:
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    if os.environ["JAX_PLATFORMS"] == "cpu":
-        os.environ.update(LOG_ENV)  # XLA:CPU logs each program's execution mode (read at jax start)
     runner = CaseRunner(settings)
     conn.send(("ready", runner.env))
     while True:
         msg = conn.recv()
         if msg is None:
             return
-        case: Case = msg
+        cases: list[Case] = msg
         try:
-            row = runner.run(case)
-            row["status"], row["reason"] = "ok", ""
+            rows = runner.run_group(cases)
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded row
             status, reason = _classify_error(exc)
-            if status == "error":
-                traceback.print_exc(file=sys.stderr)
-            row = {"status": status, "reason": reason}
-        conn.send(("row", row))
+            traceback.print_exc(file=sys.stderr)
+            rows = [{"variant": c.variant, "status": status, "reason": reason} for c in cases]
+        conn.send(("rows", rows))
 
 
 class Worker:
@@ -400,25 +397,39 @@ class Worker:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, settings), daemon=True)
-        self.proc.start()
+        # The child starts with XLA:CPU's execution-mode log on (XLA reads it when jax is first imported,
+        # which in a spawned child happens before any of our code runs).
+        saved = {k: os.environ.get(k) for k in (*LOG_ENV, "JAX_PLATFORMS")}
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        if os.environ["JAX_PLATFORMS"] == "cpu":
+            os.environ.update(LOG_ENV)
+        try:
+            self.proc.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         child.close()
         if not self.conn.poll(180):
             self.kill()
             raise RuntimeError("benchmark worker did not start within 180 s")
         kind, self.env = self.conn.recv()
 
-    def run(self, case: Case, time_limit: float) -> Optional[dict]:
-        """The row, or None when the case ran past ``time_limit`` (the worker is then dead)."""
-        self.conn.send(case)
+    def run(self, cases: list[Case], time_limit: float) -> Optional[list[dict]]:
+        """One row per case, or None when the group ran past ``time_limit`` (the worker is then dead)."""
+        self.conn.send(cases)
         if not self.conn.poll(time_limit):
             self.kill()
             return None
         try:
-            kind, row = self.conn.recv()
+            kind, rows = self.conn.recv()
         except (EOFError, ConnectionResetError):
             self.kill()
-            return {"status": "error", "reason": "worker died (killed by the OS, likely out of memory)"}
-        return row
+            return [{"variant": c.variant, "status": "error",
+                     "reason": "worker died (killed by the OS, likely out of memory)"} for c in cases]
+        return rows
 
     def alive(self) -> bool:
         return self.proc.is_alive()
@@ -469,14 +480,8 @@ def run_sweep(
 
     ``max_minutes``: start no new case after this long (the sweep can be resumed later).
     """
-    from bayes_infer_ros.autotune.features import peak_elements, size_estimates
-
-    from .timing import environment, loadavg
-
     settings = settings or Settings(cache=str(DEFAULT_CACHE))
     if variants is None:
-        from bayes_infer_ros.inference import VARIANTS
-
         variants = list(VARIANTS)
     env = environment(settings.dtype)
     itemsize = np.dtype(settings.dtype).itemsize
@@ -485,49 +490,67 @@ def run_sweep(
         if r.get("backend") == env["backend"] and (not retry_failed or r.get("status") not in ("timeout", "error")):
             done[row_key(r)] = r
     cases = plan_cases(specs, algorithms, variants, horizon, num_iter, include_pymdp)
-    todo = [c for c in cases if _case_key(c, env) not in done]
-    counts: dict[str, int] = {"resumed": len(cases) - len(todo)}
+    groups: dict[tuple, list[Case]] = {}
+    for c in cases:
+        groups.setdefault((c.spec.config_id, c.algorithm, c.horizon, c.num_iter), []).append(c)
+    # a group with any case missing runs again whole, so its rows come from one round-robin
+    todo = [g for g in groups.values() if any(_case_key(c, env) not in done for c in g)]
+    counts: dict[str, int] = {"resumed": len(cases) - sum(len(g) for g in todo)}
     writer = RowWriter(out_csv)
     worker: Optional[Worker] = None
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover
-        tqdm = None
-    bar = tqdm(total=len(todo), unit="case", dynamic_ncols=True, disable=not progress) if tqdm else None
+    bar = tqdm(total=sum(len(g) for g in todo), unit="case", dynamic_ncols=True, disable=not progress)
     started = time.time()
     try:
-        for case in todo:
+        for group in todo:
             if max_minutes is not None and time.time() - started > 60 * max_minutes:
                 counts["stopped_at_time_limit"] = 1
                 break
-            spec = case.spec
-            base = {"config_id": spec.config_id, "stratum": spec.stratum, "F": spec.F, "M": spec.M,
-                    "algorithm": case.algorithm, "variant": case.variant, "horizon": case.horizon,
-                    "num_iter": case.num_iter}
+            spec = group[0].spec
             est = size_estimates(spec)
-            peak = peak_elements(case.variant if case.variant != PYMDP else "baseline", est)
-            base["est_peak_elements"] = peak
-            if case.variant != PYMDP and peak * itemsize > memory_budget_gb * 2**30:
-                row = {"status": "skipped_memory",
-                       "reason": f"estimated {peak * itemsize / 2**30:.2f} GiB > budget {memory_budget_gb} GiB",
-                       "param_count": est.get(case.variant, ""), "param_count_source": "estimate"}
-            else:
+            base: dict[str, dict] = {}
+            rows: dict[str, dict] = {}
+            runnable: list[Case] = []
+            for case in group:
+                peak = peak_elements(case.variant if case.variant != PYMDP else "baseline", est)
+                base[case.variant] = {
+                    "config_id": spec.config_id, "stratum": spec.stratum, "F": spec.F, "M": spec.M,
+                    "algorithm": case.algorithm, "variant": case.variant, "horizon": case.horizon,
+                    "num_iter": case.num_iter, "est_peak_elements": peak}
+                if case.variant != PYMDP and peak * itemsize > memory_budget_gb * 2**30:
+                    rows[case.variant] = {
+                        "status": "skipped_memory",
+                        "reason": f"estimated {peak * itemsize / 2**30:.2f} GiB > budget {memory_budget_gb} GiB",
+                        "param_count": est.get(case.variant, ""), "param_count_source": "estimate"}
+                else:
+                    runnable.append(case)
+            if runnable:
                 if worker is None or not worker.alive():
                     worker = Worker(settings)
-                row = worker.run(case, case_time_limit)
-                if row is None:
-                    row = {"status": "timeout", "reason": f"over the {case_time_limit:.0f} s case limit"}
+                got = worker.run(runnable, case_time_limit * len(runnable))
+                if got is None:  # one case ran away: each case again on its own (pymdp beside it)
                     worker = None
-            row = {**base, **env, **row, "loadavg": loadavg(),
-                   "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())}
-            writer.write(row)
-            counts[row["status"]] = counts.get(row["status"], 0) + 1
-            if bar is not None:
-                bar.set_postfix_str(f"{spec.config_id} {case.algorithm} {case.variant[:14]} {row['status']}")
-                bar.update(1)
+                    got = []
+                    ref = [c for c in runnable if c.variant == PYMDP]
+                    for case in runnable:
+                        if worker is None or not worker.alive():
+                            worker = Worker(settings)
+                        alone = ref + [case] if case.variant != PYMDP else [case]
+                        one = worker.run(alone, case_time_limit * len(alone))
+                        if one is None:
+                            worker = None
+                            one = [{"variant": case.variant, "status": "timeout",
+                                    "reason": f"over the {case_time_limit:.0f} s case limit"}]
+                        got.append({**one[-1], "timing": "round_robin_with_pymdp_only"})
+                rows.update({r["variant"]: r for r in got})
+            stamp = {"loadavg": loadavg(), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())}
+            for case in group:
+                row = {**base[case.variant], **env, **rows[case.variant], **stamp}
+                writer.write(row)
+                counts[row["status"]] = counts.get(row["status"], 0) + 1
+            bar.set_postfix_str(f"{spec.config_id} {group[0].algorithm}")
+            bar.update(len(group))
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
         writer.close()
         if worker is not None:
             worker.close()
@@ -569,9 +592,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-iter", type=int, default=DEFAULT_NUM_ITER)
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--memory-budget-gb", type=float, default=DEFAULT_MEMORY_BUDGET_GB)
-    p.add_argument("--case-time-limit", type=float, default=DEFAULT_CASE_TIME_LIMIT, help="seconds per case")
-    p.add_argument("--min-time", type=float, default=0.2, help="steady-state seconds per timing (at least)")
-    p.add_argument("--max-time", type=float, default=3.0, help="steady-state seconds per timing (at most)")
+    p.add_argument("--case-time-limit", type=float, default=DEFAULT_CASE_TIME_LIMIT,
+                   help="seconds per case (a group of n cases gets n times this)")
+    p.add_argument("--rounds", type=int, default=40, help="round-robin rounds per group (at most)")
+    p.add_argument("--max-time", type=float, default=3.0, help="seconds of round-robin timing per group (at most)")
     p.add_argument("--no-packed", action="store_true", help="skip timing the packed API")
     p.add_argument("--retry-failed", action="store_true", help="rerun cases recorded as timeout/error")
     p.add_argument("--no-progress", action="store_true")
@@ -579,7 +603,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args) -> Settings:
-    return Settings(cache=str(args.cache), dtype=args.dtype, min_time_s=args.min_time, max_time_s=args.max_time,
+    return Settings(cache=str(args.cache), dtype=args.dtype, rounds=args.rounds, max_time_s=args.max_time,
                     packed=not args.no_packed)
 
 

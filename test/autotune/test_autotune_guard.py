@@ -8,7 +8,7 @@ import pytest
 
 from bayes_infer_ros.autotune import guard
 from bayes_infer_ros.autotune import select as sel
-from bayes_infer_ros.autotune import train as tr
+from bayes_infer_ros.bench import train_autotuner as tr
 from bayes_infer_ros.autotune.features import feature_vector, size_estimates
 from bayes_infer_ros.bench import generator as g
 

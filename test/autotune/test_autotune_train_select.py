@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.autotune import select as sel
-from bayes_infer_ros.autotune import train as tr
+from bayes_infer_ros.bench import train_autotuner as tr
 from bayes_infer_ros.autotune.forest import NumpyForest
 from bayes_infer_ros.bench import generator as g
 from bayes_infer_ros.bench import harness as h
@@ -120,6 +120,67 @@ def test_verify_engines_returns_the_winners_engine():
     best, engine, timings = sel.verify_engines("vmp", model, ["hybrid", "baseline"], horizon=3, build=build)
     assert set(built) == {"hybrid", "baseline"} and engine is built[best]
     assert timings[best] == min(timings.values())
-    # nothing runs: the fallback, and no engine
+    # baseline is timed even when not a candidate
     best, engine, timings = sel.verify_engines("vmp", model, ["no_such_variant"], horizon=3)
+    assert best == "baseline" and engine is not None and set(timings) == {"no_such_variant", "baseline"}
+    # nothing runs: the fallback, and no engine
+    best, engine, timings = sel.verify_engines("vmp", model, ["no_such_variant"], horizon=3, include_baseline=False)
     assert (best, engine) == ("baseline", None) and timings == {"no_such_variant": float("inf")}
+
+
+class _Slowed:
+    """An engine whose per-tick calls sleep first: a variant that is slower than baseline on this device."""
+
+    def __init__(self, engine, seconds):
+        self._engine, self._seconds = engine, seconds
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def tick(self, *args):
+        time.sleep(self._seconds)
+        return self._engine.tick(*args)
+
+
+def test_verify_never_picks_a_variant_measured_slower_than_baseline(tmp_path, monkeypatch):
+    """The prediction is wrong (it names a variant that runs slower here): the verify step times baseline as
+    well and returns it. A sleep is a lower bound on the slowed variant's time, so load cannot flip this."""
+    spec = min(g.generate_specs(), key=lambda s: sum(s.a_elements()))
+    model = g.build_model(spec)
+    meta = {"feature_names": sel.feature_names(), "algorithms": {"fpi": {"constant": "hybrid"}}}
+    (tmp_path / "cpu_meta.json").write_text(json.dumps(meta))
+    real_build = sel._try_build
+
+    def build(algorithm, model, variant, num_iter):
+        engine = real_build(algorithm, model, variant, num_iter)
+        return _Slowed(engine, 0.02) if variant == "hybrid" else engine
+
+    monkeypatch.setattr(sel, "_try_build", build)
+    assert sel.select_variant("fpi", model, model_dir=tmp_path) == "hybrid"  # the prediction alone
+    assert sel.select_variant("fpi", model, model_dir=tmp_path, verify_top_k=3) == "baseline"
+    best, timings = sel.verify_variants("fpi", model, ["hybrid"])
+    assert best == "baseline" and timings["hybrid"] > timings["baseline"]
+
+
+def test_tie_labels_group_variants_within_the_tolerance():
+    variants = ["baseline", "a", "b"]
+    L = np.array([[1.00, 0.98, 2.0],    # a and baseline tie -> baseline (first among equals)
+                  [2.00, 1.00, 1.02],   # a and b tie; a is more often tied over all rows -> a
+                  [2.00, 1.30, 1.00],   # b alone
+                  [np.nan, 1.0, 1.01]])  # baseline did not run
+    assert tr.tie_labels(L, variants, tol=0.05).tolist() == [0, 1, 2, 1]
+    assert tr.tie_labels(L, variants, tol=0.0).tolist() == [1, 1, 2, 1]
+
+
+def test_cost_weights_grow_with_what_a_miss_costs():
+    L = np.array([[1.0, 1.01, 1.02], [1.0, 3.0, 1e6]])
+    w = tr.cost_weights(L)
+    assert w[1] > w[0] > 0
+    assert w[1] <= 0.05 + tr.MAX_COST_WEIGHT
+
+
+def test_simulated_verify_always_includes_baseline():
+    L = np.array([[1.0, 2.0, 3.0, 0.5]])
+    scores = np.array([[0.0, 0.9, 0.8, 0.1]])  # baseline (column 0) ranked last, outside the top 2
+    assert tr.choose_verify(scores, L, 2).tolist() == [1]
+    assert tr.choose_verify(scores, L, 2, always=0).tolist() == [0]

@@ -49,22 +49,24 @@ def test_ids_keep_the_given_order_and_unknown_ids_are_refused():
 
 def test_sweep_records_resumes_skips_and_limits(small_specs, tmp_path):
     out = tmp_path / "sweep.csv"
-    settings = h.Settings(cache=str(tmp_path / "cache"), builder="fake_variants:build", min_time_s=0.0,
-                          max_time_s=0.05, min_repeats=2, max_repeats=3)
+    settings = h.Settings(cache=str(tmp_path / "cache"), builder="fake_variants:build", rounds=3, max_time_s=0.05)
     specs = small_specs[:2]
     variants = ["fast", "refuses", "broken"]
     counts = h.run_sweep(specs, out, algorithms=["fpi", "vmp"], variants=variants,
                          settings=settings, case_time_limit=30, progress=False, include_pymdp=False)
     assert counts == {"resumed": 0, "ok": 4, "unsupported": 4, "error": 4}
-    # a case over the limit kills the worker and is recorded; the next case gets a fresh worker
+    # a case over the limit kills the worker and is recorded; the group's other cases run again on their own
     counts = h.run_sweep(specs[:1], out, algorithms=["fpi"], variants=["sleepy", "fast"], settings=settings,
                          case_time_limit=3, progress=False, include_pymdp=False)
-    assert counts == {"resumed": 1, "timeout": 1}
-    rows = _rows(out)
-    assert len(rows) == 2 * 2 * 3 + 1
+    assert counts == {"resumed": 0, "timeout": 1, "ok": 1}
+    rows = h.read_rows([out])  # the rerun "fast" row replaces the first one
+    assert len(rows) == 2 * 2 * 3 + 1 and len(_rows(out)) == len(rows) + 1
     by = {(r["config_id"], r["algorithm"], r["variant"]): r for r in rows}
     first = specs[0].config_id
     assert by[(first, "fpi", "fast")]["status"] == "ok"
+    assert by[(first, "fpi", "fast")]["timing"] == "round_robin_with_pymdp_only"
+    assert by[(first, "vmp", "fast")]["timing"] == "round_robin"
+    assert float(by[(first, "vmp", "fast")]["repeats"]) == 3  # rounds
     assert float(by[(first, "fpi", "fast")]["median_s"]) > 0
     assert float(by[(first, "fpi", "fast")]["packed_median_s"]) > 0
     assert by[(first, "fpi", "refuses")]["status"] == "unsupported"
@@ -77,7 +79,7 @@ def test_sweep_records_resumes_skips_and_limits(small_specs, tmp_path):
     again = h.run_sweep(specs, out, algorithms=["fpi", "vmp"], variants=variants,
                         settings=settings, case_time_limit=30, progress=False, include_pymdp=False)
     assert again == {"resumed": 12}
-    assert len(_rows(out)) == 13
+    assert len(_rows(out)) == 14
 
 
 def test_memory_budget_skips_before_building(small_specs, tmp_path):
@@ -105,10 +107,11 @@ def test_merge_shards(tmp_path):
 def test_real_case_against_pymdp(small_specs, tmp_path):
     """pymdp and the baseline engine in one worker: both timed, results equal within float32 tolerance."""
     out = tmp_path / "real.csv"
-    settings = h.Settings(cache=None, min_time_s=0.0, max_time_s=0.05, min_repeats=2, max_repeats=3, packed=False)
+    settings = h.Settings(cache=None, rounds=3, max_time_s=0.05, packed=False)
     h.run_sweep(small_specs[:1], out, algorithms=["vmp"], variants=["baseline"], settings=settings,
                 progress=False)
     rows = {r["variant"]: r for r in _rows(out)}
     assert rows["pymdp"]["status"] == "ok" and rows["baseline"]["status"] == "ok", rows
     assert float(rows["baseline"]["max_abs_diff_vs_pymdp"]) < 1e-5
     assert float(rows["pymdp"]["compile_s"]) > 0 and float(rows["baseline"]["median_s"]) > 0
+    assert rows["baseline"]["timing"] == "round_robin" and rows["pymdp"]["exec_mode"] != ""

@@ -14,8 +14,13 @@ follows Section V of the paper:
 - beyond the paper, the size guard (``guard.py``): a variant padded far beyond any size at which it was ever
   within 10% of the fastest on the training split is never picked. Regret is reported with and without it;
   the shipped selector uses it;
-- beyond the paper, the verify step: time the top-k ranked variants on the device and keep the fastest.
-  Offline it is simulated with the sweep's own latencies (so it is the oracle restricted to the top k).
+- beyond the paper, the verify step: time the top-k ranked variants and ``baseline`` on the device and keep the
+  fastest. Offline it is simulated with the sweep's own latencies (the oracle restricted to top k + baseline);
+- labels that respect noise: variants within ``TIE_TOLERANCE`` of the fastest are ties, and the label is the
+  tied variant that is most often within the tolerance over the training data (``baseline`` first among
+  equals), so noise does not scatter one structure's label over equivalent variants;
+- cost weighting: each configuration is weighted by what a wrong pick costs there (the mean regret of the
+  other variants, capped), and the weighted fit is shipped when its out-of-fold regret is lower.
 
 Outputs: ``<out-dir>/<backend>_<algorithm>.json`` (XGBoost's JSON, read at run time by a numpy evaluator),
 ``<out-dir>/<backend>_meta.json`` (classes, feature names, hyperparameters, CV regret), and
@@ -29,19 +34,28 @@ import csv
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import guard
-from .features import feature_names, structure_features
+from ..autotune import guard
+from ..autotune.features import feature_names, structure_features
+from ..autotune.select import DEFAULT_MODEL_DIR
+from ..inference import VARIANTS
+from .generator import DEFAULT_CACHE, generate_specs, read_index
+from .harness import PYMDP, read_rows
 
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "models"
 N_ITER = 60
 FOLDS = 5
 TOP_K = 3
+#: Variants within this relative distance of the fastest are ties (the round-robin timing's run-to-run
+#: spread on this project's CPU, benchmarks/noise_floor_engine_cpu.txt).
+TIE_TOLERANCE = 0.05
+#: Cap on one configuration's cost weight (a variant 1000x slower must not make one row decide the fit).
+MAX_COST_WEIGHT = 10.0
 
 # The paper's hyperparameter table (Section V).
 RF_SPACE = {
@@ -82,7 +96,30 @@ class Dataset:
 
     @property
     def labels(self) -> np.ndarray:
-        return np.nanargmin(self.L, axis=1)
+        return tie_labels(self.L, self.variants)
+
+    @property
+    def weights(self) -> np.ndarray:
+        return cost_weights(self.L)
+
+
+def tie_labels(L: np.ndarray, variants: Sequence[str], tol: float = TIE_TOLERANCE) -> np.ndarray:
+    """Per row, among the variants within ``tol`` of the fastest, the one most often within ``tol`` over all
+    rows (``baseline`` first when it is tied): one label per equivalence class instead of a noisy argmin."""
+    best = np.nanmin(L, axis=1, keepdims=True)
+    tied = np.isfinite(L) & (L <= best * (1.0 + tol))
+    pref = tied.sum(axis=0).astype(np.float64)
+    if "baseline" in variants:
+        pref[list(variants).index("baseline")] = np.inf
+    return np.argmax(np.where(tied, pref, -1.0), axis=1)
+
+
+def cost_weights(L: np.ndarray) -> np.ndarray:
+    """Per row, what a wrong pick costs: the mean regret of the variants that ran, capped at MAX_COST_WEIGHT,
+    plus a floor so rows where everything ties still count."""
+    best = np.nanmin(L, axis=1, keepdims=True)
+    rel = np.where(np.isfinite(L), np.minimum(L / best - 1.0, MAX_COST_WEIGHT), np.nan)
+    return 0.05 + np.nanmean(rel, axis=1)
 
 
 # ---- data ---------------------------------------------------------------------------------------
@@ -93,7 +130,7 @@ def _float(x: Any) -> float:
         return float("nan")
 
 
-def load_benchmark(paths: Sequence[Path], metric: str = "core_median_s", cache: Optional[Path] = None,
+def load_benchmark(paths: Sequence[Path], metric: str = "time_s", cache: Optional[Path] = None,
                    generator_seed: int = 0, variants: Optional[Sequence[str]] = None) -> dict[str, Dataset]:
     """Benchmark CSV rows -> one Dataset per algorithm.
 
@@ -101,16 +138,12 @@ def load_benchmark(paths: Sequence[Path], metric: str = "core_median_s", cache: 
     status): a case cut off by ``--max-minutes`` would otherwise make the best of a partial set look like
     the oracle. A rerun of the sweep resumes such configurations.
     """
-    from bayes_infer_ros.bench.generator import DEFAULT_CACHE, generate_specs, read_index
-    from bayes_infer_ros.bench.harness import PYMDP, read_rows
-
     rows = read_rows(paths)
     try:
         specs = {s.config_id: s for s in read_index(cache or DEFAULT_CACHE)}
     except FileNotFoundError:
         specs = {s.config_id: s for s in generate_specs(seed=generator_seed)}
-    order = ["baseline", "hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block", "sparse_hybrid_block",
-             "clustered_hybrid_block", "end_to_end", "sparse_end_to_end", "clustered_end_to_end"]
+    order = list(VARIANTS)
     seen = {r["variant"] for r in rows if r["variant"] != PYMDP}
     all_variants = list(variants) if variants else [v for v in order if v in seen] + sorted(seen - set(order))
     out: dict[str, Dataset] = {}
@@ -129,7 +162,7 @@ def load_benchmark(paths: Sequence[Path], metric: str = "core_median_s", cache: 
             if not math.isfinite(val):
                 val = _float(r.get("median_s"))
             if r["variant"] == PYMDP:
-                pym[r["config_id"]] = _float(r.get("median_s"))
+                pym[r["config_id"]] = val
                 continue
             lat.setdefault(r["config_id"], {})[r["variant"]] = val
             settings[r["config_id"]] = (int(r["horizon"]), int(r["num_iter"]), r.get("backend", "cpu"))
@@ -192,13 +225,17 @@ def choose(scores: np.ndarray, L: np.ndarray, ok: Optional[np.ndarray] = None) -
     return np.argmax(_masked(scores, L, ok), axis=1)
 
 
-def choose_verify(scores: np.ndarray, L: np.ndarray, k: int, ok: Optional[np.ndarray] = None) -> np.ndarray:
-    """Per row, the fastest measured among the top-k allowed variants that ran, ranked by score."""
+def choose_verify(scores: np.ndarray, L: np.ndarray, k: int, ok: Optional[np.ndarray] = None,
+                  always: Optional[int] = None) -> np.ndarray:
+    """Per row, the fastest measured among the top-k allowed variants that ran, ranked by score, and the
+    column ``always`` (baseline: the run-time verify step always times it)."""
     s = _masked(scores, L, ok)
     order = np.argsort(-s, axis=1, kind="stable")[:, :k]
     out = np.empty(len(L), dtype=np.int64)
     for i, cand in enumerate(order):
         cand = [c for c in cand if np.isfinite(s[i, c])]
+        if always is not None and always not in cand and np.isfinite(L[i, always]):
+            cand.append(always)
         out[i] = cand[int(np.argmin(L[i, cand]))]
     return out
 
@@ -234,12 +271,12 @@ class _Fitted:
 
 def make_classifier(kind: str, params: dict, seed: int, n_jobs: int = 1):
     if kind == "xgboost":
-        import xgboost as xgb
+        import xgboost as xgb  # optional: training only (the robot evaluates the forest in numpy)
 
         return xgb.XGBClassifier(objective="multi:softprob", tree_method="hist", n_jobs=n_jobs,
                                  random_state=seed, **params)
     if kind == "rf":
-        from sklearn.ensemble import RandomForestClassifier
+        from sklearn.ensemble import RandomForestClassifier  # optional: training only
 
         params = dict(params)
         if params.get("max_samples") is not None:
@@ -248,33 +285,32 @@ def make_classifier(kind: str, params: dict, seed: int, n_jobs: int = 1):
     raise ValueError(f"unknown classifier {kind!r}")
 
 
-def fit(kind: str, params: dict, X: np.ndarray, y: np.ndarray, n_classes: int, seed: int = 0, n_jobs: int = 1):
+def fit(kind: str, params: dict, X: np.ndarray, y: np.ndarray, n_classes: int, seed: int = 0, n_jobs: int = 1,
+        weights: Optional[np.ndarray] = None):
     classes = np.unique(y)
     if len(classes) == 1:
         return _Constant(int(classes[0]), n_classes)
     enc = {c: i for i, c in enumerate(classes)}
     model = make_classifier(kind, params, seed, n_jobs)
-    model.fit(X, np.array([enc[c] for c in y]))
+    model.fit(X, np.array([enc[c] for c in y]), sample_weight=weights)
     return _Fitted(model, classes, n_classes)
 
 
 def sample_params(space: dict, n_iter: int, seed: int) -> list[dict]:
-    from sklearn.model_selection import ParameterSampler
+    from sklearn.model_selection import ParameterSampler  # optional: training only
 
     return list(ParameterSampler(space, n_iter=n_iter, random_state=seed))
 
 
 def _draw_regret(kind: str, params: dict, X_tr, y_tr, X_val, L_val, n_classes: int, seed: int,
-                 ok_val: Optional[np.ndarray] = None) -> float:
-    import warnings
-
+                 ok_val: Optional[np.ndarray] = None, w_tr: Optional[np.ndarray] = None) -> float:
     warnings.filterwarnings("ignore", category=UserWarning, module="sklearn")
-    model = fit(kind, params, X_tr, y_tr, n_classes, seed, 1)
+    model = fit(kind, params, X_tr, y_tr, n_classes, seed, 1, w_tr)
     return float(regrets(L_val, choose(model.scores(X_val), L_val, ok_val)).mean())
 
 
 def search(kind: str, X: np.ndarray, L: np.ndarray, n_iter: int = N_ITER, seed: int = 0, n_jobs: int = 1,
-           variants: Optional[Sequence[str]] = None) -> tuple[dict, float]:
+           variants: Optional[Sequence[str]] = None, weighted: bool = False) -> tuple[dict, float]:
     """Randomized search on an internal 80/20 split, scored by mean regret. Returns (params, regret).
 
     With ``variants`` (the columns of L) the size guard is fitted on the internal training part and applied
@@ -288,11 +324,11 @@ def search(kind: str, X: np.ndarray, L: np.ndarray, n_iter: int = N_ITER, seed: 
     val, tr = idx[:n_val], idx[n_val:]
     if len(tr) < 2:
         return draws[0], float("nan")
-    y = np.nanargmin(L, axis=1)
+    y = tie_labels(L, variants or [])
     ok_val = None if variants is None else guard.allowed(X[val], variants, guard.fit_ceilings(X[tr], L[tr], variants))
-    args = (X[tr], y[tr], X[val], L[val], L.shape[1], seed, ok_val)
+    args = (X[tr], y[tr], X[val], L[val], L.shape[1], seed, ok_val, cost_weights(L[tr]) if weighted else None)
     if n_jobs > 1:
-        from joblib import Parallel, delayed
+        from joblib import Parallel, delayed  # optional: training only (comes with scikit-learn)
 
         scores = Parallel(n_jobs=n_jobs)(delayed(_draw_regret)(kind, p, *args) for p in draws)
     else:
@@ -320,7 +356,7 @@ class CVResult:
 
 
 def cross_validate(kind: str, ds: Dataset, n_iter: int = N_ITER, folds: int = FOLDS, seed: int = 0,
-                   top_k: int = TOP_K, n_jobs: int = 1) -> CVResult:
+                   top_k: int = TOP_K, n_jobs: int = 1, weighted: bool = False) -> CVResult:
     """Outer k-fold (80/20 for k=5) with an inner randomized search; out-of-fold choices for every config.
 
     The size guard is fitted on each training split only, like the classifier.
@@ -333,15 +369,17 @@ def cross_validate(kind: str, ds: Dataset, n_iter: int = N_ITER, folds: int = FO
     chosen_ng = np.zeros(n, dtype=np.int64)
     fold_params = []
     y = ds.labels
+    always = ds.variants.index("baseline") if "baseline" in ds.variants else None
     for k in range(min(folds, n)):
         test = perm[k::folds]
         train = np.setdiff1d(perm, test)
-        params, _ = search(kind, ds.X[train], ds.L[train], n_iter, seed + k, n_jobs, ds.variants)
-        model = fit(kind, params, ds.X[train], y[train], len(ds.variants), seed)
+        params, _ = search(kind, ds.X[train], ds.L[train], n_iter, seed + k, n_jobs, ds.variants, weighted)
+        model = fit(kind, params, ds.X[train], y[train], len(ds.variants), seed,
+                    weights=ds.weights[train] if weighted else None)
         s = model.scores(ds.X[test])
         ok = guard.allowed(ds.X[test], ds.variants, guard.fit_ceilings(ds.X[train], ds.L[train], ds.variants))
         chosen[test] = choose(s, ds.L[test], ok)
-        chosen_v[test] = choose_verify(s, ds.L[test], top_k, ok)
+        chosen_v[test] = choose_verify(s, ds.L[test], top_k, ok, always)
         chosen_ng[test] = choose(s, ds.L[test])
         fold_params.append(params)
     r, rv, rn = regrets(ds.L, chosen), regrets(ds.L, chosen_v), regrets(ds.L, chosen_ng)
@@ -370,7 +408,7 @@ def single_best_cv(ds: Dataset, folds: int = FOLDS, seed: int = 0) -> tuple[floa
 # ---- the command --------------------------------------------------------------------------------
 def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[Path], n_iter: int, folds: int,
               seed: int, top_k: int, classifiers: Sequence[str], n_jobs: int, tag: Optional[str] = None,
-              log=print, rf_n_iter: Optional[int] = None, metric: str = "core_median_s") -> dict:
+              log=print, rf_n_iter: Optional[int] = None, metric: str = "time_s") -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     backend = tag or next(iter(datasets.values())).backend
     summary: dict[str, Any] = {"backend": backend, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -385,14 +423,16 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
         results = {}
         for kind in classifiers:
             draws = rf_n_iter if (kind == "rf" and rf_n_iter is not None) else n_iter
-            res = cross_validate(kind, ds, draws, folds, seed, top_k, n_jobs)
-            results[kind] = res
-            entry[f"regret_{kind}_noguard"] = res.regret_noguard
-            entry[f"median_regret_{kind}_noguard"] = res.regret_noguard_median
-            entry[f"regret_{kind}"] = res.regret
-            entry[f"regret_{kind}_verify{top_k}"] = res.regret_verify
-            entry[f"median_regret_{kind}"] = res.regret_median
-            entry[f"median_regret_{kind}_verify{top_k}"] = res.regret_verify_median
+            for weighted in (False, True):
+                res = cross_validate(kind, ds, draws, folds, seed, top_k, n_jobs, weighted)
+                name = kind + ("_weighted" if weighted else "")
+                results[name] = res
+                entry[f"regret_{name}_noguard"] = res.regret_noguard
+                entry[f"median_regret_{name}_noguard"] = res.regret_noguard_median
+                entry[f"regret_{name}"] = res.regret
+                entry[f"regret_{name}_verify{top_k}"] = res.regret_verify
+                entry[f"median_regret_{name}"] = res.regret_median
+                entry[f"median_regret_{name}_verify{top_k}"] = res.regret_verify_median
         sb_regret, sb_chosen = single_best_cv(ds, folds, seed)
         entry["regret_single_best"] = sb_regret
         entry["median_regret_single_best"] = float(np.median(regrets(ds.L, sb_chosen)))
@@ -400,10 +440,13 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
             rb = regrets(ds.L, np.full(len(ds.L), ds.variants.index("baseline")))
             entry["regret_always_baseline"] = float(np.nanmean(rb))
             entry["median_regret_always_baseline"] = float(np.nanmedian(rb))
-        # The shipped model: search on all configurations, refit on all.
+        # The shipped model: search on all configurations, refit on all; cost-weighted when that was better
+        # out of fold.
         y = ds.labels
-        params, _ = search("xgboost", ds.X, ds.L, n_iter, seed, n_jobs, ds.variants)
-        model = fit("xgboost", params, ds.X, y, len(ds.variants), seed)
+        weighted = entry.get("regret_xgboost_weighted", math.inf) < entry.get("regret_xgboost", math.inf)
+        entry["cost_weighted"] = bool(weighted)
+        params, _ = search("xgboost", ds.X, ds.L, n_iter, seed, n_jobs, ds.variants, weighted)
+        model = fit("xgboost", params, ds.X, y, len(ds.variants), seed, weights=ds.weights if weighted else None)
         entry["size_guard"] = {"tolerance": guard.TOLERANCE, "margin": guard.MARGIN,
                                "ceilings": guard.fit_ceilings(ds.X, ds.L, ds.variants)}
         path = out_dir / f"{backend}_{alg}.json"
@@ -445,10 +488,13 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
 
 def regret_table(summary: dict) -> str:
     k = summary.get("top_k", TOP_K)
-    cols = [("regret_xgboost_noguard", "XGBoost (paper's rule)"), ("regret_xgboost", "XGBoost + guard (shipped)"),
-            (f"regret_xgboost_verify{k}", f"XGBoost + guard + verify top-{k}"),
+    cols = [("regret_xgboost_noguard", "XGBoost (paper's rule)"), ("regret_xgboost", "XGBoost + guard"),
+            ("regret_xgboost_weighted", "XGBoost cost-weighted + guard"),
+            (f"regret_xgboost_verify{k}", f"XGBoost + guard + verify top-{k} & baseline"),
+            (f"regret_xgboost_weighted_verify{k}", f"XGBoost cost-weighted + guard + verify top-{k} & baseline"),
             ("regret_rf_noguard", "RF (paper's rule)"), ("regret_rf", "RF + guard"),
-            (f"regret_rf_verify{k}", f"RF + guard + verify top-{k}"),
+            ("regret_rf_weighted", "RF cost-weighted + guard"),
+            (f"regret_rf_verify{k}", f"RF + guard + verify top-{k} & baseline"),
             ("regret_single_best", "single best variant"), ("regret_always_baseline", "always baseline")]
     lines = [f"Autotuner regret ({summary['backend']}, {summary['folds']}-fold CV, randomized search: "
              f"{summary['n_iter']} draws XGBoost, {summary.get('rf_n_iter', summary['n_iter'])} draws RF; "
@@ -468,8 +514,6 @@ def regret_table(summary: dict) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    import warnings
-
     # tiny training splits make sklearn warn about fractional max_samples; the search just scores those draws
     warnings.filterwarnings("ignore", category=UserWarning, module="sklearn")
     p = argparse.ArgumentParser(prog="bayes-infer autotune-train", description=__doc__.split("\n")[0])
@@ -478,10 +522,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--out-dir", type=Path, default=DEFAULT_MODEL_DIR, help="where the models are written")
     p.add_argument("--report-dir", type=Path, help="also write out-of-fold choices and the regret table here")
     p.add_argument("--cache", type=Path, help="generator cache (structure of each config_id)")
-    p.add_argument("--metric", default="core_median_s",
-                   help="latency column: core_median_s (the jitted program alone; default: the engine's per-call "
-                        "wrapper cost is the same for every variant and would dilute regret), median_s (list "
-                        "call) or packed_median_s; rows without it use median_s")
+    p.add_argument("--metric", default="time_s",
+                   help="latency column: time_s (the round-robin statistic, default), median_s, packed_median_s "
+                        "or core_median_s (older sweeps); rows without it use median_s")
     p.add_argument("--tag", help="model name prefix (default: the backend in the CSV, e.g. cpu, gpu)")
     p.add_argument("--n-iter", type=int, default=N_ITER, help="randomized-search draws (paper: 60)")
     p.add_argument("--rf-n-iter", type=int, help="randomized-search draws for the random forest (default: --n-iter)")
