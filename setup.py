@@ -4,7 +4,8 @@ from setuptools import find_packages, setup
 setup(
     packages=find_packages(include=["bayes_infer_ros", "bayes_infer_ros.*"],
                            exclude=["bayes_infer_ros.msg", "bayes_infer_ros.srv"]),
-    package_data={"bayes_infer_ros": ["autotune/models/*.json", "autotune/models/*.csv", "config/*.yaml"]},
+    # The autotuner ships its models (JSON) only; its training data stays in benchmarks/ (not needed at run time).
+    package_data={"bayes_infer_ros": ["autotune/models/*.json", "config/*.yaml"]},
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/bayes_infer_ros"]),
         ("share/bayes_infer_ros", ["package.xml"]),

@@ -10,7 +10,7 @@ import sys
 from typing import Optional
 
 COMMANDS = {
-    "infer": ("bayes_infer_ros.offline", "offline inference on a model file with a random observation stream"),
+    "infer": ("bayes_infer_ros.infer_cli", "offline inference on a model file with a random observation stream"),
     "model": ("bayes_infer_ros.model_cli", "your own model: from-pymdp, validate, show (docs/your-model.md)"),
     "node": ("bayes_infer_ros.ros.agent_node", "run the agent node (ROS args after --ros-args)"),
     "demo": ("bayes_infer_ros.demo", "the live demo: node + sample bag replay + summary and plot"),

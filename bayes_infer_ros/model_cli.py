@@ -16,15 +16,16 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, save_model
+from bayes_infer_ros.inference import VARIANTS
+from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, read_parameters_yaml, save_model
+from bayes_infer_ros.model.pymdp_format import read_pymdp_npz
+from bayes_infer_ros.ros.conversion import unknown_parameters
+from bayes_infer_ros.ros.parameters import PARAMETERS, validate_change
+from bayes_infer_ros.viewer_layout import plotjuggler_layout
 
 
 def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
     """(errors, warnings) for the node parameters of a params YAML (the model itself is checked apart)."""
-    from bayes_infer_ros.model import read_parameters_yaml
-    from bayes_infer_ros.ros.conversion import unknown_parameters
-    from bayes_infer_ros.ros.parameters import PARAMETERS, validate_change
-
     flat = read_parameters_yaml(path)
     errors = []
     for spec in PARAMETERS:
@@ -40,12 +41,7 @@ def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
 
 
 def _variant_names() -> tuple:
-    try:
-        from bayes_infer_ros.inference import VARIANTS
-
-        return tuple(VARIANTS)
-    except Exception:  # noqa: BLE001 - the node checks again when it builds the engine
-        return ("baseline",)
+    return tuple(VARIANTS)
 
 
 def describe(model: GenerativeModel) -> str:
@@ -70,8 +66,6 @@ def describe(model: GenerativeModel) -> str:
 
 
 def cmd_from_pymdp(args: argparse.Namespace) -> int:
-    from bayes_infer_ros.model.pymdp_format import read_pymdp_npz
-
     if args.output.suffix.lower() not in (".yaml", ".yml", ".npz"):
         print(f"model from-pymdp: {args.output}: expected a .yaml (params file the node reads) or .npz output",
               file=sys.stderr)
@@ -126,8 +120,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_layout(args: argparse.Namespace) -> int:
-    from bayes_infer_ros.viewer_layout import plotjuggler_layout
-
     try:
         model = load_model(args.file)
     except ModelValidationError as exc:

@@ -35,9 +35,10 @@ class BeliefSeries:
 
 def read_beliefs(bag: Path, topic: Optional[str] = None) -> BeliefSeries:
     """Every Beliefs message of ``bag`` (one topic). Raises ValueError when there is none."""
+    # optional dependency: rosbags (the [plot] extra), directly and through bags.interfaces
     from rosbags.highlevel import AnyReader
 
-    from bayes_infer_ros.bags.interfaces import make_typestore
+    from bayes_infer_ros.bags.interfaces import make_typestore  # optional dependency: rosbags
 
     with AnyReader([Path(bag)], default_typestore=make_typestore()) as reader:
         conns = [c for c in reader.connections if c.msgtype == BELIEFS_TYPE and (topic is None or c.topic == topic)]
@@ -79,10 +80,11 @@ def align_to_steps(series: BeliefSeries, step_stamps_ns: np.ndarray) -> tuple[li
 def plot_beliefs(path: Path, beliefs: Sequence[np.ndarray], stamps_ns: np.ndarray, states: Optional[np.ndarray],
                  factor_names: Sequence[str], state_labels: Sequence[Sequence[str]], title: str) -> Path:
     """One heat-map panel per factor (belief over time), the true state on top when ``states`` (T, F) is given."""
+    # optional dependency: matplotlib (the [plot] extra)
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional dependency: matplotlib
 
     t = (np.asarray(stamps_ns) - stamps_ns[0]) * 1e-9
     fig, axes = plt.subplots(len(beliefs), 1, figsize=(11, 1.2 + 0.55 * sum(b.shape[1] + 1 for b in beliefs)),
@@ -130,8 +132,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--topic", default=None, help="the Beliefs topic, when the bag has several")
     p.add_argument("-o", "--output", type=Path, default=None, help="PNG file (default: <bag>/beliefs.png)")
     args = p.parse_args(argv)
-    import matplotlib  # noqa: F401 - say that the [plot] extra is missing before reading any bag
-    import rosbags  # noqa: F401
+    # optional dependencies of the [plot] extra: say that it is missing before reading any bag
+    import matplotlib  # noqa: F401
+    import rosbags  # noqa: F401  (optional dependency)
 
     if not (args.bag / "metadata.yaml").is_file():
         print(f"plot: {args.bag} is not a rosbag2 folder (no metadata.yaml)", file=sys.stderr)
@@ -139,7 +142,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         series = read_beliefs(args.bag, args.topic)
         if args.truth is not None:
-            from bayes_infer_ros.bags import read_episode
+            from bayes_infer_ros.bags import read_episode  # optional dependency: rosbags
 
             episode = read_episode(args.truth)
             beliefs, got = align_to_steps(series, episode.stamps_ns)

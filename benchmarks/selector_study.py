@@ -6,7 +6,7 @@ each variant's log latency ratio to the fastest and picks the smallest predictio
 data. Every selector sees the same 5 outer folds (seeded like ``autotune-train``) and fixed, moderate
 hyperparameters (no search: this compares the forms, not their tuning). Regret is the paper's metric.
 
-    PYTHONPATH=. python benchmarks/selector_study.py bayes_infer_ros/autotune/models/cpu_training.csv \
+    PYTHONPATH=. python benchmarks/selector_study.py benchmarks/autotune_training_cpu.csv \
         > benchmarks/selector_study_cpu.md
 """
 from __future__ import annotations

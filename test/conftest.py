@@ -5,7 +5,7 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-sys.path.insert(0, str(Path(__file__).parent))  # tolerances.py, oracle.py
+sys.path.insert(0, str(Path(__file__).parent))  # tolerances.py, oracle.py, synthetic_rows.py
 
 import contextlib  # noqa: E402
 

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import jax.numpy as jnp
 import numpy as np
+
+from bayes_infer_ros import pymdp_oracle
 
 
 def normalise(x: np.ndarray) -> np.ndarray:
@@ -91,60 +92,26 @@ def random_case(
 
 
 def pymdp_reference(algorithm: str, case: Case, num_iter: int, tau: float = 1.0, valid_steps: Optional[int] = None) -> list[np.ndarray]:
-    """pymdp 1.0.4 on one (unbatched) case: run_factorized_fpi / run_vmp / run_mmp, B conditioned as pymdp does."""
-    from pymdp import algos
-    from pymdp.inference import _build_sequence_validity_masks, _condition_transitions_on_actions
-
-    A = [jnp.asarray(a) for a in case.A]
-    obs = [jnp.asarray(o) for o in case.obs]
-    prior = [jnp.asarray(p) for p in case.prior]
+    """pymdp 1.0.4 on one (unbatched) case, op by op: run_factorized_fpi / run_vmp / run_mmp, B conditioned as
+    pymdp does (:mod:`bayes_infer_ros.pymdp_oracle`)."""
+    A, obs, prior = pymdp_oracle.as_jax(case.A), pymdp_oracle.as_jax(case.obs), pymdp_oracle.as_jax(case.prior)
     if algorithm == "fpi":
-        return [np.asarray(q) for q in algos.run_factorized_fpi(A, obs, prior, case.A_deps, num_iter=num_iter)]
-    B = None
-    if case.B is not None:
-        B = _condition_transitions_on_actions([jnp.asarray(b) for b in case.B], jnp.asarray(case.actions))
-    masks = {}
-    if valid_steps is not None:
-        ov, tv = _build_sequence_validity_masks(obs, jnp.asarray(case.actions), valid_steps)
-        masks = dict(obs_valid_mask=ov, transition_valid_mask=tv)
-    run = algos.run_vmp if algorithm == "vmp" else algos.run_mmp
-    qs = run(A, B, obs, prior, case.A_deps, case.B_deps, num_iter=num_iter, tau=tau, **masks)
+        return [np.asarray(q) for q in pymdp_oracle.run_fpi(A, obs, prior, case.A_deps, num_iter)]
+    qs = pymdp_oracle.run_window(algorithm, A, pymdp_oracle.as_jax(case.B), obs, prior, jnp.asarray(case.actions),
+                                 case.A_deps, case.B_deps, num_iter, tau, valid_steps)
     return [np.asarray(q) for q in qs]
-
-
-@functools.lru_cache(maxsize=None)
-def _reference_program(algorithm: str, A_deps: tuple, B_deps: tuple, num_iter: int, tau: float, valid_steps: Optional[int]):
-    import jax
-    from pymdp import algos
-    from pymdp.inference import _build_sequence_validity_masks, _condition_transitions_on_actions
-
-    A_deps, B_deps = [list(d) for d in A_deps], [list(d) for d in B_deps]
-
-    @jax.jit
-    def run(A, B, obs, prior, actions):
-        if algorithm == "fpi":
-            return algos.run_factorized_fpi(A, obs, prior, A_deps, num_iter=num_iter)
-        Bc = None if B is None else _condition_transitions_on_actions(B, actions)
-        masks = {}
-        if valid_steps is not None:
-            ov, tv = _build_sequence_validity_masks(obs, actions, valid_steps)
-            masks = dict(obs_valid_mask=ov, transition_valid_mask=tv)
-        fn = algos.run_vmp if algorithm == "vmp" else algos.run_mmp
-        return fn(A, Bc, obs, prior, A_deps, B_deps, num_iter=num_iter, tau=tau, **masks)
-
-    return run
 
 
 def pymdp_reference_jit(algorithm: str, case: Case, num_iter: int, tau: float = 1.0,
                         valid_steps: Optional[int] = None) -> list[np.ndarray]:
     """``pymdp_reference`` jitted as one program (cached per structure): pymdp op by op costs 5-10 s per case,
-    which would dominate a test module's run time. Same calls: run_factorized_fpi / run_vmp / run_mmp with B
-    conditioned by _condition_transitions_on_actions and pymdp's own valid_steps masks."""
-    run = _reference_program(algorithm, tuple(map(tuple, case.A_deps)), tuple(map(tuple, case.B_deps)),
-                             num_iter, tau, valid_steps)
-    as_list = lambda xs: None if xs is None else [jnp.asarray(x) for x in xs]  # noqa: E731
+    which would dominate a test module's run time."""
+    run = pymdp_oracle.program(algorithm, tuple(map(tuple, case.A_deps)), tuple(map(tuple, case.B_deps)),
+                               num_iter, tau, valid_steps)
     actions = None if case.actions is None else jnp.asarray(case.actions)
-    return [np.asarray(q) for q in run(as_list(case.A), as_list(case.B), as_list(case.obs), as_list(case.prior), actions)]
+    qs = run(pymdp_oracle.as_jax(case.A), pymdp_oracle.as_jax(case.B), pymdp_oracle.as_jax(case.obs),
+             pymdp_oracle.as_jax(case.prior), actions)
+    return [np.asarray(q) for q in qs]
 
 
 def unbatch(case: Case, k: int) -> Case:

@@ -11,7 +11,7 @@ from bayes_infer_ros.bags import (
 from bayes_infer_ros.bags.make_bag import SAMPLE_DT_S, SAMPLE_SEED, SAMPLE_STEPS, main as make_bag_main, make_sample_bag
 from bayes_infer_ros.model import GenerativeModel, load_model
 
-from tolerances import FLOAT32_ATOL
+from tolerances import FLOAT32_ATOL, GOLDEN_FLOAT32_ATOL, sampling_atol
 
 
 def tiny_model() -> GenerativeModel:
@@ -51,17 +51,17 @@ def test_simulation_follows_the_generative_process():
     for s in range(3):
         at = r.states[:, 0] == s
         freq = np.bincount(r.observations[at, 0], minlength=3) / at.sum()
-        np.testing.assert_allclose(freq, model.A[0][:, s], atol=0.05)
+        np.testing.assert_allclose(freq, model.A[0][:, s], atol=sampling_atol(at.sum()))
     # B[0] under control 1 (the controlled "advance")
     prev, nxt, u = r.states[:-1, 0], r.states[1:, 0], r.actions[:, 0]
     for s in range(3):
         sel = (prev == s) & (u == 1)
         freq = np.bincount(nxt[sel], minlength=3) / sel.sum()
-        np.testing.assert_allclose(freq, model.B[0][:, s, 1], atol=0.06)
+        np.testing.assert_allclose(freq, model.B[0][:, s, 1], atol=sampling_atol(sel.sum()))
     # B[1] depends on (mode, pos): check one slice
     sel = (r.states[:-1, 1] == 1) & (r.states[:-1, 0] == 2)
     freq = np.bincount(r.states[1:, 1][sel], minlength=2) / sel.sum()
-    np.testing.assert_allclose(freq, model.B[1][:, 1, 2, 0], atol=0.08)
+    np.testing.assert_allclose(freq, model.B[1][:, 1, 2, 0], atol=sampling_atol(sel.sum()))
 
 
 def test_bag_round_trip(tmp_path):
@@ -201,7 +201,7 @@ def test_make_bag_cli_refuses_to_clobber(tmp_path, repo_root, capsys):
 
 def test_offline_golden_engine_matches_pymdp(tmp_path):
     """The two offline implementations the replay tests compare the node with agree (short episode)."""
-    from bayes_infer_ros.bags.offline import engine_beliefs, posterior_mode_accuracy, pymdp_beliefs
+    from bayes_infer_ros.bags.golden import engine_beliefs, posterior_mode_accuracy, pymdp_beliefs
 
     model = tiny_model()
     path = write_episode_bag(tmp_path / "ep", model, simulate(model, 8, seed=2))
@@ -210,11 +210,11 @@ def test_offline_golden_engine_matches_pymdp(tmp_path):
         ours = engine_beliefs(model, ep, algorithm, num_iter=8, horizon=3)
         oracle = pymdp_beliefs(model, ep, algorithm, num_iter=8, horizon=3)
         for a, b in zip(ours, oracle):
-            np.testing.assert_allclose(a, b, rtol=0, atol=4 * FLOAT32_ATOL)
-            np.testing.assert_allclose(a.sum(axis=1), 1.0, atol=1e-5)
+            np.testing.assert_allclose(a, b, rtol=0, atol=GOLDEN_FLOAT32_ATOL)
+            np.testing.assert_allclose(a.sum(axis=1), 1.0, atol=FLOAT32_ATOL)
     # pymdp's padded fixed window (valid_steps) equals its truncated windows: the padding trick is exact
     truncated = pymdp_beliefs(model, ep, "mmp", num_iter=8, horizon=3, padded=False)
     for a, b in zip(truncated, oracle):
-        np.testing.assert_allclose(a, b, rtol=0, atol=4 * FLOAT32_ATOL)
+        np.testing.assert_allclose(a, b, rtol=0, atol=GOLDEN_FLOAT32_ATOL)
     acc = posterior_mode_accuracy(ours, ep.states)
     assert acc.shape == (2,) and np.all((0 <= acc) & (acc <= 1))

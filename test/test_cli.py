@@ -54,5 +54,6 @@ def test_make_setup_puts_bayes_infer_into_the_venv(tmp_path, repo_root):
     script = venv / "bin" / "bayes-infer"
     assert script.read_text().startswith(f"#!{venv.resolve()}/bin/python\n") and os.access(script, os.X_OK)
     env = {**os.environ, "PYTHONPATH": str(repo_root)}
-    run = subprocess.run([str(script), "model", "--help"], capture_output=True, text=True, env=env, timeout=60)
+    # the top-level help imports only the CLI: the stand-in venv's interpreter need not see jax
+    run = subprocess.run([str(script), "--help"], capture_output=True, text=True, env=env, timeout=60)
     assert run.returncode == 0 and "from-pymdp" in run.stdout, run.stderr

@@ -9,7 +9,7 @@ def test_core_never_imports_rclpy(repo_root):
         import sys
         sys.modules['rclpy'] = None          # any 'import rclpy' now raises ImportError
         import bayes_infer_ros
-        from bayes_infer_ros import model, inference, offline
+        from bayes_infer_ros import model, inference
         from bayes_infer_ros.inference import build_inference, VARIANTS
         import numpy as np
         e = build_inference('fpi', [np.eye(2, dtype=np.float32)], [[0]])

@@ -7,6 +7,7 @@ import pytest
 
 from bayes_infer_ros.bags import read_episode
 from bayes_infer_ros.plot import align_to_steps, main as plot_main, read_beliefs
+from tolerances import FLOAT32_STORAGE_ATOL
 
 OLD_BELIEF = """std_msgs/Header header
 string name
@@ -74,7 +75,7 @@ def test_plot_reads_beliefs_bags_and_draws_the_demo_figure(tmp_path, repo_root, 
     assert series.factor_names == ["location", "battery", "door"] and series.topic == "/beliefs"
     np.testing.assert_array_equal(series.stamps_ns, stamps)
     for got, want in zip(series.probabilities, probs):
-        np.testing.assert_allclose(got, want, atol=1e-7)
+        np.testing.assert_allclose(got, want, atol=FLOAT32_STORAGE_ATOL)
     aligned, answered = align_to_steps(series, episode.stamps_ns)
     assert answered.sum() == 50 and not answered[50:].any() and np.isnan(aligned[0][60]).all()
     out = tmp_path / "fig.png"

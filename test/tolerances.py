@@ -21,6 +21,27 @@ NATIVE_FLOAT64_ATOL = 5e-10
 # Beliefs that crossed a ROS topic are float32 (Belief.probabilities is float32[]), the engine may run in
 # float32 too: one rounding to float32 on top of FLOAT32_ATOL.
 ROS_FLOAT32_ATOL = 2e-5
+# Golden values over a whole episode (bayes_infer_ros.bags.golden: our engine vs pymdp, and pymdp's padded
+# window vs its truncated windows), float32: fpi feeds each tick's float32 prediction into the next tick's
+# prior, so rounding carries from tick to tick. Measured on the tests' 8-step episodes (4 seeds, tiny model,
+# 8 iterations): fpi 1.8e-7, mmp 1.2e-7, padded vs truncated 6e-8; the per-call float32 bound covers it.
+GOLDEN_FLOAT32_ATOL = FLOAT32_ATOL
+# A probability (<= 1) stored as float32 (a message field, a bag) and read back as float64: at most half a
+# float32 ulp of 1.
+FLOAT32_STORAGE_ATOL = 2.0 ** -24
+# The same engine on the same inputs twice (a replay's second pass, after the node's reset to D): the programs
+# are deterministic on the CPU; one float32 rounding of slack.
+REPEAT_ATOL = 1e-6
+# Posterior-mode accuracy (fraction of steps whose argmax is the true state) of two belief series that agree
+# to ROS_FLOAT32_ATOL: they may pick different modes where a belief has two near-equal maxima; allow this many
+# such steps.
+ACCURACY_TIE_STEPS = 2
+
+
+def sampling_atol(draws: int) -> float:
+    """Empirical frequency from ``draws`` seeded samples vs its probability: five standard errors of a
+    Bernoulli mean at its widest (p = 1/2). The draws are seeded, so a test using it cannot flake."""
+    return 5.0 * 0.5 / draws ** 0.5
 
 
 def atol_for(dtype) -> float:

@@ -42,6 +42,8 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from bayes_infer_ros.model import GenerativeModel, load_npz, save_npz
+
 F_LEVELS = (5, 10, 25, 125)
 M_LEVELS = (5, 10, 25, 125)
 DIM_UPPER_LEVELS = (5, 10, 25)
@@ -230,8 +232,6 @@ def _generate_specs(seed: int, samples: int, rate: float, max_a_elements: int,
 
 def build_model(spec: ConfigSpec, dtype=np.float32):
     """Stage 4: uniform random A and B, normalised over the outcome axis; uniform D. Deterministic."""
-    from bayes_infer_ros.model import GenerativeModel
-
     rng = _values_rng(spec.seed, spec.index)
     A = []
     for m, deps in zip(spec.num_obs, spec.A_dependencies):
@@ -262,8 +262,6 @@ def read_index(cache: Path = DEFAULT_CACHE) -> list[ConfigSpec]:
 
 def load_or_build(spec: ConfigSpec, cache: Optional[Path] = DEFAULT_CACHE, dtype=np.float32):
     """The model of ``spec``: from ``cache/npz/<id>.npz`` when present, else built (and saved when cache set)."""
-    from bayes_infer_ros.model import load_npz, save_npz
-
     if cache is not None:
         path = Path(cache) / "npz" / f"{spec.config_id}.npz"
         if path.is_file():
@@ -322,7 +320,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(json.dumps(summarise(specs), indent=1))
     if not args.index_only:
         chosen = select_specs(specs, args.ids, args.limit)
-        try:
+        try:  # optional dependency: tqdm (the [bench] extra) only draws a progress bar
             from tqdm import tqdm
         except ImportError:  # pragma: no cover
             tqdm = lambda x, **k: x  # noqa: E731

@@ -202,21 +202,10 @@ def pymdp_callable(algorithm: str, A_dependencies, B_dependencies, num_iter: int
     fpi: ``f(A, obs, prior)``; vmp/mmp: ``f(A, B, obs, prior, actions)`` (only the arrays each one reads, so
     pymdp pays no dispatch cost for unused leaves).
     """
-    # pymdp: optional (the oracle's own dependency, installed with the dev requirements)
-    from pymdp import algos
-    from pymdp.inference import _condition_transitions_on_actions
+    # optional dependency: pymdp (the [bench] extra), through the one pymdp adapter
+    from bayes_infer_ros.pymdp_oracle import benchmark_callable
 
-    A_deps = [list(d) for d in A_dependencies]
-    B_deps = [list(d) for d in B_dependencies]
-    if algorithm == "fpi":
-        return jax.jit(lambda A, obs, prior: algos.run_factorized_fpi(A, obs, prior, A_deps, num_iter=num_iter))
-    run = {"vmp": algos.run_vmp, "mmp": algos.run_mmp}[algorithm]
-
-    def seq(A, B, obs, prior, actions):
-        B_cond = _condition_transitions_on_actions(B, actions)
-        return run(A, B_cond, obs, prior, A_deps, B_deps, num_iter=num_iter, tau=tau)
-
-    return jax.jit(seq)
+    return benchmark_callable(algorithm, A_dependencies, B_dependencies, num_iter, tau)
 
 
 def _import_builder(path: Optional[str]):

@@ -127,10 +127,11 @@ def format_table(rows: Sequence[dict]) -> str:
 
 
 def plot_violins(rat: dict, path: Path, title: str) -> None:
+    # optional dependency: matplotlib (the [bench] extra), only for the plots
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional dependency: matplotlib
 
     algs = [a for a in ALGORITHMS if a in rat]
     fig, axes = plt.subplots(len(algs), 1, figsize=(11, 3.2 * len(algs)), squeeze=False)
@@ -161,10 +162,11 @@ def plot_violins(rat: dict, path: Path, title: str) -> None:
 
 def plot_params_vs_latency(lat: dict, params: dict, choices: dict, path: Path, title: str, sample: int = 50,
                            seed: int = 0) -> None:
+    # optional dependency: matplotlib (the [bench] extra), only for the plots
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional dependency: matplotlib
 
     algs = [a for a in ALGORITHMS if a in lat]
     fig, axes = plt.subplots(1, len(algs), figsize=(5 * len(algs), 4.2), squeeze=False)

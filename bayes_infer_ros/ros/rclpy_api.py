@@ -35,6 +35,7 @@ API: dict[str, str] = {
     "rclpy.create_node(parameter_overrides)": "humble",
     "rclpy.ok": "humble",
     "rclpy.try_shutdown": "humble",
+    "rclpy.try_shutdown(context)": "humble",
     "rclpy.create_node": "humble",
     "rclpy.logging.get_logger": "humble",
     "rclpy.context.Context": "humble",

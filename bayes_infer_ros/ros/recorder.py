@@ -15,11 +15,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.utilities import remove_ros_args
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from bayes_infer_ros.bags.bagio import METADATA_VERSION
 from bayes_infer_ros.bags.convert import message_class, to_rosbags
 from bayes_infer_ros.bags.interfaces import make_typestore
+
+from .spin import spin_in_background, stop_spinning
 
 
 def resolve_topic(topic: str, namespace: Optional[str]) -> str:
@@ -53,8 +60,6 @@ class BagRecorder:
         self._closed = False
 
     def _qos_for(self, topic: str):
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-
         infos = self.node.get_publishers_info_by_topic(topic)
         reliable = bool(infos) and all(i.qos_profile.reliability == ReliabilityPolicy.RELIABLE for i in infos)
         # transient local only when every publisher keeps its latest (the agent's beliefs): then a recorder that
@@ -120,12 +125,6 @@ class BagRecorder:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.utilities import remove_ros_args
-
-    from .replay import spin_in_background, stop_spinning
-
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog="bayes-infer record", description=__doc__)
     p.add_argument("out", type=Path, help="output bag folder (must not exist)")
@@ -140,8 +139,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"record: {args.out} exists; not overwriting", file=sys.stderr)
         return 2
     rclpy.init(args=["record"] + argv)
-    from rclpy.parameter import Parameter
-
     node = rclpy.create_node("bayes_infer_recorder",
                              parameter_overrides=[Parameter("use_sim_time", value=args.use_sim_time)])
     executor = SingleThreadedExecutor()
@@ -167,7 +164,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     finally:
         recorder.close()
         print(f"recorded {recorder.counts} into {args.out}", flush=True)
-        stop_spinning(rclpy, executor, spin, node)
+        stop_spinning(executor, spin, node)
     return 0
 
 

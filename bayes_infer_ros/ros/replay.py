@@ -32,9 +32,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+import numpy as np
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
+from rclpy.utilities import remove_ros_args
 from rosbags.rosbag2 import Reader
+from rosgraph_msgs.msg import Clock
 
 from bayes_infer_ros.bags.convert import message_class
+
+from .recorder import BagRecorder
+from .spin import spin_in_background, stop_spinning
 
 CLOCK_TOPIC = "/clock"
 STEP_TOPIC_MARK = "/observations/"
@@ -111,8 +122,6 @@ class BagPlayer:
         on_step: Optional[Callable[[int, float], None]] = None,
         wait_listeners: int = 0,
     ) -> None:
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-
         if rate < 0:
             raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {rate}")
         self.node = node
@@ -151,8 +160,6 @@ class BagPlayer:
             self._publishers[c.id] = node.create_publisher(cls, remap_topic(c.topic, namespace), self._qos)
         self._clock_pub = None
         if clock and not self._bag_has_clock:
-            from rosgraph_msgs.msg import Clock
-
             self._clock_pub = node.create_publisher(Clock, CLOCK_TOPIC, self._qos)
         # lockstep
         self._cond = threading.Condition()
@@ -217,8 +224,6 @@ class BagPlayer:
         self._last_clock_ns = ns
 
     def _publish_clock(self, ns: int) -> None:
-        from rosgraph_msgs.msg import Clock
-
         msg = Clock()
         msg.clock.sec, msg.clock.nanosec = divmod(int(ns), 1_000_000_000)
         self._clock_pub.publish(msg)
@@ -226,8 +231,6 @@ class BagPlayer:
         self._after_clock(ns)
 
     def run(self) -> ReplayStats:
-        from rclpy.serialization import deserialize_message
-
         start = time.monotonic()
         loops = 0
         offset_ns = 0  # continuous_loop: added to /clock, header stamps and log times from the 2nd pass on
@@ -346,12 +349,6 @@ class ReplaySession:
         return remap_topic("/beliefs", self.namespace)
 
     def __enter__(self) -> "ReplaySession":
-        import rclpy
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-
-        self._rclpy = rclpy
         self.context = Context()
         rclpy.init(args=[], context=self.context)
         self.node = rclpy.create_node(self.node_name, context=self.context)
@@ -362,8 +359,6 @@ class ReplaySession:
             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
         self._spin = spin_in_background(self.executor)
         if self.record_to is not None:
-            from .recorder import BagRecorder
-
             self.recorder = BagRecorder(self.node, self.record_to)
         return self
 
@@ -372,11 +367,9 @@ class ReplaySession:
             self.player.stop()
         if self.recorder is not None:
             self.recorder.close()
-        stop_spinning(self._rclpy, self.executor, self._spin, self.node, self.context)
+        stop_spinning(self.executor, self._spin, self.node, self.context)
 
     def _on_beliefs(self, msg) -> None:
-        import numpy as np
-
         sample = BeliefSample(
             received=time.monotonic(),
             stamp_ns=msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec,
@@ -470,33 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def spin_in_background(executor) -> threading.Thread:
-    """Spin ``executor`` in a daemon thread that ends quietly when its context shuts down."""
-    def spin():
-        try:
-            executor.spin()
-        except Exception:  # noqa: BLE001 - ExternalShutdownException and friends at shutdown
-            pass
-
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
-    return thread
-
-
-def stop_spinning(rclpy_module, executor, thread: threading.Thread, node, context=None) -> None:
-    """Shut the context down first (spin returns), join the spinner, then destroy: in the other order the
-    process can abort at exit ("terminate called without an active exception")."""
-    rclpy_module.try_shutdown(context=context)
-    thread.join(timeout=5.0)
-    executor.shutdown(timeout_sec=1.0)
-    node.destroy_node()
-
-
 def main(argv: Optional[list[str]] = None) -> int:
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.utilities import remove_ros_args
-
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(remove_ros_args(["replay"] + argv)[1:])
     if not (args.bag / "metadata.yaml").is_file():
@@ -528,7 +495,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"replay: {exc}", file=sys.stderr)
         return 1
     finally:
-        stop_spinning(rclpy, executor, spin, node)
+        stop_spinning(executor, spin, node)
 
 
 if __name__ == "__main__":

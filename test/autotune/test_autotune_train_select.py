@@ -10,7 +10,7 @@ from bayes_infer_ros.bench import train_autotuner as tr
 from bayes_infer_ros.autotune.forest import NumpyForest
 from bayes_infer_ros.bench import generator as g
 from bayes_infer_ros.bench import harness as h
-from bayes_infer_ros.bench.synthetic import synthetic_rows
+from synthetic_rows import synthetic_rows
 
 
 def test_numpy_forest_matches_xgboost(tmp_path):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.bench import generator as g
+from tolerances import FLOAT32_ATOL
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +68,12 @@ def test_build_model_normalised_and_cached(specs, tmp_path):
     m3 = g.load_or_build(spec, tmp_path)  # from the npz
     for a1, a2, a3, deps in zip(m1.A, m2.A, m3.A, spec.A_dependencies):
         assert a1.shape == (a1.shape[0],) + tuple(spec.num_states[f] for f in deps)
-        np.testing.assert_allclose(a1.sum(0), 1.0, atol=1e-5)
+        np.testing.assert_allclose(a1.sum(0), 1.0, atol=FLOAT32_ATOL)
         np.testing.assert_array_equal(a1, a2)
         np.testing.assert_array_equal(a1, a3)
     for b, u in zip(m1.B, spec.num_controls):
         assert b.shape[-1] == u
-        np.testing.assert_allclose(b.sum(0), 1.0, atol=1e-5)
+        np.testing.assert_allclose(b.sum(0), 1.0, atol=FLOAT32_ATOL)
 
 
 def test_cli_index_only(tmp_path, capsys):

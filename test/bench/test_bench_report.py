@@ -6,7 +6,7 @@ import pytest
 from bayes_infer_ros.bench import generator as g
 from bayes_infer_ros.bench import harness as h
 from bayes_infer_ros.bench import report as r
-from bayes_infer_ros.bench.synthetic import synthetic_rows
+from synthetic_rows import synthetic_rows
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The variants benchmark's configuration: a dozen models spanning sizes, and its tables."""
 from bayes_infer_ros.bench import generator as g
 from bayes_infer_ros.bench import variants_benchmark as vb
-from bayes_infer_ros.bench.synthetic import synthetic_rows
+from synthetic_rows import synthetic_rows
 
 
 def test_dozen_models_span_small_to_large():

@@ -1,7 +1,7 @@
 """``bayes-infer infer``: offline inference on a model file, no ROS needed.
 
 Simulates the model's generative process (seeded, :mod:`bayes_infer_ros.bags.simulate`) and runs the
-engine over it with the node's semantics (:func:`bayes_infer_ros.bags.offline.engine_beliefs`: fpi carries
+engine over it with the node's semantics (:func:`bayes_infer_ros.bags.golden.engine_beliefs`: fpi carries
 the predicted prior; vmp/mmp keep a window of ``horizon`` steps with prior D), then prints the posterior of
 every factor next to the true state.
 """
@@ -14,15 +14,15 @@ from typing import Optional
 
 import numpy as np
 
+from .bags.bagio import Episode
+from .bags.golden import engine_beliefs, posterior_mode_accuracy
+from .bags.simulate import simulate
+from .model import load_model
+
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "config" / "agent.yaml"
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from .bags.bagio import Episode
-    from .bags.offline import engine_beliefs, posterior_mode_accuracy
-    from .bags.simulate import simulate
-    from .model import load_model
-
     parser = argparse.ArgumentParser(prog="bayes-infer infer", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(DEFAULT_MODEL), help="model file (.yaml params or .npz)")
     parser.add_argument("--algorithm", default="fpi", choices=["fpi", "vmp", "mmp"])

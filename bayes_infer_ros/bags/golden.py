@@ -1,6 +1,6 @@
 """What the agent node should publish for a bag, computed offline (golden values for the replay tests).
 
-The node's semantics (issue 5), reproduced step by step over an :class:`~bayes_infer_ros.bags.Episode`:
+The node's semantics, reproduced step by step over an :class:`~bayes_infer_ros.bags.Episode`:
 
 - fpi: ``q_t = fpi(o_t, prior_t)`` with ``prior_0 = D`` and ``prior_{t+1} = predict(q_t, a_t)`` (pymdp's
   ``compute_expected_state``; ``a_t`` is the action taken between t and t+1, published before o_{t+1}).
@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from bayes_infer_ros.inference import engine_for_model
 from bayes_infer_ros.model import GenerativeModel
 
 from .bagio import Episode
@@ -45,8 +48,7 @@ def _windows(T: int, horizon: int):
 def engine_beliefs(model: GenerativeModel, episode: Episode, algorithm: str, *, variant: str = "baseline",
                    num_iter: int = 16, tau: float = 1.0, horizon: int = 5,
                    dtype=np.float32) -> list[np.ndarray]:
-    from bayes_infer_ros.inference import engine_for_model
-
+    """The node's semantics through our engine (``variant``), ``list[(T, n_f)]`` in float64."""
     m = model.with_dtype(dtype)
     engine = engine_for_model(m, algorithm, variant=variant, num_iter=num_iter, tau=tau)
     obs = [o.astype(dtype) for o in observation_distributions(model, episode)]
@@ -78,42 +80,33 @@ def engine_beliefs(model: GenerativeModel, episode: Episode, algorithm: str, *, 
 
 def pymdp_beliefs(model: GenerativeModel, episode: Episode, algorithm: str, *, num_iter: int = 16,
                   tau: float = 1.0, horizon: int = 5, dtype=np.float32, padded: bool = True) -> list[np.ndarray]:
-    """The same through pymdp 1.0.4. vmp/mmp windows: ``padded`` (default) runs pymdp's
-    ``update_posterior_states`` on a fixed front-padded window with ``valid_steps`` (one compile, pymdp's
-    default tau); otherwise ``algos.run_vmp``/``run_mmp`` on the truncated windows (one compile per length,
-    ``tau`` passed), which the tests use to check that the two agree."""
-    import jax
-    import jax.numpy as jnp
-    from pymdp import algos, control
-    from pymdp.inference import _condition_transitions_on_actions
+    """The same through pymdp 1.0.4 (:mod:`bayes_infer_ros.pymdp_oracle`). vmp/mmp windows: ``padded``
+    (default) runs pymdp's ``update_posterior_states`` on a fixed front-padded window with ``valid_steps`` (one
+    compile, pymdp's default tau); otherwise ``algos.run_vmp``/``run_mmp`` on the truncated windows (one compile
+    per length, ``tau`` passed), which the tests use to check that the two agree."""
+    # optional dependency: pymdp (the [bench] extra); engine_beliefs above runs without it
+    from bayes_infer_ros import pymdp_oracle as oracle
 
-    A = [jnp.asarray(a, dtype=dtype) for a in model.A]
-    B = [jnp.asarray(b, dtype=dtype) for b in model.B] if model.B is not None else None
-    D = [jnp.asarray(d, dtype=dtype) for d in model.D]
-    A_deps = [list(d) for d in model.A_dependencies]
-    B_deps = [list(d) for d in model.B_dependencies]
-    obs = [jnp.asarray(o, dtype=dtype) for o in observation_distributions(model, episode)]
+    A = oracle.as_jax(model.A, dtype)
+    B = oracle.as_jax(model.B, dtype)
+    D = oracle.as_jax(model.D, dtype)
+    obs = oracle.as_jax(observation_distributions(model, episode), dtype)
     T = episode.num_steps
     out = [np.zeros((T, n)) for n in model.num_states]
     if algorithm == "fpi":
-        fpi = jax.jit(lambda o, p: algos.run_factorized_fpi(A, o, p, A_deps, num_iter=num_iter))
-        predict = jax.jit(lambda q, a: control.compute_expected_state(q, B, [a[f] for f in range(len(B))], B_deps))
+        run = oracle.program("fpi", tuple(map(tuple, model.A_dependencies)), (), num_iter)
+        predict = jax.jit(lambda q, a: oracle.expected_state(q, B, a, model.B_dependencies))
         prior = D
         for t in range(T):
-            qs = fpi([o[t] for o in obs], prior)
+            qs = run(A, None, [o[t] for o in obs], prior, None)
             for f, q in enumerate(qs):
                 out[f][t] = np.asarray(q)
             if t + 1 < T and B is not None:
                 prior = predict(qs, jnp.asarray(episode.actions[t], dtype=jnp.int32))
         return out
-    if padded:  # pymdp's own fixed-window masking (valid_steps, PR #349): one compile
-        from pymdp.inference import update_posterior_states
-
-        @jax.jit
-        def masked(o, acts, k):
-            return update_posterior_states(A, B, o, acts, prior=D, A_dependencies=A_deps, B_dependencies=B_deps,
-                                           num_iter=num_iter, method=algorithm, valid_steps=k)
-
+    if padded:  # pymdp's own fixed-window masking (valid_steps): one compile
+        masked = oracle.masked_window_program(algorithm, A, B, D, model.A_dependencies, model.B_dependencies,
+                                              num_iter)
         pad = [jnp.concatenate([jnp.full((horizon - 1, o.shape[1]), 1.0 / o.shape[1], dtype=dtype), o]) for o in obs]
         acts_pad = jnp.concatenate([jnp.zeros((horizon - 1, model.num_factors), jnp.int32),
                                     jnp.asarray(episode.actions, jnp.int32).reshape(-1, model.num_factors)])
@@ -123,16 +116,11 @@ def pymdp_beliefs(model: GenerativeModel, episode: Episode, algorithm: str, *, n
                 out[f][t] = np.asarray(q)[-1]
         return out
 
-    run = {"vmp": algos.run_vmp, "mmp": algos.run_mmp}[algorithm]
-
-    @jax.jit
-    def window(o, acts):
-        Bc = _condition_transitions_on_actions(B, acts) if acts.shape[0] else [b[..., 0][None][:0] for b in B]
-        return run(A, Bc, o, D, A_deps, B_deps, num_iter=num_iter, tau=tau)
-
+    window = oracle.program(algorithm, tuple(map(tuple, model.A_dependencies)),
+                            tuple(map(tuple, model.B_dependencies)), num_iter, tau)
     for t, t0 in _windows(T, horizon):
         acts = jnp.asarray(episode.actions[t0:t], dtype=jnp.int32).reshape(t - t0, model.num_factors)
-        qs = window([o[t0:t + 1] for o in obs], acts)
+        qs = window(A, B, [o[t0:t + 1] for o in obs], D, acts)
         for f, q in enumerate(qs):
             out[f][t] = np.asarray(q)[-1]
     return out

@@ -1,4 +1,4 @@
-"""Synthetic benchmark rows (no timing): exercise reports and training in seconds, in tests and demos.
+"""Synthetic benchmark rows (no timing): a test fixture that exercises reports and training in seconds.
 
 Latencies are a seeded function of the structure (each variant wins on part of the space), so a classifier
 has something real to learn; the rows have the harness's columns and statuses, including memory skips.
@@ -10,16 +10,15 @@ from typing import Sequence
 
 import numpy as np
 
-from .generator import ConfigSpec
-from .harness import PYMDP
+from bayes_infer_ros.autotune.features import size_estimates
+from bayes_infer_ros.bench.generator import ConfigSpec
+from bayes_infer_ros.bench.harness import PYMDP
 
 SYNTHETIC_VARIANTS = ("baseline", "hybrid", "clustered_hybrid", "hybrid_block", "clustered_hybrid_block")
 
 
 def synthetic_rows(specs: Sequence[ConfigSpec], algorithms=("fpi", "vmp", "mmp"),
                    variants: Sequence[str] = SYNTHETIC_VARIANTS, seed: int = 0, noise: float = 0.03) -> list[dict]:
-    from bayes_infer_ros.autotune.features import size_estimates
-
     rng = np.random.default_rng(seed)
     rows = []
     for spec in specs:
