@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+import jax
 import numpy as np
 
 from . import harness, report
@@ -46,8 +47,6 @@ def dozen_models(specs: Sequence[ConfigSpec], n: int = DEFAULT_MODELS, size_rang
 
 
 def device_tag() -> str:
-    import jax
-
     dev = jax.devices()[0]
     if jax.default_backend() == "cpu":
         return "cpu"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -89,8 +90,6 @@ def capture_modes(fn: Callable[[], Any]) -> tuple[Any, list[ProgramMode]]:
     result and the modes of the modules it compiled (empty when logging is not enabled)."""
     if not logging_enabled():
         return fn(), []
-    import sys
-
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as tmp:
