@@ -22,7 +22,7 @@ from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_mo
 def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
     """(errors, warnings) for the node parameters of a params YAML (the model itself is checked apart)."""
     from bayes_infer_ros.model import read_parameters_yaml
-    from bayes_infer_ros.ros.conversion import unknown_parameters
+    from bayes_infer_ros.ros.parameters import unknown_parameters
     from bayes_infer_ros.ros.parameters import PARAMETERS, validate_change
 
     flat = read_parameters_yaml(path)
