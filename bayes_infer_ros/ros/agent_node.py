@@ -61,15 +61,16 @@ from std_srvs.srv import Trigger
 from bayes_infer_ros.inference import VARIANTS
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 
-from . import admission, diagnostics, jax_cache, node_help
+from . import admission, diagnostics, node_help
 from . import conversion as conv
 from .admission import Inputs
-from .builder import Builder, BuildCancelled, EngineConfig, EngineSlot, Ticket, build_slot, check_memory_budget
+from .builder import BuildCancelled, EngineConfig, EngineSlot, check_memory_budget
+from .engine_host import EngineHost
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
 from .controls import ControlTimeline, check_controls, fill_window_actions
 from .parameter_declaration import declare_parameters, take_overrides
-from .parameters import ENGINE_PARAMETERS, PARAMETERS, allowed_model_keys, validate_change
+from .parameters import ENGINE_PARAMETERS, PARAMETERS, validate_change
 from .statistics import TickStatistics
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
@@ -106,14 +107,12 @@ class _AgentCore:
         """Parameters only (so `ros2 param` works while unconfigured), plus what lives as long as the node."""
         self._log = self.get_logger()
         self._throttle = diagnostics.Throttle(5.0)
-        self._state_lock = threading.Lock()     # guards the build generation
         self._tick_lock = threading.RLock()     # held by a tick, reset and an engine swap: one writer at a time
-        self._builder: Optional[Builder] = None
         self._build_wanted = self._closed = self._suppress_rebuild = self._active = self._configured = False
-        self._configuring = self._config_error = self._build_error = ""  # configuring: what configure is doing
-        self._started_mono = time.monotonic()
-        self._model, self._slot, self._reset_request, self._tick_timer = None, None, None, None
-        self._generation, self._entities, self._counters = 0, [], {}
+        self._config_error, self._started_mono = "", time.monotonic()
+        self._reset_request, self._tick_timer, self._entities, self._counters = None, None, [], {}
+        self._host = EngineHost(self._p, self._model_parameters, self._log, self._count, self._tick_lock,
+                                lambda: self._closed)
         self._overrides = take_overrides(self)
         self._model_override_names = declare_parameters(self, self._overrides, tuple(VARIANTS), self._log.error,
                                                         self._log.warning, self._count)
@@ -184,13 +183,13 @@ class _AgentCore:
 
         def work() -> None:
             try:
-                outcome["slot"] = self._load_and_build()
+                outcome["slot"] = self._host.load_and_build()
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
                 outcome["error"] = exc
             finally:
                 done.set()
 
-        self._configuring = "configuring: loading the model"
+        self._host.stage = "configuring: loading the model"
         self._configure_thread = threading.Thread(target=work, name="configure", daemon=True)
         self._configure_thread.start()
         try:
@@ -200,17 +199,17 @@ class _AgentCore:
                     break
                 self._publish_diagnostics()
         finally:
-            self._configuring = ""
+            self._host.stage = ""
         if "error" in outcome:
             return self._configure_failed(f"configure failed: {outcome['error']}")
-        model, self._slot = self._model, outcome["slot"]
+        model, slot = self._host.model, outcome["slot"]
         self._inputs = Inputs([model.modality_name(i) for i in range(model.num_modalities)], model.num_obs)
         self._factor_names = [model.factor_name(f) for f in range(model.num_factors)]
         self._state_labels = [[str(x) for x in model.state_label_list(f)] for f in range(model.num_factors)]
         self._config_error = ""
-        self._builder = Builder(self._build_in_worker, self._install_built, self._build_failed)
+        self._host.start(slot, self._on_swap, self._revert_parameters)
         self._num_controls, self._control_labels = tuple(int(u) for u in model.num_controls), model.control_labels
-        self._filter = BeliefFilter(self._slot.engine, model.D, self._slot.config.horizon, has_B=model.B is not None)
+        self._filter = BeliefFilter(slot.engine, model.D, slot.config.horizon, has_B=model.B is not None)
         self._controls = ControlTimeline(model.num_factors)
         self._reset_state()
         self._stats = TickStatistics()
@@ -220,40 +219,19 @@ class _AgentCore:
             self._cleanup()
             return self._configure_failed(f"configure failed: topics and services: {exc}")
         self._configured = True
-        config = self._slot.config
+        config = slot.config
         self._log.info(
             f"configured in {time.perf_counter() - t0:.2f} s: {model.num_modalities} modalities {self._inputs.names}, "
-            f"{model.num_factors} factors {self._factor_names}, algorithm={config.algorithm}, variant={self._slot.variant}"
-            f"{' (auto: ' + self._slot.note + ')' if config.variant == 'auto' else ''}, compile {self._slot.compile_s:.2f} s")
+            f"{model.num_factors} factors {self._factor_names}, algorithm={config.algorithm}, variant={slot.variant}"
+            f"{' (auto: ' + slot.note + ')' if config.variant == 'auto' else ''}, compile {slot.compile_s:.2f} s")
         return True
 
     def _configure_failed(self, error: str) -> bool:
-        self._config_error, self._model = error, None
+        self._config_error, self._host.model = error, None
         if not self._closed:
             self._log.error(error)
         self._count("configure_failures")
         return False
-
-    def _load_and_build(self) -> EngineSlot:
-        """configure's work (in its worker thread): JAX set-up, the model, the first engine."""
-        self._device = jax_cache.setup_jax(self._p("device"), str(self._p("jax_compilation_cache_dir") or ""))
-        self._prune_jax_cache()
-        try:
-            self._model = self._load_model()
-        except Exception as exc:  # noqa: BLE001 - the reason, and what to do about it
-            raise RuntimeError(f"{exc} (`bayes-infer model validate FILE` checks a model file; fix it, then configure "
-                               "again)") from exc
-        self._configuring = "configuring: compiling the engine"
-        config = self._config_from_parameters()
-        if config.algorithm != "fpi" and self._model.B is None:
-            raise ValueError(f"algorithm: {config.algorithm} needs transition tensors B; the model has none (set "
-                             "algorithm: fpi, or add B to the model, then configure again)")
-        try:
-            slot = build_slot(self._model, config, 0, float(self._p("memory_budget_mb")))
-        except Exception as exc:  # noqa: BLE001
-            raise RuntimeError(f"engine build: {exc}") from exc
-        self._prune_jax_cache()
-        return slot
 
     def _activate(self) -> None:
         self._active = True
@@ -273,16 +251,13 @@ class _AgentCore:
             {"pub": self.destroy_publisher, "sub": self.destroy_subscription, "srv": self.destroy_service,
              "lpub": getattr(self, "destroy_lifecycle_publisher", self.destroy_publisher)}[kind](obj)
         self._entities = []
-        if self._builder is not None:
-            self._builder.close("the node was cleaned up (lifecycle cleanup) before the new engine was ready")
-            self._builder = None
-        self._slot = self._model = None
+        self._host.close("the node was cleaned up (lifecycle cleanup) before the new engine was ready")
         self._configured = False
 
     def destroy_node(self) -> None:
         self._closed = True
-        if getattr(self, "_builder", None) is not None:
-            self._builder.close("the node is shutting down")
+        if getattr(self, "_host", None) is not None:
+            self._host.close("the node is shutting down")
         if getattr(self, "_companion", None) is not None:
             self._companion.close()
         super().destroy_node()
@@ -290,103 +265,35 @@ class _AgentCore:
     def build_in_progress(self) -> bool:
         """configure's worker or an engine build is still running (compiling: XLA cannot be interrupted)."""
         configure = getattr(self, "_configure_thread", None)
-        builder = getattr(self, "_builder", None)
+        builder = self._host.builder if getattr(self, "_host", None) is not None else None
         return (configure is not None and configure.is_alive()) or (
             builder is not None and builder.thread_alive and builder.busy)
 
-    # ---- model and engine builds -------------------------------------------------------------------
-    def _prune_jax_cache(self) -> None:
-        """Keep the compilation cache folder within jax_compilation_cache_max_mb (least recently used out)."""
-        cache = str(self._p("jax_compilation_cache_dir") or "")
-        if not cache:
-            return
-        try:
-            removed, _ = jax_cache.prune(os.path.expanduser(cache), int(self._p("jax_compilation_cache_max_mb")) * 2**20)
-        except OSError as exc:
-            self._warn_throttled("jax_cache", f"compilation cache {cache}: could not prune: {exc}")
-            return
-        if removed:
-            self._count("jax_cache_evictions", removed)
-
-    def _load_model(self):
-        from bayes_infer_ros.model import load_model, model_from_parameters
-
-        path = str(self._p("model_file") or "")
-        if path:
-            if self._model_override_names:
-                self._log.warning(f"model_file is set: ignoring {len(self._model_override_names)} inline model.* parameters")
-            model = load_model(os.path.expanduser(path))
-            self._log.info(f"model loaded from {path}")
-            return model
-        if not self._model_override_names:
-            raise ValueError("no model: set model_file or the model.* parameters (see config/agent.yaml)")
-        model = model_from_parameters({n: _param_value(self._p(n)) for n in self._model_override_names if self.has_parameter(n)})
-        allowed = allowed_model_keys([model.factor_name(f) for f in range(model.num_factors)],
-                                     [model.modality_name(i) for i in range(model.num_modalities)])
-        for name in sorted(set(self._model_override_names) - allowed):
-            self._log.warning(f"unknown model parameter '{name}' ignored (no such modality/factor field)")
-            self._count("unknown_parameters")
-        return model
-
-    def _config_from_parameters(self) -> EngineConfig:
-        v = {n: self._p(n) for n in ENGINE_PARAMETERS}
-        return EngineConfig(v["algorithm"], v["variant"], int(v["num_iter"]), float(v["tau"]), int(v["horizon"]),
-                            int(v["autotune_verify_top_k"]))
+    # ---- engine builds (engine_host.py) -------------------------------------------------------------
+    def _model_parameters(self) -> dict:
+        return {n: _param_value(self._p(n)) for n in self._model_override_names if self.has_parameter(n)}
 
     def _on_build_trigger(self) -> None:
         """Executor callback after the parameter callbacks of one request: one build for the whole request
         (rclpy's set_parameters service sets its parameters one at a time)."""
-        if not self._build_wanted or not self._configured or self._builder is None:
-            return
-        self._build_wanted = False
-        config = self._config_from_parameters()
-        self._log.info(f"building {config} off the tick path (the active engine keeps ticking)")
-        self._count("engine_builds_requested")
-        self._builder.request(config)
+        if self._build_wanted and self._configured and self._host.builder is not None:
+            self._build_wanted = False
+            self._host.request_build()
 
-    def _build_in_worker(self, config: EngineConfig, checkpoint: Callable[[], None]) -> EngineSlot:
-        self._count("engine_builds_started")
-        with self._state_lock:
-            self._generation += 1
-            generation = self._generation
-        try:
-            slot = build_slot(self._model, config, generation, float(self._p("memory_budget_mb")), checkpoint)
-        finally:
-            self._prune_jax_cache()  # a cancelled or failed build may have compiled, too
-        self._count("engine_builds_compiled")
-        return slot
+    def _on_swap(self, slot: EngineSlot) -> None:
+        self._filter.swap(slot.engine, slot.config.horizon)
 
-    def _install_built(self, slot: EngineSlot, ticket: Ticket) -> None:
-        """Called by the builder for the newest request only (never after cleanup or destroy_node): the atomic
-        swap, which waits for at most the tick in progress, never the other way round."""
-        with self._tick_lock:
-            if self._closed or not self._configured:
-                raise BuildCancelled("the node was cleaned up before the new engine was ready")
-            self._slot = slot
-            self._filter.swap(slot.engine, slot.config.horizon)
-            self._count("engine_swaps")
-        self._build_error = ""
-        self._log.info(f"compiled {slot.config.algorithm}/{slot.variant}"
-                       f"{' (' + slot.note + ')' if slot.note else ''} off the tick path in {slot.compile_s:.2f} s; swapped in")
-
-    def _build_failed(self, ticket: Ticket, exc: BaseException) -> None:
-        if self._closed:
-            return
-        self._build_error = f"{type(exc).__name__}: {exc}"
-        self._count("switch_failures")
-        self._log.error(f"engine build for {ticket.config} failed, keeping the active engine: {self._build_error}")
-        if self._builder is not None and self._builder.latest is ticket and self._slot is not None:
-            # put the engine parameters back to what the active engine runs
-            active = self._slot.config
-            back = [Parameter(n, value=getattr(active, n)) for n in ENGINE_PARAMETERS if self._p(n) != getattr(active, n)]
-            if back:
-                self._suppress_rebuild = True
-                try:
-                    self.set_parameters(back)
-                    self._flush_post_set()
-                finally:
-                    self._suppress_rebuild = False
-                self._log.warning(f"parameters reverted to the active engine's: {[(p.name, p.value) for p in back]}")
+    def _revert_parameters(self, active: EngineConfig) -> None:
+        """After the newest build failed: the engine parameters back to what the active engine runs."""
+        back = [Parameter(n, value=getattr(active, n)) for n in ENGINE_PARAMETERS if self._p(n) != getattr(active, n)]
+        if back:
+            self._suppress_rebuild = True
+            try:
+                self.set_parameters(back)
+                self._flush_post_set()
+            finally:
+                self._suppress_rebuild = False
+            self._log.warning(f"parameters reverted to the active engine's: {[(p.name, p.value) for p in back]}")
 
     # ---- entities -----------------------------------------------------------------------------------
     def _create_entities(self) -> None:
@@ -484,7 +391,7 @@ class _AgentCore:
                 self._tick()
 
     def _on_controls(self, msg: Controls) -> None:
-        if self._model is None:
+        if self._host.model is None:
             return
         control, reason = check_controls(msg.indices, msg.labels, self._num_controls, self._control_labels)
         if control is None:
@@ -527,7 +434,7 @@ class _AgentCore:
             if not self._active:
                 return
             self._handle_reset_request()
-            slot, now_ns = self._slot, self.get_clock().now().nanoseconds
+            slot, now_ns = self._host.slot, self.get_clock().now().nanoseconds
             if self._last_tick_clock_ns is not None and now_ns < self._last_tick_clock_ns:
                 self._reset_request = f"clock jumped backwards by {(self._last_tick_clock_ns - now_ns) * 1e-9:.3f} s"
                 self._handle_reset_request()
@@ -591,7 +498,7 @@ class _AgentCore:
 
     def _on_switch_variant(self, request, response):
         response.algorithm, response.variant = self._p("algorithm"), self._p("variant")
-        builder = self._builder
+        builder = self._host.builder
         if not self._configured or builder is None:
             response.success, response.message = False, node_help.not_configured(self)
             return response
@@ -627,12 +534,12 @@ class _AgentCore:
     # ---- parameters ---------------------------------------------------------------------------------
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         batch = {p.name: p.value for p in params}
-        has_B = self._model.B is not None if self._model is not None else True
+        has_B = self._host.model.B is not None if self._host.model is not None else True
         for p in params:
             reason = validate_change(p.name, p.value, variants=tuple(VARIANTS), has_B=has_B, pending=batch)
-            if reason is None and p.name == "variant" and p.value != "auto" and self._model is not None:
+            if reason is None and p.name == "variant" and p.value != "auto" and self._host.model is not None:
                 try:
-                    check_memory_budget(p.value, self._model, float(batch.get("memory_budget_mb", self._p("memory_budget_mb"))))
+                    check_memory_budget(p.value, self._host.model, float(batch.get("memory_budget_mb", self._p("memory_budget_mb"))))
                 except ValueError as exc:
                     reason = str(exc)
             if reason is not None:
@@ -661,15 +568,15 @@ class _AgentCore:
         name, fqn = self.get_name(), self.get_fully_qualified_name()
         if not self._configured:
             status = diagnostics.unconfigured_status(
-                name, fqn, self._configuring or self._config_error or node_help.unconfigured_hint(fqn),
-                error=bool(self._config_error) and not self._configuring)
+                name, fqn, self._host.stage or self._config_error or node_help.unconfigured_hint(fqn),
+                error=bool(self._config_error) and not self._host.stage)
         else:
             health = diagnostics.Health(
-                active=self._active, device=self._device, rate_hz=float(self._p("rate_hz")),
+                active=self._active, device=self._host.device, rate_hz=float(self._p("rate_hz")),
                 observation_timeout=float(self._p("observation_timeout")),
-                switch_pending=self._builder is not None and self._builder.busy, build_error=self._build_error,
+                switch_pending=self._host.busy, build_error=self._host.build_error,
                 sim_time_without_clock=self._sim_time_without_clock())
-            status = diagnostics.inference_status(name, fqn, health, self._slot, self._stats, self._inputs,
+            status = diagnostics.inference_status(name, fqn, health, self._host.slot, self._stats, self._inputs,
                                                   self._counters, time.monotonic())
             self._scan_unknown_topics()
         arr = DiagnosticArray()
