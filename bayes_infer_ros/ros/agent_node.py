@@ -42,7 +42,7 @@ import functools
 import sys
 import threading
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import rclpy
@@ -59,19 +59,19 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 from std_srvs.srv import Trigger
 
 from bayes_infer_ros.inference import VARIANTS
-from bayes_infer_ros.inference.belief_filter import BeliefFilter
 
-from . import admission, diagnostics, node_help
+from . import diagnostics, node_help
 from . import conversion as conv
-from .admission import Inputs
 from .builder import BuildCancelled, EngineConfig, EngineSlot, check_memory_budget
 from .engine_host import EngineHost
+from .callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
-from .controls import ControlTimeline, check_controls, fill_window_actions
+from .controls import check_controls
 from .parameter_declaration import declare_parameters, take_overrides
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, validate_change
-from .statistics import TickStatistics
+from .messages import beliefs_message
+from .tick_loop import TickLoop
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
 
@@ -107,6 +107,8 @@ class _AgentCore:
         """Parameters only (so `ros2 param` works while unconfigured), plus what lives as long as the node."""
         self._log = self.get_logger()
         self._throttle = diagnostics.Throttle(5.0)
+        self._guarded = CallbackGuard(self._count, self._warn_throttled)
+        self._guarded_service = self._guarded.service
         self._tick_lock = threading.RLock()     # held by a tick, reset and an engine swap: one writer at a time
         self._build_wanted = self._closed = self._suppress_rebuild = self._active = self._configured = False
         self._config_error, self._started_mono = "", time.monotonic()
@@ -136,32 +138,6 @@ class _AgentCore:
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1), on_clock_change=False),
             post_callback=self._guarded(self._on_time_jump))
 
-    def _guarded(self, fn: Callable, on_error: Optional[Callable[[Exception], Any]] = None) -> Callable:
-        """``fn`` as a callback that never lets an exception reach rclpy's executor: it is logged (throttled per
-        callback), counted (``callback_errors``), and ``on_error(exc)`` is returned (None without one)."""
-        name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "callback")
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - the executor (and so the process) must survive any callback
-                self._count("callback_errors")
-                self._warn_throttled(("callback_error", name), f"{name} failed and was contained: {type(exc).__name__}: {exc}")
-                return on_error(exc) if on_error is not None else None
-
-        return wrapper
-
-    def _guarded_service(self, fn: Callable, response_type: Any) -> Callable:
-        """A service callback that always answers (``success`` False and the error when it raised)."""
-
-        def on_error(exc: Exception) -> Any:
-            response = response_type()
-            response.success, response.message = False, f"internal error: {type(exc).__name__}: {exc}"
-            return response
-
-        return self._guarded(fn, on_error)
-
     def _count(self, key: str, n: int = 1) -> None:
         self._counters[key] = self._counters.get(key, 0) + n
 
@@ -178,41 +154,19 @@ class _AgentCore:
         """Load, validate and compile in a worker thread (the file's size limits are in model/limits.py); this
         thread waits for it, publishing diagnostics that say "configuring", and gives up when ROS shuts down."""
         t0 = time.perf_counter()
-        outcome: dict[str, Any] = {}
-        done = threading.Event()
-
-        def work() -> None:
-            try:
-                outcome["slot"] = self._host.load_and_build()
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-                outcome["error"] = exc
-            finally:
-                done.set()
-
-        self._host.stage = "configuring: loading the model"
-        self._configure_thread = threading.Thread(target=work, name="configure", daemon=True)
-        self._configure_thread.start()
         try:
-            while not done.wait(float(self._p("diagnostics_period"))):
-                if not self.context.ok():
-                    outcome.setdefault("error", RuntimeError("ROS is shutting down"))
-                    break
-                self._publish_diagnostics()
-        finally:
-            self._host.stage = ""
-        if "error" in outcome:
-            return self._configure_failed(f"configure failed: {outcome['error']}")
-        model, slot = self._host.model, outcome["slot"]
-        self._inputs = Inputs([model.modality_name(i) for i in range(model.num_modalities)], model.num_obs)
+            slot = self._host.configure(float(self._p("diagnostics_period")),
+                                        lambda: self.context.ok() and (self._publish_diagnostics() or True))
+        except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
+            return self._configure_failed(f"configure failed: {exc}")
+        model = self._host.model
+        self._loop = TickLoop(model, slot.engine, slot.config.horizon)
+        self._inputs = self._loop.inputs
         self._factor_names = [model.factor_name(f) for f in range(model.num_factors)]
         self._state_labels = [[str(x) for x in model.state_label_list(f)] for f in range(model.num_factors)]
         self._config_error = ""
         self._host.start(slot, self._on_swap, self._revert_parameters)
         self._num_controls, self._control_labels = tuple(int(u) for u in model.num_controls), model.control_labels
-        self._filter = BeliefFilter(slot.engine, model.D, slot.config.horizon, has_B=model.B is not None)
-        self._controls = ControlTimeline(model.num_factors)
-        self._reset_state()
-        self._stats = TickStatistics()
         try:
             self._create_entities()
         except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
@@ -264,10 +218,7 @@ class _AgentCore:
 
     def build_in_progress(self) -> bool:
         """configure's worker or an engine build is still running (compiling: XLA cannot be interrupted)."""
-        configure = getattr(self, "_configure_thread", None)
-        builder = self._host.builder if getattr(self, "_host", None) is not None else None
-        return (configure is not None and configure.is_alive()) or (
-            builder is not None and builder.thread_alive and builder.busy)
+        return getattr(self, "_host", None) is not None and self._host.in_progress
 
     # ---- engine builds (engine_host.py) -------------------------------------------------------------
     def _model_parameters(self) -> dict:
@@ -281,7 +232,7 @@ class _AgentCore:
             self._host.request_build()
 
     def _on_swap(self, slot: EngineSlot) -> None:
-        self._filter.swap(slot.engine, slot.config.horizon)
+        self._loop.filter.swap(slot.engine, slot.config.horizon)
 
     def _revert_parameters(self, active: EngineConfig) -> None:
         """After the newest build failed: the engine parameters back to what the active engine runs."""
@@ -400,7 +351,7 @@ class _AgentCore:
             return
         stamp = conv.stamp_to_ns(msg.header.stamp.sec, msg.header.stamp.nanosec)
         with self._tick_lock:
-            self._controls.add(stamp if stamp > 0 else self.get_clock().now().nanoseconds, control)
+            self._loop.controls.add(stamp if stamp > 0 else self.get_clock().now().nanoseconds, control)
         self._count("controls")
 
     def _on_time_jump(self, jump) -> None:
@@ -414,13 +365,8 @@ class _AgentCore:
         if reason and self._configured:
             self._log.warning(f"{reason} (a looping bag or a restarted simulator?): resetting beliefs to D")
             self._count("time_jump_resets")
-            self._reset_state()
-            self._controls.clear()  # stamped on the old time line
-
-    def _reset_state(self) -> None:
-        self._filter.reset()
-        self._inputs.reset()
-        self._last_tick_clock_ns: Optional[int] = None
+            self._loop.reset()
+            self._loop.controls.clear()  # stamped on the old time line
 
     # ---- the tick -----------------------------------------------------------------------------------
     def _sim_time_without_clock(self) -> bool:
@@ -435,53 +381,32 @@ class _AgentCore:
                 return
             self._handle_reset_request()
             slot, now_ns = self._host.slot, self.get_clock().now().nanoseconds
-            if self._last_tick_clock_ns is not None and now_ns < self._last_tick_clock_ns:
-                self._reset_request = f"clock jumped backwards by {(self._last_tick_clock_ns - now_ns) * 1e-9:.3f} s"
+            jump = self._loop.clock_jump(now_ns)
+            if jump:
+                self._reset_request = jump
                 self._handle_reset_request()
-            self._last_tick_clock_ns = now_ns
+                self._loop.clock_jump(now_ns)  # the reset forgot the clock: this tick's is the reference
             if not self._inputs.any_fresh and not self._p("tick_without_observations"):
                 self._count("idle_ticks")
                 return
             self._report_silence()
-            row, newest_stamp, last_arrival = self._inputs.take()
-            step_stamp = newest_stamp if newest_stamp > 0 else now_ns
-            action = self._controls.at(step_stamp)  # the controls in effect just before this step
-            window = self._filter.window
-            self._filter.record(row, action, step_stamp)
-            if slot.config.algorithm != "fpi":  # controls that arrived late land on their own transitions
-                fill_window_actions(window.actions, window.stamps, window.valid_steps, self._controls)
-                self._controls.forget_before(int(window.stamps[window.horizon - window.valid_steps]))
-            else:
-                self._controls.forget_before(step_stamp)
-            t_inf = time.perf_counter()
-            try:  # fpi with B: one dispatch, beliefs and the next tick's prior under the newest controls
-                posterior = self._filter.infer(action, self._controls.latest())
+            try:
+                out = self._loop.step(now_ns)
             except Exception as exc:  # noqa: BLE001 - a tick must never take the node down
                 self._count("tick_errors")
                 self._warn_throttled("tick_error", f"tick failed: {type(exc).__name__}: {exc}")
                 return
-            inference_s = time.perf_counter() - t_inf
-            self._stats.ticks += 1
-            self._publish(posterior, step_stamp, slot, inference_s)
+            self._publish(out.posterior, out.stamp_ns, slot, out.inference_s)
             t_done = time.perf_counter()
-            self._stats.record(t_done - t_start, inference_s, None if last_arrival is None else t_done - last_arrival)
+            self._loop.stats.record(t_done - t_start, out.inference_s,
+                                    None if out.last_arrival is None else t_done - out.last_arrival)
 
     def _publish(self, posterior: np.ndarray, stamp_ns: int, slot: EngineSlot, inference_s: float) -> None:
-        msg = Beliefs()
-        msg.header.stamp.sec, msg.header.stamp.nanosec = admission.output_stamp(stamp_ns)
-        msg.tick, msg.algorithm, msg.variant = self._stats.ticks, slot.config.algorithm, slot.variant
-        msg.inference_ms = float(inference_s * 1e3)
-        factors = []
-        for f, probs in enumerate(conv.beliefs_from_packed(posterior, self._filter.engine.layout.state_offsets)):
-            b = Belief()
-            b.header, b.name = msg.header, self._factor_names[f]
-            b.state_labels = self._state_labels[f]  # strings: model/limits.py and _configure make sure
-            b.probabilities = probs.tolist()
-            b.most_likely_index, b.entropy = conv.belief_summary(probs)
-            b.most_likely_label = self._state_labels[f][b.most_likely_index]
-            factors.append(b)
-            self._factor_pubs[f].publish(b)
-        msg.factors = factors
+        msg = beliefs_message(posterior, self._loop.filter.engine.layout.state_offsets, self._factor_names,
+                              self._state_labels, stamp_ns, self._loop.stats.ticks, slot.config.algorithm,
+                              slot.variant, inference_s)
+        for pub, belief in zip(self._factor_pubs, msg.factors):
+            pub.publish(belief)
         self._beliefs_pub.publish(msg)
 
     # ---- services -----------------------------------------------------------------------------------
@@ -490,7 +415,7 @@ class _AgentCore:
             response.success, response.message = False, node_help.not_configured(self)
             return response
         with self._tick_lock:
-            self._reset_state()
+            self._loop.reset()
         self._count("resets")
         response.success, response.message = True, "beliefs reset to D; VMP/MMP window cleared"
         self._log.info(response.message)
@@ -512,13 +437,8 @@ class _AgentCore:
         if not result.successful:
             response.success, response.message = False, result.reason
             return response
-        # the executor turns the change into one build request (_on_build_trigger); wait for it, then for the build
-        ticket = builder.wait_request_after(before, timeout=30.0)
-        try:
-            if ticket is None:
-                raise BuildCancelled("the node was cleaned up before the build was requested" if not self._configured
-                                     else "no build was requested within 30 s (is the node's executor blocked?)")
-            slot = ticket.wait(timeout=300.0, abort=lambda: self._closed)
+        try:  # the executor turns the change into one build request (_on_build_trigger): wait for it, then the build
+            slot = self._host.wait_for_build(before, lambda: not self._configured)
         except BuildCancelled as exc:
             response.success, response.message = False, f"build cancelled: {exc}"
             return response
@@ -576,7 +496,7 @@ class _AgentCore:
                 observation_timeout=float(self._p("observation_timeout")),
                 switch_pending=self._host.busy, build_error=self._host.build_error,
                 sim_time_without_clock=self._sim_time_without_clock())
-            status = diagnostics.inference_status(name, fqn, health, self._host.slot, self._stats, self._inputs,
+            status = diagnostics.inference_status(name, fqn, health, self._host.slot, self._loop.stats, self._inputs,
                                                   self._counters, time.monotonic())
             self._scan_unknown_topics()
         arr = DiagnosticArray()
@@ -585,19 +505,11 @@ class _AgentCore:
         self._diag_pub.publish(arr)
 
     def _scan_unknown_topics(self) -> None:
-        known = {self._obs_prefix + m for m in self._inputs.names}
-        for name, _types in self.get_topic_names_and_types():
-            if name in self._unknown_topics_warned:
-                continue
-            if name == self._legacy_actions_topic and self.count_publishers(name) > 0:
-                self._unknown_topics_warned.add(name)
-                self._log.warning(f"{name} has a publisher, but this node no longer reads it: publish "
-                                  f"bayes_infer_ros/msg/Controls (stamped) on {self.resolve_topic_name('controls')}")
-            if name.startswith(self._obs_prefix) and name not in known:
-                self._unknown_topics_warned.add(name)
-                self._count("unknown_modality_topics")
-                self._log.warning(f"{name}: published but the model has no such modality "
-                                  f"(modalities: {self._inputs.names}); ignored")
+        for line, counter in node_help.unknown_topics(self, self._obs_prefix, self._inputs.names,
+                                                      self._legacy_actions_topic, self._unknown_topics_warned):
+            self._log.warning(line)
+            if counter:
+                self._count(counter)
 
 
 class AgentLifecycleNode(_AgentCore, LifecycleNode):

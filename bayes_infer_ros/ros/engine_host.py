@@ -31,6 +31,7 @@ class EngineHost:
         self.device = ""
         self.build_error = ""
         self.stage = ""  # what configure is doing ("" when it is not)
+        self.configure_thread: Optional[threading.Thread] = None
 
     # ---- configure ----------------------------------------------------------------------------------
     def load_and_build(self) -> EngineSlot:
@@ -53,6 +54,50 @@ class EngineHost:
             raise RuntimeError(f"engine build: {exc}") from exc
         self.prune_cache()
         return slot
+
+    def configure(self, period_s: float, keep_waiting: Callable[[], bool]) -> EngineSlot:
+        """:meth:`load_and_build` in a daemon worker thread; the caller's thread calls ``keep_waiting()`` every
+        ``period_s`` meanwhile (False: give up, RuntimeError). Raises what the build raised."""
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                outcome["slot"] = self.load_and_build()
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        self.stage = "configuring: loading the model"
+        self.configure_thread = threading.Thread(target=work, name="configure", daemon=True)
+        self.configure_thread.start()
+        try:
+            while not done.wait(period_s):
+                if not keep_waiting():
+                    raise RuntimeError("ROS is shutting down")
+        finally:
+            self.stage = ""
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["slot"]
+
+    @property
+    def in_progress(self) -> bool:
+        """configure's worker or an engine build is still running (compiling: XLA cannot be interrupted)."""
+        configure = self.configure_thread
+        return (configure is not None and configure.is_alive()) or (
+            self.builder is not None and self.builder.thread_alive and self.builder.busy)
+
+    def wait_for_build(self, requested_before: int, cleaned_up: Callable[[], bool]) -> EngineSlot:
+        """The engine built for the first request after ``requested_before`` requests (or for the newest one that
+        replaced it). Raises BuildCancelled (cleanup, shutdown, no request within 30 s) or the build's error."""
+        builder = self.builder
+        ticket = builder.wait_request_after(requested_before, timeout=30.0) if builder is not None else None
+        if ticket is None:
+            raise BuildCancelled("the node was cleaned up before the build was requested" if cleaned_up()
+                                 else "no build was requested within 30 s (is the node's executor blocked?)")
+        return ticket.wait(timeout=300.0, abort=self._closed)
 
     def _load_model(self) -> Any:
         path = str(self._param("model_file") or "")

@@ -68,6 +68,7 @@ API: dict[str, str] = {
     "rclpy.executors.ExternalShutdownException": "humble",
     "rclpy.executors.Executor.add_node": "humble",
     "rclpy.executors.Executor.spin": "humble",
+    "rclpy.executors.Executor.context": "humble",
     "rclpy.executors.Executor.spin_once": "humble",
     "rclpy.executors.Executor.spin_once(timeout_sec)": "humble",
     "rclpy.executors.Executor.shutdown(timeout_sec)": "humble",

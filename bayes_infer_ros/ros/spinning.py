@@ -3,9 +3,9 @@ and the test probe share."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import Executor, ExternalShutdownException
 
 
 class SpinThread:
@@ -14,9 +14,9 @@ class SpinThread:
     A callback's exception is handed to ``on_error`` (the thread goes on); without one it ends the thread quietly
     only at shutdown (ExternalShutdownException), and is re-raised otherwise."""
 
-    def __init__(self, executor: Any, name: str = "spin", period_s: float = 0.05,
+    def __init__(self, executor: Executor, name: str = "spin", period_s: float = 0.05,
                  on_error: Optional[Callable[[BaseException], None]] = None):
-        self.executor = executor
+        self._executor = executor
         self._period_s = period_s
         self._on_error = on_error
         self._stop = threading.Event()
@@ -24,13 +24,13 @@ class SpinThread:
         self.thread.start()
 
     def _run(self) -> None:
-        while not self._stop.is_set() and self.executor.context.ok():
+        while not self._stop.is_set() and self._executor.context.ok():
             try:
-                self.executor.spin_once(timeout_sec=self._period_s)
+                self._executor.spin_once(timeout_sec=self._period_s)
             except ExternalShutdownException:
                 return
             except Exception as exc:  # noqa: BLE001 - the owner decides (log and go on)
-                if self._stop.is_set() or not self.executor.context.ok():
+                if self._stop.is_set() or not self._executor.context.ok():
                     return
                 if self._on_error is None:
                     raise
