@@ -35,7 +35,7 @@ def model():
 def agent(ros_graph, tmp_path_factory):
     params = default_params()
     params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "observation_timeout": 10.0,
-                   "variant": "baseline", "autostart": False, "rate_hz": 0.0,
+                   "variant": "baseline", "autostart": False, "rate_hz": 0.0, "diagnostics_period": 0.2,
                    "num_iters": 3})  # a typo: warned about, with a suggestion
     params["model"]["A"]["sonar"] = {"data": [1.0]}  # not a modality of the model: warned about
     proc = AgentProcess(tmp_path_factory.mktemp("graph"), NAME, params, namespace=NS)
@@ -63,14 +63,19 @@ def active(probe, agent, io):
     from bayes_infer_ros.msg import CategoricalObservation, Controls
 
     state = lifecycle_state(probe)
+    if state == "active":
+        return agent
     if state == "unconfigured":
         assert lifecycle(probe, "configure"), agent.log_text()
-        state = "inactive"
-    if state == "inactive":
-        assert lifecycle(probe, "activate"), agent.log_text()
+    assert lifecycle(probe, "activate"), agent.log_text()
     for name in ("rfid_tag", "voltage", "lidar_gap", "charging"):
         assert probe.wait_subscribers(f"{NS}/observations/{name}", CategoricalObservation, 1)
     assert probe.wait_subscribers(f"{NS}/controls", Controls, 1)
+    # best effort: our publishers are matched on our side before the node's readers match them; steps until one
+    # is answered, then a reset, so the test starts from D as it would after the module's earlier tests
+    step = {"rfid_tag": 0, "voltage": 1, "lidar_gap": 0, "charging": 1}
+    assert any(publish_step(probe, io, step, timeout=1.0, check=False) for _ in range(30)), agent.log_text()
+    assert reset(probe).success
     return agent
 
 
@@ -128,8 +133,9 @@ def now_ns() -> int:
     return time.time_ns()
 
 
-def publish_step(probe, io, observations, timeout=20.0):
-    """Publish one observation per modality (level or distribution); return the Beliefs of the tick."""
+def publish_step(probe, io, observations, timeout=20.0, check=True):
+    """Publish one observation per modality (level or distribution); return the Beliefs of the tick (None when
+    none came within ``timeout`` and not ``check``)."""
     from bayes_infer_ros.msg import CategoricalObservation
 
     n = len(io["beliefs"])
@@ -140,7 +146,9 @@ def publish_step(probe, io, observations, timeout=20.0):
             pub.publish(make_obs(io, level=obs, stamp=stamp))
         else:
             pub.publish(make_obs(io, probs=obs, stamp=stamp))
-    assert wait_for(lambda: len(io["beliefs"]) > n, timeout), "no beliefs for the step"
+    if not wait_for(lambda: len(io["beliefs"]) > n, timeout):
+        assert not check, "no beliefs for the step"
+        return None
     time.sleep(0.02)
     return io["beliefs"][-1][1]
 
@@ -168,8 +176,11 @@ def publish_action(probe, io, action):
     """Stamped now: before the next step's observations, so the node puts it on the transition into that step."""
     from bayes_infer_ros.msg import Controls
 
+    # controls and observations travel on different topics: the next step is sent once the node counted the
+    # controls (an fpi tick uses the controls it has when it runs)
+    before = int(diag_values(io).get("controls", 0))
     probe.publisher(f"{NS}/controls", Controls).publish(make_controls(action))
-    time.sleep(0.15)  # controls and observations travel on different topics: let the controls land first (fpi)
+    assert wait_for(lambda: int(diag_values(io).get("controls", 0)) > before, 30), "the node did not count the controls"
 
 
 def packed(msg) -> list[np.ndarray]:
@@ -321,7 +332,7 @@ def test_fpi_beliefs_equal_pymdp(probe, io, model, active):
     np.testing.assert_allclose(loc.probabilities, last.factors[0].probabilities, atol=0)
 
 
-def test_parameters_accepted_or_rejected_with_reasons(probe):
+def test_parameters_accepted_or_rejected_with_reasons(probe, agent):
     bad = {
         "algorithm": "viterbi", "variant": "warp_drive", "num_iter": 0, "tau": -1.0, "horizon": 100000,
         "rate_hz": -5.0, "observation_timeout": float("nan"), "model_file": "/tmp/other.npz", "device": "gpu",
@@ -534,8 +545,9 @@ def DiagnosticStatusWARN():
 
 
 def test_switch_variant_compiles_off_the_tick_path(probe, io, model, agent, active):
+    n0 = len(io["beliefs"])
     assert all(r.successful for r in set_params(probe, tick_without_observations=True, rate_hz=50.0))
-    assert wait_for(lambda: len(io["beliefs"]) > 20 and time.monotonic() - io["beliefs"][-1][0] < 0.1, 10)
+    assert wait_for(lambda: len(io["beliefs"]) > n0 + 20, 30)  # the timer ticks without observations
     # a window length not compiled before in this run: the switch really compiles (the persistent cache is cold)
     assert all(r.successful for r in set_params(probe, horizon=7))
     time.sleep(0.5)
