@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
+
+from bayes_infer_ros.ros.agent_process import AgentProcess, agent_executable, loopback_env
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "bayes_infer_ros"
@@ -51,126 +50,7 @@ DEFAULT_PARAMS = package_data("config/agent.yaml")
 DEFAULT_BAG = package_data("bags/agent_sample")
 
 
-# ---- the node as a process ---------------------------------------------------------------------
-def loopback_env(domain_id: Optional[int] = None) -> dict[str, str]:
-    """os.environ plus what keeps DDS on loopback; a random ROS_DOMAIN_ID in 1..100 unless one is set."""
-    env = dict(os.environ)
-    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    env["ROS_LOCALHOST_ONLY"] = "1"
-    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    if domain_id is not None:
-        env["ROS_DOMAIN_ID"] = str(domain_id)
-    elif not env.get("ROS_DOMAIN_ID", "").isdigit() or not 1 <= int(env["ROS_DOMAIN_ID"]) <= 100:
-        env["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
-    return env
-
-
-def agent_executable() -> list[str]:
-    """How ``ros2 run bayes_infer_ros agent_node`` would start the node (ament index), run with this Python."""
-    try:
-        from ament_index_python.packages import get_package_prefix
-
-        exe = Path(get_package_prefix(PACKAGE)) / "lib" / PACKAGE / "agent_node"
-        if exe.is_file():
-            return [sys.executable, str(exe)]
-    except Exception:  # noqa: BLE001 - not built / not sourced: say so below
-        pass
-    raise FileNotFoundError(
-        f"{PACKAGE}/agent_node is not installed where ros2 run looks (<prefix>/lib/{PACKAGE}/agent_node); "
-        "run `make setup` and `source install/setup.bash`")
-
-
-class AgentProcess:
-    """``agent_node`` in its own process; stdout+stderr go to ``log_path``.
-
-    ``parameters`` become ``-p name:=value`` after ``--params-file``; ``namespace`` becomes ``-r __ns:=``.
-    """
-
-    def __init__(self, params_file: Path = DEFAULT_PARAMS, *, parameters: Optional[dict] = None,
-                 namespace: Optional[str] = None, env: Optional[dict] = None, log_path: Optional[Path] = None,
-                 extra_args: Sequence[str] = ()):
-        self.params_file = Path(params_file)
-        self.parameters = dict(parameters or {})
-        self.namespace = namespace
-        self.env = env if env is not None else loopback_env()
-        self.log_path = Path(log_path) if log_path else None
-        self.extra_args = list(extra_args)
-        self.proc: Optional[subprocess.Popen] = None
-        self._log_file = None
-
-    @property
-    def command(self) -> list[str]:
-        cmd = agent_executable() + list(self.extra_args) + ["--ros-args", "--params-file", str(self.params_file)]
-        for name, value in self.parameters.items():
-            cmd += ["-p", f"{name}:={_param_text(value)}"]
-        if self.namespace:
-            cmd += ["-r", f"__ns:=/{self.namespace.strip('/')}"]
-        return cmd
-
-    def start(self) -> "AgentProcess":
-        out = subprocess.DEVNULL
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log_file = open(self.log_path, "wb")
-            out = self._log_file
-        self.proc = subprocess.Popen(self.command, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        return self
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def rss_bytes(self) -> int:
-        """Resident set size of the node process (Linux /proc)."""
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        return 0
-
-    def log_tail(self, lines: int = 30) -> str:
-        if self.log_path is None or not self.log_path.is_file():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self, timeout: float = 10.0) -> Optional[int]:
-        """SIGINT (what Ctrl-C and launch send), then SIGTERM, then SIGKILL; returns the exit status."""
-        if self.proc is None:
-            return None
-        for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
-            if self.proc.poll() is not None:
-                break
-            try:
-                self.proc.send_signal(sig)
-                self.proc.wait(wait)
-            except subprocess.TimeoutExpired:
-                continue
-            except ProcessLookupError:
-                break
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-        return self.proc.poll()
-
-    def __enter__(self) -> "AgentProcess":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-def _param_text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str) and value == "":
-        return "''"
-    return str(value)
+# the node as a process: bayes_infer_ros.ros.agent_process (shared with the tests)
 
 
 # ---- the live view -----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayes_infer_ros.inference import engine_for_model
+from bayes_infer_ros.inference.belief_filter import BeliefFilter
 from bayes_infer_ros.model import GenerativeModel
 
 from .bagio import Episode
@@ -48,33 +49,23 @@ def _windows(T: int, horizon: int):
 def engine_beliefs(model: GenerativeModel, episode: Episode, algorithm: str, *, variant: str = "baseline",
                    num_iter: int = 16, tau: float = 1.0, horizon: int = 5,
                    dtype=np.float32) -> list[np.ndarray]:
-    """The node's semantics through our engine (``variant``), ``list[(T, n_f)]`` in float64."""
+    """The node's tick over the episode: one :class:`~bayes_infer_ros.inference.belief_filter.BeliefFilter` step
+    per observation, the control taken since the previous step as its action and the next one as upcoming."""
     m = model.with_dtype(dtype)
     engine = engine_for_model(m, algorithm, variant=variant, num_iter=num_iter, tau=tau)
+    belief_filter = BeliefFilter(engine, m.D, horizon, has_B=m.B is not None, dtype=dtype)
     obs = [o.astype(dtype) for o in observation_distributions(model, episode)]
     T = episode.num_steps
+    actions = np.asarray(episode.actions, dtype=np.int32).reshape(-1, model.num_factors)
+    zero = np.zeros(model.num_factors, np.int32)
     out = [np.zeros((T, n)) for n in model.num_states]
-    if algorithm == "fpi":
-        prior = [np.asarray(d, dtype=dtype) for d in m.D]
-        for t in range(T):
-            qs = engine([o[t] for o in obs], prior)
-            for f, q in enumerate(qs):
-                out[f][t] = np.asarray(q)
-            if t + 1 < T:
-                prior = engine.predict(qs, episode.actions[t])
-        return out
-    # One compiled window: the last `horizon` steps, front-padded (uniform rows, action 0) and masked with
-    # valid_steps, as the node does; pymdp_beliefs below runs the truncated windows instead.
-    prior = [np.asarray(d, dtype=dtype) for d in m.D]
-    padded = [np.concatenate([np.full((horizon - 1, o.shape[1]), 1.0 / o.shape[1], dtype=dtype), o]) for o in obs]
-    acts_padded = np.concatenate([np.zeros((horizon - 1, model.num_factors), np.int32),
-                                  np.asarray(episode.actions, dtype=np.int32).reshape(-1, model.num_factors)])
     for t in range(T):
-        # padded index of step t is t + horizon - 1; the window ends there
-        qs = engine([o[t:t + horizon] for o in padded], prior, acts_padded[t:t + horizon - 1],
-                    valid_steps=min(t + 1, horizon))
-        for f, q in enumerate(qs):
-            out[f][t] = np.asarray(q)[-1]
+        row = np.concatenate([o[t] for o in obs])
+        action = actions[t - 1] if t > 0 else zero
+        upcoming = actions[t] if t < actions.shape[0] else zero
+        q = belief_filter.step(row, action, upcoming)
+        for f, x in enumerate(engine.layout.split_states(q)):
+            out[f][t] = np.asarray(x)
     return out
 
 

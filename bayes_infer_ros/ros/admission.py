@@ -1,4 +1,5 @@
-"""The stamp policy of observations and the stamps the node writes (pure, no rclpy).
+"""Input admission (pure, no rclpy): the stamp policy of observations, the stamps the node writes, and
+:class:`Inputs`, the per-modality state that decides what a tick uses and which modality is silent.
 
 An observation's ``header.stamp`` is judged against the node clock (``now_ns``; 0 while sim time has no
 ``/clock`` yet) and the newest accepted stamp of the same topic (``last_ns``; -1 after a reset):
@@ -13,11 +14,20 @@ An observation's ``header.stamp`` is judged against the node clock (``now_ns``; 
 - older than ``timeout_s`` on arrival (``timeout_s > 0`` and a running clock): refused, ``stale``.
 
 Output stamps are clamped into what ``builtin_interfaces/Time`` holds (``sec`` in 0..2^31-1).
+
+A modality is *silent* when it gave no valid observation for more than ``observation_timeout`` (a sender of
+refused messages is silent too). Ticks go on without a silent modality (a uniform observation: no evidence);
+an event-mode tick waits for every modality that is not silent.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .conversion import observation_to_distribution, uniform
+from .statistics import RateMeter
 
 NS = 1_000_000_000
 MAX_STAMP_NS = (2**31 - 1) * NS + NS - 1
@@ -70,3 +80,144 @@ def being_rejected(now: float, last_rejected: float, last_accepted: float,
                    window_s: float = REJECTING_WINDOW_S) -> bool:
     """A modality's newest message was refused, within ``window_s`` (monotonic seconds; 0 = never)."""
     return last_rejected > 0 and last_rejected >= last_accepted and now - last_rejected <= window_s
+
+
+@dataclass
+class ModalityState:
+    """One modality's admission state (times: ``time.monotonic()`` seconds, 0 = never)."""
+
+    name: str
+    num_levels: int
+    fresh: Optional[np.ndarray] = None      # the newest accepted, not yet used observation (m,)
+    fresh_stamp_ns: int = 0
+    fresh_arrival: float = 0.0              # perf_counter at callback entry
+    last_stamp_ns: int = -1                 # newest accepted header stamp (out-of-order guard)
+    received: int = 0
+    accepted: int = 0
+    superseded: int = 0                     # accepted, then replaced by a newer one before any tick used it
+    rejected: dict = field(default_factory=dict)
+    rate: RateMeter = field(default_factory=RateMeter)
+    last_heard: float = 0.0                 # last accepted message (or activation / all inputs quiet)
+    silent: bool = False                    # reported silent (cleared by its next accepted message)
+    last_accepted: float = 0.0
+    last_rejected: float = 0.0
+    last_reason: str = ""                   # why the newest refused message was refused
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What :meth:`Inputs.observe` did with one message: ``reason``/``detail`` when refused; ``renormalized``
+    (its detail), ``unstamped``, ``superseded`` and ``resumed`` (the modality was reported silent) when accepted."""
+
+    reason: Optional[str] = None
+    detail: str = ""
+    renormalized: bool = False
+    unstamped: bool = False
+    superseded: bool = False
+    resumed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+class Inputs:
+    """The modalities of one model: admission of each message, silence, and the row a tick uses."""
+
+    def __init__(self, names: Sequence[str], num_levels: Sequence[int]):
+        self.modalities = [ModalityState(n, int(m)) for n, m in zip(names, num_levels)]
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.modalities]
+
+    def observe(self, i: int, level: int, probabilities: Sequence[float], sec: int, nanosec: int, *, now: float,
+                now_ns: int, arrival: float, timeout_s: float, max_future_s: float) -> Admission:
+        """Judge and, when valid, store one observation of modality ``i`` (``now``: monotonic s, ``now_ns``: the
+        node clock, ``arrival``: perf_counter at the callback's entry). Never raises."""
+        mod = self.modalities[i]
+        check = observation_to_distribution(level, probabilities, mod.num_levels)
+        if not check.ok:
+            return self._refuse(mod, now, check.reason, check.detail)
+        decision = admit_stamp(sec, nanosec, last_ns=mod.last_stamp_ns, now_ns=now_ns, timeout_s=timeout_s,
+                               max_future_s=max_future_s)
+        if not decision.ok:
+            return self._refuse(mod, now, decision.reason, decision.detail)
+        if not decision.unstamped:
+            mod.last_stamp_ns = decision.stamp_ns
+        if all(self.is_silent(m, now, timeout_s) for m in self.modalities):
+            # Every input was quiet (start, a paused bag): wait up to observation_timeout for each modality
+            # again instead of ticking on whichever message happens to arrive first.
+            for m in self.modalities:
+                m.last_heard = now
+        mod.last_heard = mod.last_accepted = now
+        resumed, mod.silent = mod.silent, False
+        superseded = mod.fresh is not None
+        mod.superseded += int(superseded)
+        mod.fresh, mod.fresh_stamp_ns, mod.fresh_arrival = check.distribution, decision.stamp_ns, arrival
+        mod.accepted += 1
+        return Admission(renormalized=check.renormalized, detail=check.detail, unstamped=decision.unstamped,
+                         superseded=superseded, resumed=resumed)
+
+    @staticmethod
+    def _refuse(mod: ModalityState, now: float, reason: str, detail: str) -> Admission:
+        mod.last_rejected, mod.last_reason = now, reason
+        mod.rejected[reason] = mod.rejected.get(reason, 0) + 1
+        return Admission(reason=reason, detail=detail)
+
+    # ---- silence -------------------------------------------------------------------------------------
+    @staticmethod
+    def is_silent(mod: ModalityState, now: float, timeout_s: float) -> bool:
+        """No valid observation for more than ``timeout_s`` (never silent with ``timeout_s <= 0``)."""
+        return timeout_s > 0 and now - mod.last_heard > timeout_s
+
+    def newly_silent(self, now: float, timeout_s: float) -> list[ModalityState]:
+        """The modalities that went silent since they were last reported (each is reported once)."""
+        out = []
+        for mod in self.modalities:
+            if not mod.silent and self.is_silent(mod, now, timeout_s):
+                mod.silent = True
+                out.append(mod)
+        return out
+
+    def heard_now(self, now: float) -> None:
+        """Start every modality's timeout afresh (activation)."""
+        for mod in self.modalities:
+            mod.last_heard = now
+
+    def event_ready(self, now: float, timeout_s: float) -> bool:
+        """An event-mode tick can run: something new, and no modality that is not silent still owes its message."""
+        any_new = False
+        for mod in self.modalities:
+            if mod.fresh is not None:
+                any_new = True
+            elif not self.is_silent(mod, now, timeout_s):
+                return False
+        return any_new
+
+    def rejecting(self, now: float) -> dict[str, str]:
+        """Modality -> the reason its newest message was refused, for those being rejected now."""
+        return {m.name: m.last_reason for m in self.modalities
+                if being_rejected(now, m.last_rejected, m.last_accepted)}
+
+    # ---- the tick's input ----------------------------------------------------------------------------
+    @property
+    def any_fresh(self) -> bool:
+        return any(m.fresh is not None for m in self.modalities)
+
+    def take(self) -> tuple[np.ndarray, int, Optional[float]]:
+        """The packed observation row (uniform for a modality with nothing new), the newest stamp used (0: none)
+        and the latest arrival used (None: none); the fresh observations are used up."""
+        used = [m for m in self.modalities if m.fresh is not None]
+        row = np.concatenate([m.fresh if m.fresh is not None else uniform(m.num_levels) for m in self.modalities])
+        newest = max((m.fresh_stamp_ns for m in used), default=0)
+        arrival = max((m.fresh_arrival for m in used), default=None)
+        for m in used:
+            m.fresh = None
+        return row, newest, arrival
+
+    def reset(self) -> None:
+        """Forget pending observations and the out-of-order guard (a reset, a clock jump)."""
+        for mod in self.modalities:
+            mod.fresh = None
+            mod.last_stamp_ns = -1

@@ -1,5 +1,6 @@
-"""Engine builds off the tick path: one daemon worker thread, coalesced requests, cooperative cancellation,
-and the memory budget every build is held to (pure Python, no rclpy).
+"""Engine builds (pure Python, no rclpy): what one build does (:func:`build_slot`: resolve ``auto``, hold the
+variant to the memory budget, construct, compile with tick-shaped inputs), and the daemon worker that runs them
+off the tick path with coalesced requests and cooperative cancellation.
 
 - **Coalesced.** A request replaces any request still waiting, and cancels the build in progress: only the
   newest request runs to the end. Waiters on a replaced request follow it to the newest (``Ticket.wait``).
@@ -13,10 +14,14 @@ and the memory budget every build is held to (pure Python, no rclpy).
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 ITEMSIZE = 4  # float32 engines
+AUTO_FALLBACK_VARIANT = "baseline"  # the documented rule when the autotuner is unavailable or fails
 
 
 class BuildCancelled(Exception):
@@ -52,6 +57,97 @@ def check_memory_budget(variant: str, model: Any, budget_mb: float, itemsize: in
             f"{budget_mb:g} ({format_bytes(budget_mb * 2**20)}); raise memory_budget_mb, or pick a variant that "
             f"stores less, e.g. baseline at {format_bytes(estimated_bytes('baseline', model, itemsize))}")
     return est
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    algorithm: str
+    variant: str          # as requested ("auto" allowed)
+    num_iter: int
+    tau: float
+    horizon: int
+    autotune_verify_top_k: int = 0  # variant auto: time the autotuner's k best here and keep the fastest
+
+
+@dataclass
+class EngineSlot:
+    """A compiled engine and what it was built from. Replaced as a whole (atomic swap)."""
+
+    config: EngineConfig
+    variant: str          # resolved (never "auto")
+    engine: Any
+    compile_s: float
+    generation: int
+    note: str = ""
+
+
+def _no_checkpoint() -> None:
+    return None
+
+
+def new_engine(model: Any, config: EngineConfig, variant: str) -> Any:
+    from bayes_infer_ros.inference import engine_for_model
+
+    return engine_for_model(model, config.algorithm, variant=variant, num_iter=config.num_iter, tau=config.tau)
+
+
+def resolve_variant(model: Any, config: EngineConfig, budget_mb: float,
+                    checkpoint: Callable[[], None] = _no_checkpoint) -> tuple[str, str, Any]:
+    """(variant, note, the engine the verify step already built or None). ``auto`` asks the autotuner (its top
+    ``autotune_verify_top_k`` timed here); when it is unavailable or fails, the rule is AUTO_FALLBACK_VARIANT."""
+    if config.variant != "auto":
+        return config.variant, "", None
+    try:
+        from bayes_infer_ros.autotune import rank_variants, verify_engines
+
+        k = config.autotune_verify_top_k
+        ranked = [v for v, _ in rank_variants(config.algorithm, model, horizon=config.horizon,
+                                              num_iter=config.num_iter, memory_budget_gb=budget_mb / 1024)]
+        if not k:
+            return ranked[0], f"autotuner chose {ranked[0]}", None
+
+        def build(v: str) -> Any:
+            checkpoint()
+            return new_engine(model, config, v)
+
+        chosen, engine, timings = verify_engines(config.algorithm, model, ranked[:k], horizon=config.horizon,
+                                                 build=build)
+        checkpoint()
+        timed = ", ".join(f"{v} {t * 1e3:.3g} ms" for v, t in timings.items())
+        return chosen, f"autotuner chose {chosen}, the fastest of its top {k} timed here ({timed})", engine
+    except BuildCancelled:
+        raise
+    except Exception as exc:  # noqa: BLE001 - documented fallback
+        note = f"autotuner unavailable ({type(exc).__name__}: {str(exc)[:120]}); rule: {AUTO_FALLBACK_VARIANT}"
+        return AUTO_FALLBACK_VARIANT, note, None
+
+
+def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: float,
+               checkpoint: Callable[[], None] = _no_checkpoint) -> EngineSlot:
+    """Build and compile with tick-shaped calls (so a tick never traces). ``checkpoint()`` between the phases
+    raises BuildCancelled once the build is no longer wanted. Every variant (a user's choice as well as auto's)
+    is held to ``budget_mb`` before anything is allocated."""
+    import jax
+
+    variant, note, engine = resolve_variant(model, config, budget_mb, checkpoint)
+    check_memory_budget(variant, model, budget_mb)
+    checkpoint()
+    t0 = time.perf_counter()
+    if engine is None:
+        engine = new_engine(model, config, variant)
+    checkpoint()
+    if config.algorithm == "fpi":
+        engine.warmup()
+    else:
+        engine.warmup(T=config.horizon, valid_steps=True)
+    checkpoint()
+    if model.B is not None:  # the empirical-prior prediction of fpi ticks
+        D = np.concatenate([np.asarray(d, np.float32) for d in model.D])
+        zero = np.zeros(model.num_factors, np.int32)
+        jax.block_until_ready(engine.predict(engine.layout.unpack_states(D), zero))
+        if config.algorithm == "fpi":  # the one-dispatch tick: beliefs and the next prior
+            jax.block_until_ready(engine.tick(np.zeros(engine.layout.obs_size, np.float32), D, zero))
+    return EngineSlot(config, variant, engine, time.perf_counter() - t0, generation, note)
 
 
 @dataclass(eq=False)

@@ -13,12 +13,13 @@ Its spin loop survives a callback that raises (counted in ``errors``): one bad c
 """
 from __future__ import annotations
 
-import threading
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+
+from .spinning import SpinThread
 
 
 class CompanionServices:
@@ -30,22 +31,15 @@ class CompanionServices:
                          use_global_arguments=False, start_parameter_services=False, enable_rosout=False)
         self._executor = SingleThreadedExecutor(context=owner.context)
         self._executor.add_node(self.node)
-        self._stop = threading.Event()
         self.errors = 0
-        self._thread = threading.Thread(target=self._spin, name=f"{owner.get_name()}_services", daemon=True)
-        self._thread.start()
+        self._spinner: Optional[SpinThread] = SpinThread(self._executor, name=f"{owner.get_name()}_services",
+                                                          period_s=0.1, on_error=self._on_error)
 
-    def _spin(self) -> None:
-        while not self._stop.is_set() and self._owner.context.ok():
-            try:
-                self._executor.spin_once(timeout_sec=0.1)
-            except ExternalShutdownException:
-                return
-            except Exception:  # noqa: BLE001 - e.g. a response to a client that went away; the next call is served
-                self.errors += 1
-                if not self._stop.is_set():
-                    self.node.get_logger().warning("companion service callback failed: "
-                                                   + traceback.format_exc(limit=2).strip().splitlines()[-1])
+    def _on_error(self, exc: BaseException) -> None:
+        """e.g. a response to a client that went away: logged, and the next call is served."""
+        self.errors += 1
+        self.node.get_logger().warning("companion service callback failed: "
+                                       + "".join(traceback.format_exception_only(type(exc), exc)).strip())
 
     def create_service(self, srv_type: Any, name: str, callback: Callable) -> Any:
         """A service named as the owner would resolve ``name`` (namespace, node name, remaps)."""
@@ -55,10 +49,10 @@ class CompanionServices:
         self.node.destroy_service(service)
 
     def close(self) -> None:
-        if self._thread is None:
+        if self._spinner is None:
             return
-        self._stop.set()
+        self._spinner.stop(timeout=0.0)
         self._executor.shutdown(timeout_sec=1.0)
-        self._thread.join(timeout=2.0)
+        self._spinner.stop(timeout=2.0)
         self.node.destroy_node()
-        self._thread = None
+        self._spinner = None

@@ -1,4 +1,5 @@
-"""A size cap for JAX's persistent compilation cache folder (pure, no rclpy).
+"""JAX's process set-up for the node (:func:`setup_jax`: device, persistent compilation cache) and a size cap
+for the cache folder (pure, no rclpy).
 
 JAX writes one ``<key>-cache`` file per compiled program (and, when it evicts itself, a ``<key>-atime`` file).
 JAX's own cap (``jax_compilation_cache_max_size``) needs the ``filelock`` package; :func:`prune` works without it:
@@ -58,3 +59,26 @@ def prune(folder: os.PathLike, max_bytes: int) -> tuple[int, int]:
         freed += size
         removed += 1
     return removed, freed
+
+
+def setup_jax(device: str, cache_dir: str = "") -> str:
+    """Point JAX at ``device`` ("auto": its first) and, with ``cache_dir``, at a persistent compilation cache that
+    keeps every program; returns the device as ``platform:id``."""
+    import jax
+
+    if cache_dir:
+        cache_dir = os.path.expanduser(cache_dir)
+        os.makedirs(cache_dir, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", cache_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    if device == "auto":
+        dev = jax.devices()[0]
+    else:
+        try:
+            dev = jax.devices(device)[0]
+        except RuntimeError as exc:
+            raise RuntimeError(f"device: {device!r} is not available to JAX ({exc}); "
+                               f"JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!r}") from None
+    jax.config.update("jax_default_device", dev)
+    return f"{dev.platform}:{dev.id}"

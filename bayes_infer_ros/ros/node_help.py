@@ -90,3 +90,23 @@ def unused_qos_overrides(overrides: Mapping[str, Any], published: Iterable[str],
         out.append(f"parameter '{key}' ignored: this node has no {kind or 'publisher or subscription'} "
                    f"{topic or '(malformed key)'}; QoS overrides apply to: {', '.join(known)}")
     return out
+
+
+def unknown_topics(node: Any, obs_prefix: str, modalities: Sequence[str], legacy_actions_topic: str,
+                   warned: set) -> list[tuple[str, str]]:
+    """(warning, counter or "") for each topic not warned about yet (added to ``warned``) that a user may have
+    meant for this node: ``observations/<name>`` of no modality, or the old ``actions`` topic with a publisher."""
+    known = {obs_prefix + m for m in modalities}
+    out = []
+    for name, _types in node.get_topic_names_and_types():
+        if name in warned:
+            continue
+        if name == legacy_actions_topic and node.count_publishers(name) > 0:
+            warned.add(name)
+            out.append((f"{name} has a publisher, but this node no longer reads it: publish "
+                        f"bayes_infer_ros/msg/Controls (stamped) on {node.resolve_topic_name('controls')}", ""))
+        if name.startswith(obs_prefix) and name not in known:
+            warned.add(name)
+            out.append((f"{name}: published but the model has no such modality (modalities: {list(modalities)}); "
+                        "ignored", "unknown_modality_topics"))
+    return out

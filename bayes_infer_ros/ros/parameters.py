@@ -7,9 +7,10 @@ new engine off the tick path; ``rate_hz`` re-creates the timer; the rest take ef
 """
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 ALGORITHMS = ("fpi", "vmp", "mmp")
 DEVICES = ("auto", "cpu", "gpu")
@@ -124,3 +125,15 @@ def allowed_model_keys(factors: Sequence[str], modalities: Sequence[str]) -> set
         keys |= {f"model.B.{f}.{k}" for k in ("shape", "data", "dependencies", "controls")}
         keys |= {f"model.D.{f}", f"model.states.{f}"}
     return keys
+
+
+def unknown_parameters(names: Iterable[str], known: Iterable[str], known_prefixes: Sequence[str] = ("model.",)) -> list[str]:
+    """Warnings for params-file keys the node does not know, each with a "did you mean" when one is close."""
+    known = sorted(set(known))
+    out = []
+    for name in sorted(names):
+        if name in known or name == "use_sim_time" or name.startswith("qos_overrides.") or any(name.startswith(p) for p in known_prefixes):
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        out.append(f"unknown parameter '{name}' ignored" + (f" (did you mean '{close[0]}'?)" if close else ""))
+    return out

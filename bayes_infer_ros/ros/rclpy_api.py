@@ -69,6 +69,7 @@ API: dict[str, str] = {
     "rclpy.executors.ExternalShutdownException": "humble",
     "rclpy.executors.Executor.add_node": "humble",
     "rclpy.executors.Executor.spin": "humble",
+    "rclpy.executors.Executor.context": "humble",
     "rclpy.executors.Executor.spin_once": "humble",
     "rclpy.executors.Executor.spin_once(timeout_sec)": "humble",
     "rclpy.executors.Executor.shutdown(timeout_sec)": "humble",
@@ -112,9 +113,10 @@ API: dict[str, str] = {
     "rclpy.node.Node.set_parameters_atomically": "humble",
     "rclpy.node.Node.add_on_set_parameters_callback": "humble",
     "rclpy.node.Node.add_post_set_parameters_callback": "iron",
-    # Not public API: the parameter overrides from the command line / params file, read to refuse bad values
-    # with a reason instead of rclpy's exception. Present (same name, same type) in every distro listed.
-    "rclpy.node.Node._parameter_overrides": "humble",
+    # the parameter overrides (command line / params file), read to refuse bad values with a reason
+    "rclpy.node.Node(automatically_declare_parameters_from_overrides)": "humble",
+    "rclpy.node.Node.get_parameters_by_prefix": "humble",
+    "rclpy.node.Node.undeclare_parameter": "humble",
     # lifecycle
     "rclpy.lifecycle.LifecycleNode": "humble",
     "rclpy.lifecycle.LifecycleState": "humble",

@@ -1,14 +1,12 @@
 """Test harness for the node over a real ROS graph: loopback-only env with a per-run domain id, the node
-started as ``ros2 run`` would (``<prefix>/lib/bayes_infer_ros/agent_node --ros-args --params-file``), and a
-probe node (publishers, subscribers, service clients) spun in a background thread of the test process.
+started as ``ros2 run`` would (the package's ``bayes_infer_ros.ros.agent_process``, which the demo uses too), and
+a probe node (publishers, subscribers, service clients) spun in a background thread of the test process.
 """
 from __future__ import annotations
 
 import fcntl
 import os
 import random
-import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -16,6 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import yaml
+
+from bayes_infer_ros.ros import agent_process as _agent_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,10 +69,8 @@ def set_loopback_env(domain_id: int) -> None:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
-def agent_executable() -> str:
-    from ament_index_python import get_package_prefix
-
-    return str(Path(get_package_prefix("bayes_infer_ros")) / "lib" / "bayes_infer_ros" / "agent_node")
+def agent_executable() -> list[str]:
+    return _agent_process.agent_executable()
 
 
 def default_params() -> dict:
@@ -81,59 +79,17 @@ def default_params() -> dict:
     return doc["/**"]["ros__parameters"]
 
 
-class AgentProcess:
-    """The node as its own process. ``params``: a ros__parameters tree written to a params file."""
-
-    def __init__(self, tmp: Path, name: str, params: Optional[dict] = None, namespace: str = "", plain: bool = False,
+def AgentProcess(tmp: Path, name: str, params: Optional[dict] = None, namespace: str = "", plain: bool = False,
                  extra_ros_args: tuple = (), params_file: Optional[Path] = None,
-                 executable: Optional[list] = None):
-        """``executable``: the command that starts the node (default: the installed ``agent_node``)."""
-        self.name, self.namespace = name, namespace
-        if params_file is None:
-            params_file = tmp / f"{name}_params.yaml"
-            params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": params or {}}}, sort_keys=False))
-        self.params_file = params_file
-        self.log_path = tmp / f"{name}.log"
-        cmd = list(executable or [agent_executable()]) + (["--plain"] if plain else []) + [
-            "--ros-args", "--params-file", str(params_file), "-r", f"__node:={name}"]
-        if namespace:
-            cmd += ["-r", f"__ns:={namespace}"]
-        cmd += list(extra_ros_args)
-        self.cmd = cmd
-        self._log = open(self.log_path, "w")
-        self.started = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=dict(os.environ),
-                                     start_new_session=True)
-
-    @property
-    def fqn(self) -> str:
-        ns = self.namespace.rstrip("/")
-        return f"{ns}/{self.name}" if ns else f"/{self.name}"
-
-    def log_text(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def wait_log(self, needle: str, timeout: float = 30.0) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if needle in self.log_text():
-                return True
-            if self.proc.poll() is not None:
-                return needle in self.log_text()
-            time.sleep(0.05)
-        return False
-
-    def stop(self) -> Optional[int]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()  # this process only, started by us
-                self.proc.wait(timeout=5)
-        self._log.close()
-        return self.proc.returncode
+                 executable: Optional[list] = None) -> _agent_process.AgentProcess:
+    """The node as its own process (the package's harness), started: ``params`` is a ros__parameters tree written
+    to a params file in ``tmp``, the log goes to ``tmp/<name>.log``, the environment is this test run's."""
+    if params_file is None:
+        params_file = tmp / f"{name}_params.yaml"
+        params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": params or {}}}, sort_keys=False))
+    return _agent_process.AgentProcess(
+        params_file, name=name, namespace=namespace, env=dict(os.environ), log_path=tmp / f"{name}.log",
+        extra_args=["--plain"] if plain else [], extra_ros_args=extra_ros_args, executable=executable).start()
 
 
 class Probe:
@@ -143,25 +99,19 @@ class Probe:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
 
-        self.rclpy = rclpy
+        from bayes_infer_ros.ros.spinning import SpinThread
+
         self.node = rclpy.create_node(name)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         self._lock = threading.Lock()
         self.received: dict[str, list] = {}
-        self._stop = False
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
+        self._spinner = SpinThread(self.executor, name=f"{name}_spin", period_s=0.02)
         self._pubs: dict = {}
         self._clients: dict = {}
 
-    def _spin(self) -> None:
-        while not self._stop and self.rclpy.ok():
-            self.executor.spin_once(timeout_sec=0.02)
-
     def close(self) -> None:
-        self._stop = True
-        self._thread.join(timeout=2)
+        self._spinner.stop()
         self.executor.remove_node(self.node)
         self.node.destroy_node()
 

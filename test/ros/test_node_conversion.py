@@ -7,9 +7,11 @@ import math
 import numpy as np
 import pytest
 
+from bayes_infer_ros.inference.belief_filter import SequenceWindow
 from bayes_infer_ros.ros import conversion as conv
 from bayes_infer_ros.ros.controls import ControlTimeline, check_controls, fill_window_actions
-from bayes_infer_ros.ros.parameters import PARAMETERS, SPECS, allowed_model_keys, validate_change
+from bayes_infer_ros.ros.parameters import PARAMETERS, SPECS, allowed_model_keys, unknown_parameters, validate_change
+from bayes_infer_ros.ros.statistics import LatencyStats, RateMeter
 
 
 # ---- observations ----------------------------------------------------------------------------
@@ -98,7 +100,7 @@ def test_control_timeline_places_controls_by_stamp():
 
 def test_late_controls_land_on_their_window_transition():
     """Steps at 100, 200, 300; the control of 100 -> 200 (stamped 150) arrives after step 300 was pushed."""
-    w = conv.SequenceWindow(4, (2,), 1)
+    w = SequenceWindow(4, (2,), 1)
     tl = ControlTimeline(1)
     tl.add(250, [2])
     for stamp in (100, 200, 300):
@@ -112,7 +114,7 @@ def test_late_controls_land_on_their_window_transition():
 
 # ---- the window --------------------------------------------------------------------------------
 def test_window_is_right_aligned_and_rolls():
-    w = conv.SequenceWindow(3, (2, 3), 2)
+    w = SequenceWindow(3, (2, 3), 2)
     assert w.valid_steps == 0 and w.obs.shape == (3, 5) and w.actions.shape == (2, 2)
     rows = [np.arange(5, dtype=np.float32) + 10 * t for t in range(5)]
     w.push(rows[0])
@@ -147,7 +149,7 @@ def test_belief_summary_names_the_mode_and_the_entropy():
 
 
 def test_window_of_one_step():
-    w = conv.SequenceWindow(1, (2,), 1)
+    w = SequenceWindow(1, (2,), 1)
     w.push(np.float32([1, 0]), [1])
     assert w.actions.shape == (0, 1) and w.valid_steps == 1
 
@@ -225,7 +227,7 @@ def test_good_parameters_are_accepted(name, value):
 
 
 def test_unknown_parameters_warned_with_suggestion():
-    lines = conv.unknown_parameters(["num_iters", "algorithm", "model.A.x.data", "use_sim_time", "frobnicate"],
+    lines = unknown_parameters(["num_iters", "algorithm", "model.A.x.data", "use_sim_time", "frobnicate"],
                                     [s.name for s in PARAMETERS])
     assert lines == ["unknown parameter 'frobnicate' ignored",
                      "unknown parameter 'num_iters' ignored (did you mean 'num_iter'?)"]
@@ -239,12 +241,12 @@ def test_allowed_model_keys():
 
 # ---- statistics --------------------------------------------------------------------------------
 def test_rate_meter_and_latency_stats():
-    r = conv.RateMeter(window_s=1.0)
+    r = RateMeter(window_s=1.0)
     for k in range(11):
         r.tick(k * 0.1)
     assert abs(r.rate(1.0) - 10.0) < 1e-9
     assert r.rate(5.0) == 0.0
-    s = conv.LatencyStats()
+    s = LatencyStats()
     for v in range(1, 101):
         s.add(v * 1e-3)
     assert abs(s.percentile_ms(50) - 50.5) < 1e-9 and s.maximum == 0.1 and s.count == 100

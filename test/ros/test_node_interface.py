@@ -159,7 +159,7 @@ def test_late_joiner_gets_the_latest_beliefs(probe, agent, model):
 def test_help_prints_usage_and_exits():
     from bayes_infer_ros.ros.parameters import PARAMETERS
 
-    out = subprocess.run([agent_executable(), "--help"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(agent_executable() + ["--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: agent_node")
     for spec in PARAMETERS:

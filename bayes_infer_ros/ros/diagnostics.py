@@ -1,0 +1,102 @@
+"""What the node reports: the ``/diagnostics`` status of the inference (level, message, key/values) and a log
+throttle that says how many messages it swallowed. Reading only: building a status changes no state."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+
+from .admission import Inputs
+from .builder import EngineSlot
+from .statistics import TickStatistics
+
+
+class Throttle:
+    """Per-key log throttle that says how many events it swallowed (rclpy's throttle is per call site)."""
+
+    def __init__(self, period_s: float = 5.0):
+        self.period_s = period_s
+        self._last: dict[Any, float] = {}
+        self._suppressed: dict[Any, int] = {}
+
+    def __call__(self, key: Any) -> Optional[int]:
+        """None: swallow this one; otherwise log it, with the count swallowed since the last one logged."""
+        now = time.monotonic()
+        if now - self._last.get(key, -1e9) >= self.period_s:
+            self._last[key] = now
+            return self._suppressed.pop(key, 0)
+        self._suppressed[key] = self._suppressed.get(key, 0) + 1
+        return None
+
+
+@dataclass
+class Health:
+    """The node-level facts the status is judged on."""
+
+    active: bool
+    device: str
+    rate_hz: float
+    observation_timeout: float
+    switch_pending: bool
+    build_error: str
+    sim_time_without_clock: bool
+
+
+def unconfigured_status(name: str, fqn: str, message: str, error: bool) -> DiagnosticStatus:
+    """Not configured: WARN while configuring or waiting to be, ERROR after a failed configure."""
+    return _status(name, fqn, DiagnosticStatus.ERROR if error else DiagnosticStatus.WARN, message, {})
+
+
+def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stats: TickStatistics, inputs: Inputs,
+                     counters: dict[str, int], now: float) -> DiagnosticStatus:
+    """The status of a configured node (``now``: time.monotonic()). WARN, first reason first: sim time without
+    /clock, tick p99 over the period, a modality being rejected, silent modalities, a failed build."""
+    period_ms = 1e3 / health.rate_hz if health.rate_hz > 0 else float("nan")
+    values: dict[str, Any] = {
+        "active": health.active, "device": health.device,
+        "algorithm": slot.config.algorithm, "variant": slot.variant,
+        "variant_requested": slot.config.variant, "variant_note": slot.note,
+        "engine_compile_s": f"{slot.compile_s:.3f}", "switch_pending": health.switch_pending,
+        "last_build_error": health.build_error, "tick_period_ms": f"{period_ms:.3f}",
+    }
+    values.update(stats.values())
+    silent = []
+    for mod in inputs.modalities:
+        if health.active and inputs.is_silent(mod, now, health.observation_timeout):
+            silent.append(mod.name)
+        values[f"input.{mod.name}.rate_hz"] = f"{mod.rate.rate(now):.2f}"
+        values[f"input.{mod.name}.received"] = mod.received
+        values[f"input.{mod.name}.accepted"] = mod.accepted
+        values[f"input.{mod.name}.superseded"] = mod.superseded
+        values[f"input.{mod.name}.pending"] = int(mod.fresh is not None)  # accepted, waiting for a tick
+        values[f"input.{mod.name}.rejected"] = sum(mod.rejected.values())
+    values.update(sorted(counters.items()))
+    values["dropped_total"] = sum(v for k, v in counters.items() if k.startswith("rejected."))
+    rejecting = inputs.rejecting(now) if health.active else {}
+    values["rejecting"] = ", ".join(f"{k} ({v})" for k, v in rejecting.items())
+    p99 = stats.tick.percentile_ms(99)
+    level, message = DiagnosticStatus.OK, "ok"
+    if health.active and health.sim_time_without_clock:
+        level, message = DiagnosticStatus.WARN, ("use_sim_time is true but no /clock message has arrived: "
+                                                 "the node clock stands at 0 (no timer ticks)")
+    elif health.active and health.rate_hz > 0 and stats.tick.count and p99 > period_ms:
+        level, message = DiagnosticStatus.WARN, f"tick p99 {p99:.2f} ms > period {period_ms:.2f} ms"
+    elif rejecting:
+        level, message = DiagnosticStatus.WARN, "rejecting input: " + values["rejecting"]
+    elif silent:
+        level, message = DiagnosticStatus.WARN, f"silent modalities: {silent}"
+    elif health.build_error:
+        level, message = DiagnosticStatus.WARN, f"last engine build failed: {health.build_error[:200]}"
+    elif not health.active:
+        message = "inactive"
+    return _status(name, fqn, level, message, values)
+
+
+def _status(name: str, fqn: str, level: Any, message: str, values: dict[str, Any]) -> DiagnosticStatus:
+    status = DiagnosticStatus()
+    status.name, status.hardware_id = f"{name}: inference", fqn
+    status.level, status.message = level, message
+    status.values = [KeyValue(key=str(k), value=str(v)) for k, v in values.items()]
+    return status

@@ -1,0 +1,32 @@
+"""The messages the node publishes for a tick: one ``Beliefs`` and the ``Belief`` of each factor in it."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from . import admission
+from . import conversion as conv
+from bayes_infer_ros.msg import Belief, Beliefs  # noqa: E402 (after ros/__init__ path fix)
+
+
+def beliefs_message(posterior: np.ndarray, state_offsets: Sequence[int], factor_names: Sequence[str],
+                    state_labels: Sequence[Sequence[str]], stamp_ns: int, tick: int, algorithm: str, variant: str,
+                    inference_s: float) -> Beliefs:
+    """``posterior`` (S,) packed; ``state_labels`` must be strings (model/limits.py makes sure): the generated
+    message code aborts the process on anything else. The stamp is clamped into ``builtin_interfaces/Time``."""
+    msg = Beliefs()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = admission.output_stamp(stamp_ns)
+    msg.tick, msg.algorithm, msg.variant = tick, algorithm, variant
+    msg.inference_ms = float(inference_s * 1e3)
+    factors = []
+    for f, probs in enumerate(conv.beliefs_from_packed(posterior, state_offsets)):
+        b = Belief()
+        b.header, b.name = msg.header, factor_names[f]
+        b.state_labels = list(state_labels[f])
+        b.probabilities = probs.tolist()
+        b.most_likely_index, b.entropy = conv.belief_summary(probs)
+        b.most_likely_label = state_labels[f][b.most_likely_index]
+        factors.append(b)
+    msg.factors = factors
+    return msg

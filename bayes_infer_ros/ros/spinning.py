@@ -1,0 +1,47 @@
+"""Spinning an rclpy executor in a background thread: the one helper the companion services, the replay tools
+and the test probe share."""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Optional
+
+from rclpy.executors import Executor, ExternalShutdownException
+
+
+class SpinThread:
+    """``executor.spin_once`` in a daemon thread until :meth:`stop` or the executor's context shuts down.
+
+    A callback's exception is handed to ``on_error`` (the thread goes on); without one it ends the thread quietly
+    only at shutdown (ExternalShutdownException), and is re-raised otherwise."""
+
+    def __init__(self, executor: Executor, name: str = "spin", period_s: float = 0.05,
+                 on_error: Optional[Callable[[BaseException], None]] = None):
+        self._executor = executor
+        self._period_s = period_s
+        self._on_error = on_error
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self._executor.context.ok():
+            try:
+                self._executor.spin_once(timeout_sec=self._period_s)
+            except ExternalShutdownException:
+                return
+            except Exception as exc:  # noqa: BLE001 - the owner decides (log and go on)
+                if self._stop.is_set() or not self._executor.context.ok():
+                    return
+                if self._on_error is None:
+                    raise
+                self._on_error(exc)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Ask the thread to end after its current spin and wait up to ``timeout`` s for it. Idempotent."""
+        self._stop.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout=timeout)
