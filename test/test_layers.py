@@ -60,12 +60,6 @@ FUNCTION_IMPORTS_ALLOWED = {
     ("demo.py", "bayes_infer_ros.model"),
     ("demo.py", "bayes_infer_ros.plot"),
     ("demo.py", "bayes_infer_ros.ros.replay"),
-    ("ros/agent_node.py", "bayes_infer_ros.autotune"),
-    ("ros/agent_node.py", "bayes_infer_ros.inference"),
-    ("ros/agent_node.py", "bayes_infer_ros.model"),
-    ("ros/agent_node.py", "jax"),
-    ("ros/agent_node.py", "rclpy.exceptions"),
-    ("ros/builder.py", "bayes_infer_ros.autotune.features"),
     ("ros/rclpy_api.py", "importlib"),
     ("ros/rclpy_api.py", "os"),
 }

@@ -34,6 +34,7 @@ def loopback_env(domain_id: Optional[int] = None, base: Optional[dict] = None) -
 def agent_executable() -> list[str]:
     """How ``ros2 run bayes_infer_ros agent_node`` would start the node (ament index), run with this Python."""
     try:
+        # optional: ament_index_python exists only in a built ROS 2 environment (the error below says so)
         from ament_index_python.packages import get_package_prefix
 
         exe = Path(get_package_prefix(PACKAGE)) / "lib" / PACKAGE / "agent_node"

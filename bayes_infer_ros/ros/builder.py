@@ -18,7 +18,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+import jax
 import numpy as np
+
+from ..autotune import rank_variants, verify_engines
+from ..autotune.features import peak_elements, size_estimates
+from ..inference import engine_for_model
 
 ITEMSIZE = 4  # float32 engines
 AUTO_FALLBACK_VARIANT = "baseline"  # the documented rule when the autotuner is unavailable or fails
@@ -34,8 +39,6 @@ class MemoryBudgetExceeded(ValueError):
 
 def estimated_bytes(variant: str, model: Any, itemsize: int = ITEMSIZE) -> int:
     """Peak bytes a variant's prepared arrays may take while built, from the model's structure alone."""
-    from bayes_infer_ros.autotune.features import peak_elements, size_estimates
-
     return int(peak_elements(variant, size_estimates(model)) * itemsize)
 
 
@@ -86,8 +89,6 @@ def _no_checkpoint() -> None:
 
 
 def new_engine(model: Any, config: EngineConfig, variant: str) -> Any:
-    from bayes_infer_ros.inference import engine_for_model
-
     return engine_for_model(model, config.algorithm, variant=variant, num_iter=config.num_iter, tau=config.tau)
 
 
@@ -98,8 +99,6 @@ def resolve_variant(model: Any, config: EngineConfig, budget_mb: float,
     if config.variant != "auto":
         return config.variant, "", None
     try:
-        from bayes_infer_ros.autotune import rank_variants, verify_engines
-
         k = config.autotune_verify_top_k
         ranked = [v for v, _ in rank_variants(config.algorithm, model, horizon=config.horizon,
                                               num_iter=config.num_iter, memory_budget_gb=budget_mb / 1024)]
@@ -127,8 +126,6 @@ def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: flo
     """Build and compile with tick-shaped calls (so a tick never traces). ``checkpoint()`` between the phases
     raises BuildCancelled once the build is no longer wanted. Every variant (a user's choice as well as auto's)
     is held to ``budget_mb`` before anything is allocated."""
-    import jax
-
     variant, note, engine = resolve_variant(model, config, budget_mb, checkpoint)
     check_memory_budget(variant, model, budget_mb)
     checkpoint()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import jax
+
 _SUFFIXES = ("-cache", "-atime")
 
 
@@ -64,8 +66,6 @@ def prune(folder: os.PathLike, max_bytes: int) -> tuple[int, int]:
 def setup_jax(device: str, cache_dir: str = "") -> str:
     """Point JAX at ``device`` ("auto": its first) and, with ``cache_dir``, at a persistent compilation cache that
     keeps every program; returns the device as ``platform:id``."""
-    import jax
-
     if cache_dir:
         cache_dir = os.path.expanduser(cache_dir)
         os.makedirs(cache_dir, exist_ok=True)

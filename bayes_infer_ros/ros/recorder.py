@@ -26,7 +26,7 @@ from bayes_infer_ros.bags.bagio import METADATA_VERSION
 from bayes_infer_ros.bags.convert import message_class, to_rosbags
 from bayes_infer_ros.bags.interfaces import make_typestore
 
-from .spin import spin_in_background, stop_spinning
+from .spinning import SpinThread, stop_spinning
 
 
 def resolve_topic(topic: str, namespace: Optional[str]) -> str:
@@ -143,7 +143,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                              parameter_overrides=[Parameter("use_sim_time", value=args.use_sim_time)])
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    spin = spin_in_background(executor)
+    spin = SpinThread(executor, name="spin")
     recorder = BagRecorder(node, args.out)
     try:
         topics = [resolve_topic(t, args.namespace) for t in args.topics]

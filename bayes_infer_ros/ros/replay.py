@@ -45,7 +45,7 @@ from rosgraph_msgs.msg import Clock
 from bayes_infer_ros.bags.convert import message_class
 
 from .recorder import BagRecorder
-from .spin import spin_in_background, stop_spinning
+from .spinning import SpinThread, stop_spinning
 
 CLOCK_TOPIC = "/clock"
 STEP_TOPIC_MARK = "/observations/"
@@ -357,7 +357,7 @@ class ReplaySession:
         self._sub = self.node.create_subscription(
             message_class(BELIEFS_TYPE), self.beliefs_topic, self._on_beliefs,
             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
-        self._spin = spin_in_background(self.executor)
+        self._spin = SpinThread(self.executor, name="replay")
         if self.record_to is not None:
             self.recorder = BagRecorder(self.node, self.record_to)
         return self
@@ -473,7 +473,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     node = rclpy.create_node("bayes_infer_replay")
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    spin = spin_in_background(executor)
+    spin = SpinThread(executor, name="spin")
     try:
         player = BagPlayer(node, args.bag, rate=args.rate, loop=args.loop, max_loops=args.loops,
                            namespace=args.namespace, topics=args.topics, exclude=args.exclude,

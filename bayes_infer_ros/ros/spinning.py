@@ -3,8 +3,10 @@ and the test probe share."""
 from __future__ import annotations
 
 import threading
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
+import rclpy
+from rclpy.context import Context
 from rclpy.executors import Executor, ExternalShutdownException
 
 
@@ -45,3 +47,12 @@ class SpinThread:
         self._stop.set()
         if self.thread.is_alive() and self.thread is not threading.current_thread():
             self.thread.join(timeout=timeout)
+
+
+def stop_spinning(executor: Executor, spin: SpinThread, node: Any, context: Optional[Context] = None) -> None:
+    """Shut the context down first (the spin returns), join the spinner, then destroy: in the other order the
+    process can abort at exit ("terminate called without an active exception")."""
+    rclpy.try_shutdown(context=context)
+    spin.stop(timeout=5.0)
+    executor.shutdown(timeout_sec=1.0)
+    node.destroy_node()
