@@ -9,8 +9,14 @@ FLOAT32_ATOL = 1e-5
 # 3.7e-15). In float64 the same growth shows on a 7-factor VMP model (jax 0.6.2): tau 0.8 -> 3e-16,
 # 1.0 -> 3e-13, 1.1 -> 1.2e-12, 1.25 -> 2e-10. So float32 oracle checks use tau <= 1 and the
 # over-relaxed case (tau = 1.1) is checked in float64.
+# float32 quantities not bounded by 1 (log-messages, unnormalised transition products): the same rounding,
+# relative to their size.
+FLOAT32_RTOL = 1e-5
 # float64: same reasoning at double precision.
 FLOAT64_ATOL = 1e-10
+# float64 bookkeeping compared with a recomputation of itself (regret means, log10 size ratios against a
+# threshold): summation order only.
+FLOAT64_BOOKKEEPING_ATOL = 1e-9
 # fused_numba (numba kernels) in float64, VMP/MMP on the ill-conditioned oracle case (a 10-factor modality, 30%
 # exact zeros in A, non-default B-dependencies, 6 iterations), measured: MMP 1.0e-10, VMP 2.8e-11 from pymdp,
 # where the JAX variants reach 7e-12 / 2.4e-13 and the JAX baseline's MMP 1.7e-11. Its kernels evaluate exp/log

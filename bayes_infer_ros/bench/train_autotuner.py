@@ -24,7 +24,7 @@ follows Section V of the paper:
 
 Outputs: ``<out-dir>/<backend>_<algorithm>.json`` (XGBoost's JSON, read at run time by a numpy evaluator),
 ``<out-dir>/<backend>_meta.json`` (classes, feature names, hyperparameters, CV regret), and
-``<out-dir>/<backend>_training.csv`` (one row per configuration and algorithm: features, per-variant latency,
+``autotune_training_<backend>.csv`` in ``--report-dir`` (else ``<out-dir>``) (one row per configuration and algorithm: features, per-variant latency,
 label), which is also a valid input to retrain from (``--from-training-csv``).
 """
 from __future__ import annotations
@@ -477,7 +477,8 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
             f"{k}={v:.2%}" for k, v in entry.items() if k.startswith("regret_")) + f" ({entry['train_seconds']} s)",
             flush=True)
     (out_dir / f"{backend}_meta.json").write_text(json.dumps(summary, indent=1, default=str))
-    write_training_csv(out_dir / f"{backend}_training.csv", datasets)
+    # the training data is a benchmark result, not a run-time file: beside the reports, else beside the models
+    write_training_csv((report_dir or out_dir) / f"autotune_training_{backend}.csv", datasets)
     if report_dir is not None and oof_rows:
         report_dir.mkdir(parents=True, exist_ok=True)
         with (report_dir / f"autotune_cv_{backend}.csv").open("w", newline="") as fh:
@@ -520,7 +521,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     warnings.filterwarnings("ignore", category=UserWarning, module="sklearn")
     p = argparse.ArgumentParser(prog="bayes-infer autotune-train", description=__doc__.split("\n")[0])
     p.add_argument("csv", nargs="*", type=Path, help="benchmark CSVs from `bayes-infer bench` (merged)")
-    p.add_argument("--from-training-csv", type=Path, help="retrain from a shipped *_training.csv instead")
+    p.add_argument("--from-training-csv", type=Path, help="retrain from an autotune_training_*.csv instead")
     p.add_argument("--out-dir", type=Path, default=DEFAULT_MODEL_DIR, help="where the models are written")
     p.add_argument("--report-dir", type=Path, help="also write out-of-fold choices and the regret table here")
     p.add_argument("--cache", type=Path, help="generator cache (structure of each config_id)")

@@ -69,7 +69,7 @@ class EngineConfig:
     num_iter: int
     tau: float
     horizon: int
-    autotune_verify_top_k: int = 0  # variant auto: time the autotuner's k best here and keep the fastest
+    autotune_verify_top_k: int = 3  # variant auto: time the autotuner's k best and baseline here, keep the fastest
 
 
 @dataclass

@@ -39,10 +39,10 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "vmp or mmp (over a window of `horizon` steps; need B).", choices=ALGORITHMS),
     ParamSpec("variant", "auto", "Engine variant: auto (the autotuner's choice; 'baseline' if it is unavailable), "
               "baseline, or a merged variant. A change compiles off the tick path and swaps in atomically."),
-    ParamSpec("autotune_verify_top_k", 0, "variant auto: build and time the autotuner's k best candidates on this "
-              "device (off the tick path, a compile each) and run the fastest. 0: the classifier's first choice, in "
-              "milliseconds. On the development CPU top-3 cut the mean regret from 32-611% to 4-6% "
-              "(benchmarks/README.md).", int_range=(0, 10)),
+    ParamSpec("autotune_verify_top_k", 3, "variant auto: build the autotuner's k best candidates and baseline, time "
+              "them on this device round-robin (off the tick path, a compile each) and run the fastest, never one "
+              "measured slower than baseline. 0: the classifier's first choice, in milliseconds (docs/autotune.md).",
+              int_range=(0, 10)),
     ParamSpec("num_iter", 16, "Variational iterations per tick.", int_range=(1, 1024)),
     ParamSpec("tau", 1.0, "VMP/MMP mirror-descent step size.", float_range=(1e-6, 100.0)),
     ParamSpec("horizon", 5, "VMP/MMP window in steps (one compiled size; the window is right-aligned).", int_range=(1, 1024)),

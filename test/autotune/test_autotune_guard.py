@@ -11,6 +11,7 @@ from bayes_infer_ros.autotune import select as sel
 from bayes_infer_ros.bench import train_autotuner as tr
 from bayes_infer_ros.autotune.features import feature_vector, size_estimates
 from bayes_infer_ros.bench import generator as g
+from tolerances import FLOAT32_ATOL, FLOAT64_BOOKKEEPING_ATOL
 
 VARIANTS = ["baseline", "hybrid", "end_to_end", "sparse_end_to_end"]
 
@@ -27,8 +28,8 @@ def test_padding_matches_size_estimates(specs):
         est = size_estimates(spec)
         P = guard.padding(feature_vector(spec)[None], VARIANTS)[0]
         assert P[0] == 0.0
-        np.testing.assert_allclose(P[1], max(math.log10(est["hybrid"] / est["baseline"]), 0), atol=1e-5)
-        np.testing.assert_allclose(P[2], max(math.log10(est["end_to_end"] / est["baseline"]), 0), atol=1e-5)
+        np.testing.assert_allclose(P[1], max(math.log10(est["hybrid"] / est["baseline"]), 0), atol=FLOAT32_ATOL)
+        np.testing.assert_allclose(P[2], max(math.log10(est["end_to_end"] / est["baseline"]), 0), atol=FLOAT32_ATOL)
         assert P[3] == P[2]  # the sparse variant pads like its dense layout
 
 
@@ -49,7 +50,7 @@ def test_ceilings_and_allowed(specs):
     assert ceilings["end_to_end"] == pytest.approx(P[wins, 2].max())
     ok = guard.allowed(X, VARIANTS, ceilings)
     assert ok[:, 0].all()  # baseline is never dropped
-    np.testing.assert_array_equal(ok[:, 2], P[:, 2] <= ceilings["end_to_end"] + math.log10(guard.MARGIN) + 1e-9)
+    np.testing.assert_array_equal(ok[:, 2], P[:, 2] <= ceilings["end_to_end"] + math.log10(guard.MARGIN) + FLOAT64_BOOKKEEPING_ATOL)
     assert guard.allowed(X, VARIANTS, None).all()
 
 

@@ -11,6 +11,7 @@ from bayes_infer_ros.autotune.forest import NumpyForest
 from bayes_infer_ros.bench import generator as g
 from bayes_infer_ros.bench import harness as h
 from synthetic_rows import synthetic_rows
+from tolerances import FLOAT32_ATOL, FLOAT64_BOOKKEEPING_ATOL
 
 
 def test_numpy_forest_matches_xgboost(tmp_path):
@@ -24,7 +25,7 @@ def test_numpy_forest_matches_xgboost(tmp_path):
     forest = NumpyForest.load(tmp_path / "m.json")
     Xt = rng.random((25, 7)).astype(np.float32)
     Xt[0, 2] = np.nan  # missing values follow default_left
-    np.testing.assert_allclose(forest.predict_proba(Xt), model.predict_proba(Xt), atol=1e-5)
+    np.testing.assert_allclose(forest.predict_proba(Xt), model.predict_proba(Xt), atol=FLOAT32_ATOL)
 
 
 def test_choose_regret_and_verify():
@@ -54,13 +55,13 @@ def test_training_writes_models_meta_and_training_csv(trained):
     assert meta["feature_names"] == sel.feature_names()
     assert set(meta["algorithms"]) == {"fpi", "vmp"}
     for alg, entry in meta["algorithms"].items():
-        assert 0.0 <= entry["regret_xgboost"] and entry["regret_xgboost_verify3"] <= entry["regret_xgboost"] + 1e-12
+        assert 0.0 <= entry["regret_xgboost"] and entry["regret_xgboost_verify3"] <= entry["regret_xgboost"] + FLOAT64_BOOKKEEPING_ATOL
         assert entry["regret_xgboost_noguard"] >= 0.0
         guard = entry["size_guard"]
         assert set(guard["ceilings"]) == set(entry["variants"]) - {"baseline"} and guard["margin"] > 1
     assert (trained / "autotune_cv_cpu.csv").is_file() and (trained / "autotune_regret_cpu.md").is_file()
     # the shipped training CSV is itself a training input
-    ds = tr.read_training_csv(trained / "cpu_training.csv")
+    ds = tr.read_training_csv(trained / "autotune_training_cpu.csv")
     assert set(ds) == {"fpi", "vmp"} and ds["fpi"].X.shape[1] == len(sel.feature_names())
 
 
@@ -70,10 +71,11 @@ def test_select_variant_is_fast_feasible_and_falls_back(trained, monkeypatch):
     spec = g.generate_specs()[123]
     name = sel.select_variant("vmp", spec, horizon=5, model_dir=trained)
     assert name in sel._registered()
-    t0 = time.perf_counter()
-    for _ in range(5):
-        sel.select_variant("vmp", spec, horizon=5, model_dir=trained)
-    assert (time.perf_counter() - t0) / 5 < 0.05
+    # milliseconds by construction: without verify_top_k nothing is built or compiled (its time is a benchmark:
+    # benchmarks/verify_cost.py prints the ranking's)
+    monkeypatch.setattr(sel, "_try_build", lambda *a, **k: pytest.fail("select_variant built an engine"))
+    monkeypatch.setattr(sel, "time_round_robin", lambda *a, **k: pytest.fail("select_variant timed something"))
+    assert sel.select_variant("vmp", spec, horizon=5, model_dir=trained) == name
     # nothing fits a tiny budget except the baseline, which runs every model
     assert sel.select_variant("vmp", spec, horizon=5, model_dir=trained, memory_budget_gb=1e-12) == "baseline"
     # no trained model at all

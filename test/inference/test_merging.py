@@ -12,6 +12,7 @@ from bayes_infer_ros.inference.merging.clustering import agglomerative_clusters,
 from bayes_infer_ros.inference import PAPER_VARIANTS, parameter_counts, variant_ops
 from bayes_infer_ros.inference.merging.sparse import bcoo_from_blocks, bcoo_from_dense, bcoo_matvec, bcoo_todense
 from bayes_infer_ros.model import GenerativeModel, ModelStructure
+from tolerances import FLOAT32_ATOL
 
 # items: (m_i, lagging shape); mixed ranks, skewed sizes, a rank-6 item, a size-1 axis
 ITEMS = [(3, (4,)), (5, (2, 6)), (2, (7, 1, 3)), (4, (2, 2, 2, 2, 3, 2)), (1, (5,)), (6, (3, 9))]
@@ -59,7 +60,7 @@ def test_axis_aligned_merged_contraction_equals_loop():
     got = aa.deconstruct(plan, aa.merged_contract(merged, padded))
     for g, w in zip(got, _looped([a[0] for a in arrays], vectors)):
         assert g.shape == w.shape
-        np.testing.assert_allclose(np.asarray(g), w, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(g), w, atol=FLOAT32_ATOL)
 
 
 def test_axis_aligned_plan_is_static_and_hashable():
@@ -91,7 +92,7 @@ def test_block_diagonal_matvec_equals_loop():
     got = bd.split_flat(plan, merged @ bd.concat_vectors([jnp.asarray(v) for v in vectors]))
     for g, w in zip(got, _looped([a[0] for a in arrays], vectors)):
         assert g.shape == w.shape
-        np.testing.assert_allclose(np.asarray(g), w, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(g), w, atol=FLOAT32_ATOL)
 
 
 # ---- BCOO -----------------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ def test_bcoo_from_dense_round_trip_batched_nse():
     for k in range(3):
         one = {key: jnp.asarray(x[k]) for key, x in parts.items()}
         np.testing.assert_array_equal(np.asarray(bcoo_todense(plan, one)), dense[k])
-        np.testing.assert_allclose(np.asarray(bcoo_matvec(plan, one, jnp.asarray(v))), dense[k] @ v, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(bcoo_matvec(plan, one, jnp.asarray(v))), dense[k] @ v, atol=FLOAT32_ATOL)
 
 
 def test_bcoo_from_blocks_equals_block_diagonal_dense():

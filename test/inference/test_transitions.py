@@ -15,7 +15,7 @@ from bayes_infer_ros.inference.numerics import log_stable
 from bayes_infer_ros.inference.variants.transitions import MergedTransitions, all_but_one, pad_states, unpad_states
 from bayes_infer_ros.model.generative_model import ModelStructure
 from conftest import enable_x64
-from tolerances import FLOAT64_ATOL
+from tolerances import FLOAT32_ATOL, FLOAT32_RTOL, FLOAT64_ATOL
 
 # id -> (num_states, B_deps, num_controls)
 STRUCTURES = {
@@ -104,7 +104,7 @@ def test_messages_float32_close_to_pymdp(kind):
     for got, want in ((got_f, want_f), (got_p, want_p)):
         for g, w in zip(got, want):
             w = np.broadcast_to(np.asarray(w), g.shape)
-            assert np.allclose(g, w, rtol=1e-6, atol=1e-5), np.max(np.abs(g - w))
+            assert np.allclose(g, w, rtol=FLOAT32_RTOL, atol=FLOAT32_ATOL), np.max(np.abs(g - w))
 
 
 def test_without_B_matches_pymdp_conventions():
@@ -157,7 +157,7 @@ def test_all_but_one_matches_einsum():
         others = [l for l in range(4) if l != j]
         want = jnp.einsum("z" + letters + "," + ",".join("z" + letters[l] for l in others) + "->z" + letters[j],
                           x, *[vecs[l] for l in others])
-        np.testing.assert_allclose(got[j], want, rtol=1e-5)
+        np.testing.assert_allclose(got[j], want, rtol=FLOAT32_RTOL)
 
 
 def test_pad_unpad_round_trip():

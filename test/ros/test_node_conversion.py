@@ -12,6 +12,7 @@ from bayes_infer_ros.ros import conversion as conv
 from bayes_infer_ros.ros.controls import ControlTimeline, check_controls, fill_window_actions
 from bayes_infer_ros.ros.parameters import PARAMETERS, SPECS, allowed_model_keys, unknown_parameters, validate_change
 from bayes_infer_ros.ros.statistics import LatencyStats, RateMeter
+from tolerances import FLOAT32_STORAGE_ATOL, FLOAT64_BOOKKEEPING_ATOL, ROS_FLOAT32_ATOL
 
 
 # ---- observations ----------------------------------------------------------------------------
@@ -45,10 +46,10 @@ def test_bad_observations_are_refused_with_a_reason(level, probs, m, reason):
 def test_probabilities_renormalised_and_flagged():
     c = conv.observation_to_distribution(-1, [1.0, 1.0, 2.0], 3)
     assert c.ok and c.renormalized
-    np.testing.assert_allclose(c.distribution, [0.25, 0.25, 0.5], atol=1e-7)
+    np.testing.assert_allclose(c.distribution, [0.25, 0.25, 0.5], atol=FLOAT32_STORAGE_ATOL)
     c = conv.observation_to_distribution(-1, np.float32([0.2, 0.3, 0.5]), 3)
     assert c.ok and not c.renormalized
-    assert abs(float(c.distribution.sum()) - 1) < 1e-6
+    assert abs(float(c.distribution.sum()) - 1) < ROS_FLOAT32_ATOL
 
 
 def test_uniform_observation_adds_no_evidence():
@@ -142,10 +143,10 @@ def test_window_is_right_aligned_and_rolls():
 def test_belief_summary_names_the_mode_and_the_entropy():
     index, entropy = conv.belief_summary(np.float32([0.1, 0.6, 0.3]))
     assert index == 1
-    assert abs(entropy - float(-(0.1 * np.log(0.1) + 0.6 * np.log(0.6) + 0.3 * np.log(0.3)))) < 1e-6
+    assert abs(entropy - float(-(0.1 * np.log(0.1) + 0.6 * np.log(0.6) + 0.3 * np.log(0.3)))) < ROS_FLOAT32_ATOL
     assert conv.belief_summary(np.float32([0.0, 1.0, 0.0])) == (1, 0.0)   # certain: 0 (0 log 0 = 0)
     index, entropy = conv.belief_summary(np.full(4, 0.25, np.float32))
-    assert index == 0 and abs(entropy - np.log(4)) < 1e-6                 # tie: the first
+    assert index == 0 and abs(entropy - np.log(4)) < ROS_FLOAT32_ATOL                 # tie: the first
 
 
 def test_window_of_one_step():
@@ -244,9 +245,9 @@ def test_rate_meter_and_latency_stats():
     r = RateMeter(window_s=1.0)
     for k in range(11):
         r.tick(k * 0.1)
-    assert abs(r.rate(1.0) - 10.0) < 1e-9
+    assert abs(r.rate(1.0) - 10.0) < FLOAT64_BOOKKEEPING_ATOL
     assert r.rate(5.0) == 0.0
     s = LatencyStats()
     for v in range(1, 101):
         s.add(v * 1e-3)
-    assert abs(s.percentile_ms(50) - 50.5) < 1e-9 and s.maximum == 0.1 and s.count == 100
+    assert abs(s.percentile_ms(50) - 50.5) < FLOAT64_BOOKKEEPING_ATOL and s.maximum == 0.1 and s.count == 100

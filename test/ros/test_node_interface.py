@@ -153,7 +153,7 @@ def test_late_joiner_gets_the_latest_beliefs(probe, agent, model):
     assert msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec == stamp
     loc = joined_factor[0]
     assert loc.most_likely_label == "dock" and loc.most_likely_index == int(np.argmax(loc.probabilities))
-    assert 0.0 <= loc.entropy <= np.log(4) + 1e-6
+    assert 0.0 <= loc.entropy <= np.log(4) + ROS_FLOAT32_ATOL
 
 
 def test_help_prints_usage_and_exits():

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ros_harness import REPO_ROOT
+from tolerances import ROS_FLOAT32_ATOL
 
 pytestmark = [pytest.mark.ros]
 
@@ -56,5 +57,5 @@ def test_your_model_guide_runs_from_pymdp_to_beliefs(ros_graph, tmp_path):
     assert series.topic == "/door/beliefs" and len(series.stamps_ns) == 30
     assert sorted(series.stamps_ns.tolist()) == episode.stamps_ns.tolist()  # one tick per simulated step
     for p in series.probabilities:
-        np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=ROS_FLOAT32_ATOL)
     assert (tmp_path / "door_beliefs.png").stat().st_size > 10_000
