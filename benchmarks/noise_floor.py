@@ -9,7 +9,7 @@ algorithm) pairs timed in both runs (rows with different timestamps, i.e. really
 - how often both runs agree on the fastest variant;
 - the mean / median regret of A's winner under B's timings, and of B's winner under A's.
 
-    PYTHONPATH=. python benchmarks/noise_floor.py RUN_A.csv RUN_B.csv [--metric core_median_s]
+    PYTHONPATH=. python benchmarks/noise_floor.py RUN_A.csv RUN_B.csv [--metric time_s]
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _rows(path: Path, metric: str) -> dict[tuple, tuple[float, str, float]]:
     return out
 
 
-def compare(path_a: Path, path_b: Path, metric: str = "core_median_s") -> dict[str, float]:
+def compare(path_a: Path, path_b: Path, metric: str = "time_s") -> dict[str, float]:
     A, B = _rows(path_a, metric), _rows(path_b, metric)
     keys = [k for k in A if k in B and A[k][1] != B[k][1]]
     if not keys:
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("run_a", type=Path)
     p.add_argument("run_b", type=Path)
-    p.add_argument("--metric", default="core_median_s")
+    p.add_argument("--metric", default="time_s")
     args = p.parse_args(argv)
     r = compare(args.run_a, args.run_b, args.metric)
     print(f"{args.run_a} vs {args.run_b} ({args.metric}): {r['rows']} variant rows re-measured, "

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# How the committed CPU benchmark files were produced (from the repository root, venv active).
+# How the committed CPU benchmark files of the PREVIOUS engine were produced (block timing, one case at a time:
+# sweep_cpu.csv, variants_cpu.csv, summary_cpu*, violin_cpu*, params_vs_latency_cpu*), as run at commit abb54a7,
+# whose harness had the options used here (--min-time); the round-robin harness and run_cpu_engine.sh replace it.
 # Every step resumes: rerun the script after an interruption and it continues where it stopped.
 # The two CPU cores each run one shard (the sweep is bound by XLA compile time, single-threaded).
 set -euo pipefail

@@ -1,45 +1,41 @@
 #!/usr/bin/env bash
-# The new engine's CPU benchmarks (execution modes, fused family, numba), as run for the committed files
-# (from the repository root, venv active; resumable like run_cpu.sh). MINUTES time-boxes each timed batch.
+# The new engine's CPU benchmarks (execution modes, fused family, numba, round-robin timing), as run for the
+# committed files (from the repository root, venv active and install/setup.bash sourced; resumable like run_cpu.sh).
 set -euo pipefail
 export JAX_PLATFORMS=cpu
 CACHE=.cache/pomdp_configs
-MINUTES=${MINUTES:-14}
 T=.cache/bench_shards_engine
 mkdir -p $T
 python -m bayes_infer_ros.cli generate --out "$CACHE" --index-only > /dev/null
 
-# 1. The default model, one process: XLA:CPU execution mode of every program, the dispatch floor (a trivial
-#    jitted call), pymdp and every variant round-robin; as shipped, with the opt-in XLA flags
-#    (inference/xla_config.py), and pinned to one core.
-{
-  python benchmarks/xla_cpu_modes.py --rounds 40
-  BAYES_INFER_XLA_DEFAULTS=1 python benchmarks/xla_cpu_modes.py --rounds 40
-  taskset -c 0 python benchmarks/xla_cpu_modes.py --rounds 40
-} 2>&1 | grep -v "^I1" | tee benchmarks/xla_cpu_modes_cpu.txt
+# 1. The sweep (round-robin timing: every variant and pymdp of one configuration and algorithm in one worker,
+#    interleaved rounds; time_s = p10 over rounds), 3 configurations per (F, M, regime) stratum with F, M <= 25 in
+#    stratified order, time-boxed at 50 minutes (2026-11-22 19:45-20:36 UTC: 13 configurations, 12 strata, under
+#    load 6-8 from three other test suites; every row records its load). M = 125 strata were not reached.
+python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr.csv --per-stratum 3 --max-fm 25 --no-packed \
+    --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes "${SWEEP_MINUTES:-50}" --no-progress > $T/sweep_rr.log 2>&1
 
-# 2. The variants benchmark (the dozen models), two shards, time-boxed.
-for i in 0 1; do
-  python -m bayes_infer_ros.cli bench-variants --cache "$CACHE" --out $T/variants_cpu.$i.csv --shard $i/2 \
-      --min-time 0.1 --max-time 1 --case-time-limit 240 --max-minutes "$MINUTES" --no-progress \
-      > $T/variants_cpu.$i.log 2>&1 &
+# 2. The noise floor: two runs of the same 6 small configurations, one after the other, on a quiet machine.
+IDS="c0049 c0031 c0145 c0132 c0396 c0374"
+for run in a b; do
+  python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/noise_$run.csv --ids $IDS --no-packed --rounds 30 \
+      --max-time 1 --case-time-limit 120 --max-minutes 10 --no-progress > $T/noise_$run.log 2>&1
 done
-wait
-python -m bayes_infer_ros.cli bench --merge benchmarks/variants_engine_cpu.csv $T/variants_cpu.0.csv $T/variants_cpu.1.csv
-python -m bayes_infer_ros.cli bench-variants --out benchmarks/variants_engine_cpu.csv --table-only | tee benchmarks/variants_engine_cpu.md
+cp $T/noise_a.csv benchmarks/noise_a_engine_cpu.csv && cp $T/noise_b.csv benchmarks/noise_b_engine_cpu.csv
+{ PYTHONPATH=. python benchmarks/noise_floor.py $T/noise_a.csv $T/noise_b.csv
+  PYTHONPATH=. python benchmarks/noise_floor.py $T/sweep_rr.csv $T/noise_b.csv; } | tee benchmarks/noise_floor_engine_cpu.txt
+python -m bayes_infer_ros.cli bench --merge benchmarks/sweep_engine_cpu.csv $T/sweep_rr.csv $T/noise_b.csv
 
-# 3. A stratified sweep subset (F, M <= 10, PER_STRATUM per stratum), list API, time-boxed.
-DOZEN=$(python -c "from bayes_infer_ros.bench.variants_benchmark import dozen_models; \
-from bayes_infer_ros.bench.generator import generate_specs; print(' '.join(s.config_id for s in dozen_models(generate_specs())))")
-for i in 0 1; do
-  python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_cpu.$i.csv --per-stratum "${PER_STRATUM:-2}" \
-      --max-fm 10 --exclude $DOZEN --no-packed --min-time 0.1 --max-time 1 --case-time-limit 240 \
-      --max-minutes "$MINUTES" --shard $i/2 --no-progress > $T/sweep_cpu.$i.log 2>&1 &
-done
-wait
-python -m bayes_infer_ros.cli bench --merge benchmarks/sweep_engine_cpu.csv $T/sweep_cpu.0.csv $T/sweep_cpu.1.csv
+# 3. Threads and affinity, the default model's programs next to pymdp, and the node's tick against the same call
+#    offline (hot and paced at 50 Hz).
+bash benchmarks/cpu_threads.sh | tee benchmarks/cpu_threads_cpu.txt
+python benchmarks/xla_cpu_modes.py --rounds 40 2>&1 | grep -v "^I1" | tee benchmarks/xla_cpu_modes_cpu.txt
+python benchmarks/node_latency.py --seconds 15 --variants baseline fused_numba fused_pairwise --no-start \
+    > benchmarks/node_latency_engine_cpu.json
+python benchmarks/verify_cost.py | grep -v "^I1" | tee benchmarks/verify_cost_cpu.txt
 
-# 4. Reports: summary tables, violins, params vs latency (the variant's list call, and the jitted program alone).
-python -m bayes_infer_ros.cli report benchmarks/variants_engine_cpu.csv benchmarks/sweep_engine_cpu.csv --tag engine_cpu
-python -m bayes_infer_ros.cli report benchmarks/variants_engine_cpu.csv benchmarks/sweep_engine_cpu.csv \
-    --tag engine_cpu_core --metric core_median_s
+# 4. The autotuner on the new sweep (provisional: 13 configurations), then the reports: summary tables, violins,
+#    params vs latency (the list call's round-robin time_s; autotuner = out-of-fold choices).
+python -m bayes_infer_ros.cli autotune-train benchmarks/sweep_engine_cpu.csv --n-iter 8 --rf-n-iter 4 --jobs 2 \
+    --report-dir benchmarks | tee benchmarks/autotune_train_cpu.txt
+python -m bayes_infer_ros.cli report benchmarks/sweep_engine_cpu.csv --tag engine_cpu --autotune benchmarks/autotune_cv_cpu.csv

@@ -13,11 +13,11 @@ _spec.loader.exec_module(noise_floor)
 
 def _write(path, rows, stamp):
     with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["config_id", "algorithm", "variant", "status", "core_median_s",
+        w = csv.DictWriter(fh, fieldnames=["config_id", "algorithm", "variant", "status", "time_s",
                                            "timestamp", "loadavg"])
         w.writeheader()
         for cid, alg, var, t in rows:
-            w.writerow({"config_id": cid, "algorithm": alg, "variant": var, "status": "ok", "core_median_s": t,
+            w.writerow({"config_id": cid, "algorithm": alg, "variant": var, "status": "ok", "time_s": t,
                         "timestamp": stamp, "loadavg": 1.0})
 
 
