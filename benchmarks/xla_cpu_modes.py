@@ -39,8 +39,21 @@ def main() -> None:
     p.add_argument("--horizon", type=int, default=5)
     p.add_argument("--rounds", type=int, default=40)
     p.add_argument("--pin-after-start", help="comma-separated CPUs to pin this process to once jax has started")
+    p.add_argument("--start-on", help="comma-separated CPUs: start JAX's backend from a thread restricted to them "
+                                      "(XLA sizes and places its pool there; the caller stays free: the node's "
+                                      "cpu_affinity parameter)")
     args = p.parse_args()
     model = load_model(MODEL)
+    if args.start_on:
+        import threading
+
+        def start() -> None:
+            os.sched_setaffinity(0, {int(c) for c in args.start_on.split(",")})
+            jax.devices()
+
+        t = threading.Thread(target=start)
+        t.start()
+        t.join()
     jax.devices()
     if args.pin_after_start:
         os.sched_setaffinity(0, {int(c) for c in args.pin_after_start.split(",")})

@@ -63,6 +63,16 @@ def prune(folder: os.PathLike, max_bytes: int) -> tuple[int, int]:
     return removed, freed
 
 
+def pin_to_cpus(cpus: frozenset[int]) -> None:
+    """Restrict the calling thread, and every thread it starts from now on, to ``cpus`` (no-op when empty).
+
+    Called on the node's main thread before the executor spins, the configure thread starts and JAX starts its
+    backend: the tick runs on those CPUs and XLA:CPU sizes its thread pool to them, so a pool-mode program's
+    hand-offs stay on one core. Threads that exist already (DDS's) keep their affinity."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
 def setup_jax(device: str, cache_dir: str = "") -> str:
     """Point JAX at ``device`` ("auto": its first) and, with ``cache_dir``, at a persistent compilation cache that
     keeps every program; returns the device as ``platform:id``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -67,6 +68,10 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               read_only=True, int_range=(1, 10000)),
     ParamSpec("device", "auto", "JAX device: auto (JAX's default backend), cpu or gpu. Read at configure. GPU memory "
               "is not preallocated (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set).", read_only=True, choices=DEVICES),
+    ParamSpec("cpu_affinity", "", "CPUs for the node's executor thread, its build thread and XLA:CPU's thread pool, as "
+              "comma-separated ids (e.g. '3'); applied when the node starts, before JAX does. One CPU halves the "
+              "VMP/MMP programs that XLA runs on its pool (XLA sizes the pool to it); FPI programs run inline and do "
+              "not change (benchmarks/README.md, Threads). Empty: the OS schedules every thread.", read_only=True),
     ParamSpec("jax_compilation_cache_dir", "~/.cache/bayes_infer_ros/jax", "JAX persistent compilation cache folder "
               "(a second start reuses compiled programs). Empty disables it.", read_only=True),
     ParamSpec("jax_compilation_cache_max_mb", 1024, "MiB. The compilation cache folder is pruned (least recently used "
@@ -78,6 +83,24 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               read_only=True),
 )
 SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMETERS}
+
+
+def parse_cpus(value: Any) -> frozenset[int]:
+    """``cpu_affinity``'s value as a set of CPU ids (empty: no restriction); ValueError naming the field when it is
+    not comma-separated integers among the CPUs this process may use."""
+    if not isinstance(value, str):
+        raise ValueError(f"cpu_affinity: expected a string of comma-separated CPU ids, got {value!r}")
+    if not value.strip():
+        return frozenset()
+    try:
+        cpus = frozenset(int(part) for part in value.split(","))
+    except ValueError:
+        raise ValueError(f"cpu_affinity: expected comma-separated CPU ids such as '3' or '2,3', got {value!r}") from None
+    allowed = os.sched_getaffinity(0)
+    if not cpus <= allowed:
+        raise ValueError(f"cpu_affinity: CPUs {sorted(cpus - allowed)} are not available to this process "
+                         f"(available: {sorted(allowed)})")
+    return cpus
 
 
 def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bool,
@@ -94,6 +117,11 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
                 f"`--ros-args -p {name}:=VALUE` and restart the node")
     if spec.choices is not None and value not in spec.choices:
         return f"{name}: {value!r} is not one of {list(spec.choices)}"
+    if name == "cpu_affinity":
+        try:
+            parse_cpus(value)
+        except ValueError as exc:
+            return str(exc)
     if name == "algorithm" and value in ("vmp", "mmp") and not has_B:
         return f"algorithm: {value} needs transition tensors B; the model has none (use fpi)"
     if name == "variant":
