@@ -22,7 +22,7 @@ an event-mode tick waits for every modality that is not silent.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -121,6 +121,27 @@ class Admission:
         return self.reason is None
 
 
+@dataclass(frozen=True)
+class AdmissionReport:
+    """What the node counts and logs for one judged observation: counter keys, throttled warnings
+    ((throttle key, line)), and an info line ("" for none), in that order."""
+
+    counters: tuple[str, ...] = ()
+    warnings: tuple[tuple[Any, str], ...] = ()
+    info: str = ""
+
+
+def report(name: str, got: Admission) -> AdmissionReport:
+    """The counters and log lines of ``got``, an observation of modality ``name``."""
+    if not got.ok:
+        return AdmissionReport((f"rejected.{got.reason}",),
+                               (((name, got.reason), f"observations/{name}: dropped ({got.reason}): {got.detail}"),))
+    return AdmissionReport(
+        tuple(flag for flag in ("unstamped", "renormalized", "superseded") if getattr(got, flag)),
+        (((name, "renormalized"), f"observations/{name}: {got.detail}"),) if got.renormalized else (),
+        f"observations/{name}: receiving again" if got.resumed else "")
+
+
 class Inputs:
     """The modalities of one model: admission of each message, silence, and the row a tick uses."""
 
@@ -130,6 +151,13 @@ class Inputs:
     @property
     def names(self) -> list[str]:
         return [m.name for m in self.modalities]
+
+    def arrived(self, i: int, now: float) -> ModalityState:
+        """Count a message of modality ``i`` on arrival (``now``: monotonic s), before it is judged."""
+        mod = self.modalities[i]
+        mod.received += 1
+        mod.rate.tick(now)
+        return mod
 
     def observe(self, i: int, level: int, probabilities: Sequence[float], sec: int, nanosec: int, *, now: float,
                 now_ns: int, arrival: float, timeout_s: float, max_future_s: float) -> Admission:
@@ -179,6 +207,12 @@ class Inputs:
                 mod.silent = True
                 out.append(mod)
         return out
+
+    def silence_warnings(self, now: float, timeout_s: float) -> list[str]:
+        """A warning for each modality that went silent since it was last reported (:meth:`newly_silent`)."""
+        return [f"observations/{mod.name}: silent ({'no message yet' if mod.received == 0 else 'no valid message'} "
+                f"for more than observation_timeout {timeout_s:g} s); ticks go on without it (no evidence)"
+                for mod in self.newly_silent(now, timeout_s)]
 
     def heard_now(self, now: float) -> None:
         """Start every modality's timeout afresh (activation)."""

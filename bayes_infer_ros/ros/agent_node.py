@@ -17,8 +17,10 @@ Services (private: under the node's name, remappable): ~/reset (std_srvs/Trigger
 ~/switch_variant (bayes_infer_ros/SwitchVariant), plus the lifecycle services.
 
 The node holds parameters, entities and callbacks; the rest lives in modules that say what they hold: the tick's
-semantics in ``inference/belief_filter.py``, engine builds in ``builder.py``, input admission and silence in
-``admission.py``, the /diagnostics status in ``diagnostics.py``, statistics in ``statistics.py``, parameter
+semantics in ``inference/belief_filter.py``, one configured node's tick in ``tick_loop.py``, the model, the engine,
+parameter checks and ``~/switch_variant``'s wait in ``engine_host.py``, engine builds in ``builder.py``, input
+admission and silence in ``admission.py``, the /diagnostics status, counters and throttled warnings in
+``diagnostics.py``, statistics in ``statistics.py``, the published messages in ``messages.py``, parameter
 declaration in ``parameter_declaration.py``.
 
 Threading: a SingleThreadedExecutor serves subscriptions, the tick, reset, diagnostics and parameter callbacks
@@ -44,7 +46,6 @@ import threading
 import time
 from typing import Any, Optional, Sequence
 
-import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
@@ -60,30 +61,18 @@ from std_srvs.srv import Trigger
 
 from bayes_infer_ros.inference import VARIANTS
 
-from . import diagnostics, node_help
-from . import conversion as conv
-from .builder import BuildCancelled, EngineConfig, EngineSlot, check_memory_budget
+from . import admission, diagnostics, node_help
 from .engine_host import EngineHost
 from .callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
-from .controls import check_controls
-from .parameter_declaration import declare_parameters, take_overrides
-from .parameters import ENGINE_PARAMETERS, PARAMETERS, validate_change
-from .messages import beliefs_message
-from .tick_loop import TickLoop
+from .parameter_declaration import declare_parameters, model_parameter_values, take_overrides
+from .parameters import ENGINE_PARAMETERS, PARAMETERS
+from .messages import tick_message
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
 
 NODE_NAME = "agent"
-SIM_CLOCK_GRACE_S = 3.0  # use_sim_time without a /clock message for this long: diagnostics WARN
-
-
-def _param_value(value: Any) -> Any:
-    """rclpy array parameters come back as array.array / lists: plain lists for the model loader."""
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "array":
-        return list(value)
-    return value
 
 
 def _qos(depth: int, reliable: bool, transient_local: bool = False) -> QoSProfile:
@@ -106,19 +95,19 @@ class _AgentCore:
     def _core_init(self) -> None:
         """Parameters only (so `ros2 param` works while unconfigured), plus what lives as long as the node."""
         self._log = self.get_logger()
-        self._throttle = diagnostics.Throttle(5.0)
+        self._reporter = diagnostics.Reporter(self._log, lambda: self._closed)
+        self._count, self._warn_throttled = self._reporter.count, self._reporter.warn_throttled
         self._guarded = CallbackGuard(self._count, self._warn_throttled)
-        self._guarded_service = self._guarded.service
         self._tick_lock = threading.RLock()     # held by a tick, reset and an engine swap: one writer at a time
         self._build_wanted = self._closed = self._suppress_rebuild = self._active = self._configured = False
         self._config_error, self._started_mono = "", time.monotonic()
-        self._reset_request, self._tick_timer, self._entities, self._counters = None, None, [], {}
-        self._host = EngineHost(self._p, self._model_parameters, self._log, self._count, self._tick_lock,
-                                lambda: self._closed)
+        self._reset_request, self._tick_timer, self._entities = None, None, []
+        self._host = EngineHost(self._p, lambda: model_parameter_values(self, self._model_override_names), self._log,
+                                self._count, self._tick_lock, lambda: self._closed)
         self._overrides = take_overrides(self)
         self._model_override_names = declare_parameters(self, self._overrides, tuple(VARIANTS), self._log.error,
                                                         self._log.warning, self._count)
-        self._deferred_post_set = add_parameter_callbacks(
+        self._flush_post_set = add_parameter_callbacks(
             self, self._guarded(self._on_set_parameters,
                                 lambda exc: SetParametersResult(successful=False, reason=f"internal error: {exc}")),
             self._guarded(self._post_set_parameters))
@@ -127,7 +116,7 @@ class _AgentCore:
         # Lives as long as the node (answers "not configured" meanwhile): a lifecycle transition never destroys
         # it under a call that is waiting for a build.
         self._switch_service = self._companion.create_service(
-            SwitchVariant, "~/switch_variant", self._guarded_service(self._on_switch_variant, SwitchVariant.Response))
+            SwitchVariant, "~/switch_variant", self._guarded.service(self._on_switch_variant, SwitchVariant.Response))
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         period = float(self._p("diagnostics_period"))
@@ -138,16 +127,8 @@ class _AgentCore:
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1), on_clock_change=False),
             post_callback=self._guarded(self._on_time_jump))
 
-    def _count(self, key: str, n: int = 1) -> None:
-        self._counters[key] = self._counters.get(key, 0) + n
-
     def _p(self, name: str) -> Any:
         return self.get_parameter(name).value
-
-    def _warn_throttled(self, key: Any, message: str) -> None:
-        swallowed = None if self._closed else self._throttle(key)
-        if swallowed is not None:
-            self._log.warning(message + (f" (+{swallowed} more like it in the last {self._throttle.period_s:g} s)" if swallowed else ""))
 
     # ---- configure / activate / deactivate / cleanup (both modes) -------------------------------------
     def _configure(self) -> bool:
@@ -159,25 +140,15 @@ class _AgentCore:
                                         lambda: self.context.ok() and (self._publish_diagnostics() or True))
         except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
             return self._configure_failed(f"configure failed: {exc}")
-        model = self._host.model
-        self._loop = TickLoop(model, slot.engine, slot.config.horizon)
-        self._inputs = self._loop.inputs
-        self._factor_names = [model.factor_name(f) for f in range(model.num_factors)]
-        self._state_labels = [[str(x) for x in model.state_label_list(f)] for f in range(model.num_factors)]
-        self._config_error = ""
-        self._host.start(slot, self._on_swap, self._revert_parameters)
-        self._num_controls, self._control_labels = tuple(int(u) for u in model.num_controls), model.control_labels
+        self._loop = self._host.start(slot, self._revert_parameters)
+        self._inputs, self._config_error = self._loop.inputs, ""
         try:
             self._create_entities()
         except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
             self._cleanup()
             return self._configure_failed(f"configure failed: topics and services: {exc}")
         self._configured = True
-        config = slot.config
-        self._log.info(
-            f"configured in {time.perf_counter() - t0:.2f} s: {model.num_modalities} modalities {self._inputs.names}, "
-            f"{model.num_factors} factors {self._factor_names}, algorithm={config.algorithm}, variant={slot.variant}"
-            f"{' (auto: ' + slot.note + ')' if config.variant == 'auto' else ''}, compile {slot.compile_s:.2f} s")
+        self._log.info(self._host.configured_message(slot, time.perf_counter() - t0))
         return True
 
     def _configure_failed(self, error: str) -> bool:
@@ -195,9 +166,7 @@ class _AgentCore:
 
     def _deactivate(self) -> None:
         self._active = False
-        if self._tick_timer is not None:
-            self.destroy_timer(self._tick_timer)
-            self._tick_timer = None
+        self._make_tick_timer()  # inactive: destroys the tick timer
 
     def _cleanup(self) -> None:
         self._deactivate()
@@ -221,9 +190,6 @@ class _AgentCore:
         return getattr(self, "_host", None) is not None and self._host.in_progress
 
     # ---- engine builds (engine_host.py) -------------------------------------------------------------
-    def _model_parameters(self) -> dict:
-        return {n: _param_value(self._p(n)) for n in self._model_override_names if self.has_parameter(n)}
-
     def _on_build_trigger(self) -> None:
         """Executor callback after the parameter callbacks of one request: one build for the whole request
         (rclpy's set_parameters service sets its parameters one at a time)."""
@@ -231,20 +197,15 @@ class _AgentCore:
             self._build_wanted = False
             self._host.request_build()
 
-    def _on_swap(self, slot: EngineSlot) -> None:
-        self._loop.filter.swap(slot.engine, slot.config.horizon)
-
-    def _revert_parameters(self, active: EngineConfig) -> None:
-        """After the newest build failed: the engine parameters back to what the active engine runs."""
-        back = [Parameter(n, value=getattr(active, n)) for n in ENGINE_PARAMETERS if self._p(n) != getattr(active, n)]
-        if back:
-            self._suppress_rebuild = True
-            try:
-                self.set_parameters(back)
-                self._flush_post_set()
-            finally:
-                self._suppress_rebuild = False
-            self._log.warning(f"parameters reverted to the active engine's: {[(p.name, p.value) for p in back]}")
+    def _revert_parameters(self, back: dict[str, Any]) -> None:
+        """After the newest build failed: the engine parameters ``back`` to what the active engine runs."""
+        self._suppress_rebuild = True
+        try:
+            self.set_parameters([Parameter(n, value=v) for n, v in back.items()])
+            self._flush_post_set()
+        finally:
+            self._suppress_rebuild = False
+        self._log.warning(f"parameters reverted to the active engine's: {list(back.items())}")
 
     # ---- entities -----------------------------------------------------------------------------------
     def _create_entities(self) -> None:
@@ -253,26 +214,26 @@ class _AgentCore:
         out_qos = lambda: _qos(int(self._p("beliefs_qos_depth")), reliable=True, transient_local=True)  # noqa: E731
         make_pub = getattr(self, "create_lifecycle_publisher", None) if self.lifecycle_mode else None
         kind, make_pub = ("lpub", make_pub) if make_pub else ("pub", self.create_publisher)
-        self._beliefs_pub = make_pub(Beliefs, "beliefs", out_qos(), qos_overriding_options=_overridable())
-        self._factor_pubs = [make_pub(Belief, f"beliefs/{n}", out_qos(), qos_overriding_options=_overridable())
-                             for n in self._factor_names]
-        self._entities += [(kind, p) for p in [self._beliefs_pub] + self._factor_pubs]
+        published = ["beliefs"] + [f"beliefs/{n}" for n in self._loop.factor_names]
+        pubs = [make_pub(Belief if i else Beliefs, topic, out_qos(), qos_overriding_options=_overridable())
+                for i, topic in enumerate(published)]
+        self._beliefs_pub, self._factor_pubs = pubs[0], pubs[1:]
+        self._entities += [(kind, p) for p in pubs]
         # `controls` first: when controls and the observations they precede are ready in the same wait, the
         # executor serves subscriptions in creation order, so an fpi tick they trigger sees the new controls.
+        subscribed = ["controls"] + [f"observations/{name}" for name in self._inputs.names]
         self._entities.append(("sub", self.create_subscription(Controls, "controls", self._guarded(self._on_controls),
                                                                _qos(100, reliable=True), qos_overriding_options=_overridable())))
         depth = int(self._p("observation_qos_depth"))
-        for i, name in enumerate(self._inputs.names):
+        for i, topic in enumerate(subscribed[1:]):
             self._entities.append(("sub", self.create_subscription(
-                CategoricalObservation, f"observations/{name}", self._guarded(functools.partial(self._on_observation, i)),
+                CategoricalObservation, topic, self._guarded(functools.partial(self._on_observation, i)),
                 _qos(depth, reliable=False), qos_overriding_options=_overridable())))
-        self._entities.append(("srv", self.create_service(Trigger, "~/reset", self._guarded_service(self._on_reset, Trigger.Response))))
+        self._entities.append(("srv", self.create_service(Trigger, "~/reset", self._guarded.service(self._on_reset, Trigger.Response))))
         self._obs_prefix = self.resolve_topic_name("observations") + "/"
         self._legacy_actions_topic = self.resolve_topic_name("actions")
-        for line in node_help.unused_qos_overrides(
-                self._overrides,
-                published=[self.resolve_topic_name(t) for t in ["beliefs"] + [f"beliefs/{n}" for n in self._factor_names]],
-                subscribed=[self.resolve_topic_name(t) for t in ["controls"] + [f"observations/{m}" for m in self._inputs.names]]):
+        for line in node_help.unused_qos_overrides(self._overrides, [self.resolve_topic_name(t) for t in published],
+                                                   [self.resolve_topic_name(t) for t in subscribed]):
             self._log.warning(line)
 
     def _tick_mode(self) -> str:
@@ -286,7 +247,7 @@ class _AgentCore:
         if self._active and rate > 0:
             try:
                 self._tick_timer = self.create_timer(1.0 / rate, self._guarded(self._tick), clock=self.get_clock())
-            except (TypeError, ValueError, OverflowError) as exc:  # validate_change keeps rate_hz in range
+            except (TypeError, ValueError, OverflowError) as exc:  # parameters.validate_change keeps rate_hz in range
                 self._count("callback_errors")
                 self._log.error(f"rate_hz {rate:g}: no timer could be made ({exc}); ticking event-driven")
 
@@ -297,10 +258,8 @@ class _AgentCore:
     def _on_observation(self, i: int, msg: CategoricalObservation) -> None:
         arrival = time.perf_counter()
         with self._tick_lock:
-            mod = self._inputs.modalities[i]
             now = time.monotonic()
-            mod.received += 1
-            mod.rate.tick(now)
+            mod = self._inputs.arrived(i, now)
             if not self._active:
                 self._count("ignored_inactive")
                 return
@@ -310,27 +269,14 @@ class _AgentCore:
                                        now_ns=self.get_clock().now().nanoseconds, arrival=arrival,
                                        timeout_s=float(self._p("observation_timeout")),
                                        max_future_s=float(self._p("max_future_stamp")))
-            if not got.ok:
-                self._count(f"rejected.{got.reason}")
-                self._warn_throttled((mod.name, got.reason), f"observations/{mod.name}: dropped ({got.reason}): {got.detail}")
-                return
-            for flag in ("unstamped", "renormalized", "superseded"):
-                if getattr(got, flag):
-                    self._count(flag)
-            if got.renormalized:
-                self._warn_throttled((mod.name, "renormalized"), f"observations/{mod.name}: {got.detail}")
-            if got.resumed:
-                self._log.info(f"observations/{mod.name}: receiving again")
-            if self._event_mode() and self._inputs.event_ready(now, float(self._p("observation_timeout"))):
+            self._reporter.admission(admission.report(mod.name, got))
+            if got.ok and self._event_mode() and self._inputs.event_ready(now, float(self._p("observation_timeout"))):
                 self._tick()
 
     def _report_silence(self) -> None:
         """Log each modality that went silent, once (its next accepted message clears it)."""
-        timeout = float(self._p("observation_timeout"))
-        for mod in self._inputs.newly_silent(time.monotonic(), timeout):
-            what = "no message yet" if mod.received == 0 else "no valid message"
-            self._log.warning(f"observations/{mod.name}: silent ({what} for more than observation_timeout "
-                              f"{timeout:g} s); ticks go on without it (no evidence)")
+        for line in self._inputs.silence_warnings(time.monotonic(), float(self._p("observation_timeout"))):
+            self._log.warning(line)
 
     def _on_silence_check(self) -> None:
         """Steady timer: report silence; in event mode, tick when a modality went silent while others wait."""
@@ -344,14 +290,13 @@ class _AgentCore:
     def _on_controls(self, msg: Controls) -> None:
         if self._host.model is None:
             return
-        control, reason = check_controls(msg.indices, msg.labels, self._num_controls, self._control_labels)
-        if control is None:
+        with self._tick_lock:
+            reason = self._loop.add_control(msg.indices, msg.labels, msg.header.stamp.sec, msg.header.stamp.nanosec,
+                                            self.get_clock().now().nanoseconds)
+        if reason is not None:
             self._count("rejected.bad_control")
             self._warn_throttled(("controls", "bad_control"), f"controls: dropped (bad_control): {reason}")
             return
-        stamp = conv.stamp_to_ns(msg.header.stamp.sec, msg.header.stamp.nanosec)
-        with self._tick_lock:
-            self._loop.controls.add(stamp if stamp > 0 else self.get_clock().now().nanoseconds, control)
         self._count("controls")
 
     def _on_time_jump(self, jump) -> None:
@@ -365,15 +310,9 @@ class _AgentCore:
         if reason and self._configured:
             self._log.warning(f"{reason} (a looping bag or a restarted simulator?): resetting beliefs to D")
             self._count("time_jump_resets")
-            self._loop.reset()
-            self._loop.controls.clear()  # stamped on the old time line
+            self._loop.restart_time_line()
 
     # ---- the tick -----------------------------------------------------------------------------------
-    def _sim_time_without_clock(self) -> bool:
-        """use_sim_time is on and no /clock message came for SIM_CLOCK_GRACE_S since start."""
-        return (bool(self._p("use_sim_time")) and self.get_clock().now().nanoseconds == 0
-                and time.monotonic() - self._started_mono > SIM_CLOCK_GRACE_S)
-
     def _tick(self) -> None:
         with self._tick_lock:
             t_start = time.perf_counter()
@@ -396,18 +335,11 @@ class _AgentCore:
                 self._count("tick_errors")
                 self._warn_throttled("tick_error", f"tick failed: {type(exc).__name__}: {exc}")
                 return
-            self._publish(out.posterior, out.stamp_ns, slot, out.inference_s)
-            t_done = time.perf_counter()
-            self._loop.stats.record(t_done - t_start, out.inference_s,
-                                    None if out.last_arrival is None else t_done - out.last_arrival)
-
-    def _publish(self, posterior: np.ndarray, stamp_ns: int, slot: EngineSlot, inference_s: float) -> None:
-        msg = beliefs_message(posterior, self._loop.filter.engine.layout.state_offsets, self._factor_names,
-                              self._state_labels, stamp_ns, self._loop.stats.ticks, slot.config.algorithm,
-                              slot.variant, inference_s)
-        for pub, belief in zip(self._factor_pubs, msg.factors):
-            pub.publish(belief)
-        self._beliefs_pub.publish(msg)
+            msg = tick_message(self._loop, out, slot)
+            for pub, belief in zip(self._factor_pubs, msg.factors):
+                pub.publish(belief)
+            self._beliefs_pub.publish(msg)
+            self._loop.record(out, t_start)
 
     # ---- services -----------------------------------------------------------------------------------
     def _on_reset(self, request, response):
@@ -422,56 +354,26 @@ class _AgentCore:
         return response
 
     def _on_switch_variant(self, request, response):
-        response.algorithm, response.variant = self._p("algorithm"), self._p("variant")
-        builder = self._host.builder
-        if not self._configured or builder is None:
-            response.success, response.message = False, node_help.not_configured(self)
-            return response
-        params = [Parameter(n, value=v) for n, v in (("algorithm", request.algorithm), ("variant", request.variant)) if v]
-        if not params:
-            response.success, response.message = True, "nothing to change"
-            return response
-        before = builder.counts["requested"]
-        result = self.set_parameters_atomically(params)
-        self._flush_post_set()
-        if not result.successful:
-            response.success, response.message = False, result.reason
-            return response
-        try:  # the executor turns the change into one build request (_on_build_trigger): wait for it, then the build
-            slot = self._host.wait_for_build(before, lambda: not self._configured)
-        except BuildCancelled as exc:
-            response.success, response.message = False, f"build cancelled: {exc}"
-            return response
-        except Exception as exc:  # noqa: BLE001
-            response.success, response.message = False, f"build failed, previous engine kept: {exc}"
-            return response
-        response.success = True
-        response.algorithm, response.variant = slot.config.algorithm, slot.variant
-        response.message = (f"active: {slot.config.algorithm}/{slot.variant}{' (' + slot.note + ')' if slot.note else ''}; "
-                            f"compiled off the tick path in {slot.compile_s:.2f} s")
+        out = self._host.switch({"algorithm": request.algorithm, "variant": request.variant}, self._set_atomically,
+                                lambda: not self._configured, lambda: node_help.not_configured(self))
+        response.success, response.message, response.algorithm, response.variant = (
+            out.success, out.message, out.algorithm, out.variant)
         return response
 
     # ---- parameters ---------------------------------------------------------------------------------
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        batch = {p.name: p.value for p in params}
-        has_B = self._host.model.B is not None if self._host.model is not None else True
-        for p in params:
-            reason = validate_change(p.name, p.value, variants=tuple(VARIANTS), has_B=has_B, pending=batch)
-            if reason is None and p.name == "variant" and p.value != "auto" and self._host.model is not None:
-                try:
-                    check_memory_budget(p.value, self._host.model, float(batch.get("memory_budget_mb", self._p("memory_budget_mb"))))
-                except ValueError as exc:
-                    reason = str(exc)
-            if reason is not None:
-                self._count("rejected_parameters")
-                self._log.warning(f"parameter change refused: {reason}")
-                return SetParametersResult(successful=False, reason=reason)
+        reason = self._host.change_refused([(p.name, p.value) for p in params])
+        if reason is not None:
+            self._count("rejected_parameters")
+            self._log.warning(f"parameter change refused: {reason}")
+            return SetParametersResult(successful=False, reason=reason)
         return SetParametersResult(successful=True)
 
-    def _flush_post_set(self) -> None:
-        """After the node's own set_parameters: its post-set work is done on return, on every distro."""
-        if self._deferred_post_set is not None:
-            self._deferred_post_set.flush()
+    def _set_atomically(self, values: dict[str, Any]) -> tuple[bool, str]:
+        """The node's own atomic change (its post-set work done on return): (successful, reason)."""
+        result = self.set_parameters_atomically([Parameter(n, value=v) for n, v in values.items()])
+        self._flush_post_set()
+        return result.successful, result.reason
 
     def _post_set_parameters(self, params: list[Parameter]) -> None:
         names = {p.name for p in params}
@@ -485,31 +387,14 @@ class _AgentCore:
     # ---- diagnostics --------------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
         """Publish the status (reads state only; ticks and silence reports are the silence timer's)."""
-        name, fqn = self.get_name(), self.get_fully_qualified_name()
-        if not self._configured:
-            status = diagnostics.unconfigured_status(
-                name, fqn, self._host.stage or self._config_error or node_help.unconfigured_hint(fqn),
-                error=bool(self._config_error) and not self._host.stage)
-        else:
-            health = diagnostics.Health(
-                active=self._active, device=self._host.device, rate_hz=float(self._p("rate_hz")),
-                observation_timeout=float(self._p("observation_timeout")),
-                switch_pending=self._host.busy, build_error=self._host.build_error,
-                sim_time_without_clock=self._sim_time_without_clock())
-            status = diagnostics.inference_status(name, fqn, health, self._host.slot, self._loop.stats, self._inputs,
-                                                  self._counters, time.monotonic())
-            self._scan_unknown_topics()
-        arr = DiagnosticArray()
-        arr.header.stamp = self.get_clock().now().to_msg()
-        arr.status = [status]
-        self._diag_pub.publish(arr)
-
-    def _scan_unknown_topics(self) -> None:
-        for line, counter in node_help.unknown_topics(self, self._obs_prefix, self._inputs.names,
-                                                      self._legacy_actions_topic, self._unknown_topics_warned):
-            self._log.warning(line)
-            if counter:
-                self._count(counter)
+        status = diagnostics.node_status(
+            self.get_name(), self.get_fully_qualified_name(), self._host, self._config_error,
+            self._loop if self._configured else None, self._reporter.counters, active=self._active, param=self._p,
+            clock_ns=self.get_clock().now().nanoseconds, since_start_s=time.monotonic() - self._started_mono)
+        if self._configured:  # topics a user may have meant for this node
+            self._reporter.warnings(node_help.unknown_topics(self, self._obs_prefix, self._inputs.names,
+                                                             self._legacy_actions_topic, self._unknown_topics_warned))
+        self._diag_pub.publish(diagnostics.diagnostic_array(status, self.get_clock().now().to_msg()))
 
 
 class AgentLifecycleNode(_AgentCore, LifecycleNode):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
@@ -83,17 +83,17 @@ class DeferredPostSet:
             self._timer.reset()
 
 
-def add_parameter_callbacks(node: Node, on_set: OnSet, post_set: PostSet) -> Optional[DeferredPostSet]:
+def add_parameter_callbacks(node: Node, on_set: OnSet, post_set: PostSet) -> Callable[[], None]:
     """Register the on-set and post-set parameter callbacks on any supported distro.
 
-    Returns ``None`` where rclpy has post-set callbacks (Iron and later); on Humble, the :class:`DeferredPostSet`
-    whose ``flush()`` the node calls after its own ``set_parameters`` so that their effects are in place when
-    they return, as they are on the newer distros.
+    Returns the function the node calls after its own ``set_parameters`` so that their effects are in place when
+    they return, on every distro: nothing to do where rclpy has post-set callbacks (Iron and later); on Humble,
+    the :class:`DeferredPostSet`'s ``flush``.
     """
     if has_post_set_callbacks(node):
         node.add_on_set_parameters_callback(on_set)
         node.add_post_set_parameters_callback(post_set)
-        return None
+        return lambda: None
     deferred = DeferredPostSet(node, post_set)
 
     def on_set_then_queue(params: list[Parameter]) -> SetParametersResult:
@@ -105,4 +105,4 @@ def add_parameter_callbacks(node: Node, on_set: OnSet, post_set: PostSet) -> Opt
     node.add_on_set_parameters_callback(on_set_then_queue)
     node.get_logger().info("this rclpy has no add_post_set_parameters_callback (Humble): parameter changes are "
                            "applied by a deferred post-set step")
-    return deferred
+    return deferred.flush

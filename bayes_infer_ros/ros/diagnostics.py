@@ -1,16 +1,22 @@
-"""What the node reports: the ``/diagnostics`` status of the inference (level, message, key/values) and a log
-throttle that says how many messages it swallowed. Reading only: building a status changes no state."""
+"""What the node reports: the ``/diagnostics`` status of the inference (level, message, key/values), its counters
+and throttled warnings (a log throttle that says how many messages it swallowed). Reading only: building a status
+changes no state."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Sequence
 
-from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
-from .admission import Inputs
+from . import node_help
+from .admission import AdmissionReport, Inputs
 from .builder import EngineSlot
+from .engine_host import EngineHost
 from .statistics import TickStatistics
+from .tick_loop import TickLoop
+
+SIM_CLOCK_GRACE_S = 3.0  # use_sim_time without a /clock message for this long: diagnostics WARN
 
 
 class Throttle:
@@ -31,6 +37,41 @@ class Throttle:
         return None
 
 
+class Reporter:
+    """The node's counters (shown in its status) and its warnings, throttled per key; ``closed()``: True once the
+    node is being destroyed (throttled warnings are dropped then)."""
+
+    def __init__(self, log: Any, closed: Callable[[], bool], period_s: float = 5.0):
+        self.log, self._closed = log, closed
+        self.counters: dict[str, int] = {}
+        self._throttle = Throttle(period_s)
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    def warn_throttled(self, key: Any, message: str) -> None:
+        swallowed = None if self._closed() else self._throttle(key)
+        if swallowed is not None:
+            self.log.warning(message + (f" (+{swallowed} more like it in the last {self._throttle.period_s:g} s)"
+                                        if swallowed else ""))
+
+    def warnings(self, found: Sequence[tuple[str, str]]) -> None:
+        """Log each (warning, counter) and count its counter ("": none)."""
+        for line, counter in found:
+            self.log.warning(line)
+            if counter:
+                self.count(counter)
+
+    def admission(self, done: AdmissionReport) -> None:
+        """Count and log what admission did with one observation."""
+        for key in done.counters:
+            self.count(key)
+        for key, line in done.warnings:
+            self.warn_throttled(key, line)
+        if done.info:
+            self.log.info(done.info)
+
+
 @dataclass
 class Health:
     """The node-level facts the status is judged on."""
@@ -42,6 +83,35 @@ class Health:
     switch_pending: bool
     build_error: str
     sim_time_without_clock: bool
+
+
+def sim_time_without_clock(use_sim_time: bool, clock_ns: int, since_start_s: float) -> bool:
+    """use_sim_time is on and no /clock message came (the node clock reads 0) for SIM_CLOCK_GRACE_S since start."""
+    return bool(use_sim_time) and clock_ns == 0 and since_start_s > SIM_CLOCK_GRACE_S
+
+
+def node_status(name: str, fqn: str, host: EngineHost, config_error: str, loop: Optional[TickLoop],
+                counters: dict[str, int], *, active: bool, param: Callable[[str], Any], clock_ns: int,
+                since_start_s: float) -> DiagnosticStatus:
+    """The status of the node: :func:`unconfigured_status` without a ``loop`` (not configured), else
+    :func:`inference_status` (``param(name)``: the node's parameter values; ``clock_ns``: its clock;
+    ``since_start_s``: seconds since it started)."""
+    if loop is None:
+        return unconfigured_status(name, fqn, host.stage or config_error or node_help.unconfigured_hint(fqn),
+                                   error=bool(config_error) and not host.stage)
+    health = Health(active=active, device=host.device, rate_hz=float(param("rate_hz")),
+                    observation_timeout=float(param("observation_timeout")), switch_pending=host.busy,
+                    build_error=host.build_error,
+                    sim_time_without_clock=sim_time_without_clock(param("use_sim_time"), clock_ns, since_start_s))
+    return inference_status(name, fqn, health, host.slot, loop.stats, loop.inputs, counters, time.monotonic())
+
+
+def diagnostic_array(status: DiagnosticStatus, stamp: Any) -> DiagnosticArray:
+    """``status`` alone in a ``DiagnosticArray`` stamped ``stamp`` (a ``builtin_interfaces/Time``)."""
+    arr = DiagnosticArray()
+    arr.header.stamp = stamp
+    arr.status = [status]
+    return arr
 
 
 def unconfigured_status(name: str, fqn: str, message: str, error: bool) -> DiagnosticStatus:

@@ -1,23 +1,37 @@
 """The model and the engine a configured node runs (no rclpy): configure's work (JAX set-up, the model, the first
-build), builds off the tick path (a :class:`~.builder.Builder`: coalesced, cancellable), the atomic swap under
-the node's tick lock, and the compilation-cache cap. The node hands it its parameters (``param(name)``), the
-``model.*`` parameters, its logger and its counter."""
+build, the :class:`~.tick_loop.TickLoop` that runs it), builds off the tick path (a :class:`~.builder.Builder`:
+coalesced, cancellable), the atomic swap under the node's tick lock, which parameter changes the engine accepts,
+``~/switch_variant``'s wait for the engine it asked for, and the compilation-cache cap. The node hands it its
+parameters (``param(name)``), the ``model.*`` parameters, its logger and its counter."""
 from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
 
+from bayes_infer_ros.inference import VARIANTS
 from bayes_infer_ros.model import load_model, model_from_parameters
 
 from . import jax_cache
-from .builder import Builder, BuildCancelled, EngineConfig, EngineSlot, Ticket, build_slot
-from .parameters import ENGINE_PARAMETERS, allowed_model_keys
+from .builder import Builder, BuildCancelled, EngineConfig, EngineSlot, Ticket, build_slot, check_memory_budget
+from .parameters import ENGINE_PARAMETERS, allowed_model_keys, validate_change
+from .tick_loop import TickLoop
+
+
+@dataclass(frozen=True)
+class SwitchOutcome:
+    """The answer of ``~/switch_variant``: the fields of its response."""
+
+    success: bool
+    message: str
+    algorithm: str
+    variant: str
 
 
 class EngineHost:
-    """``on_swap(slot)`` runs under ``tick_lock`` when a build is installed; ``on_failed(active_config)`` after
-    the newest build failed (the node puts its parameters back); ``closed()`` is True after destroy_node."""
+    """``on_failed(back)`` runs after the newest build failed, with the engine parameters that differ from what the
+    active engine runs and the values it runs (the node puts them back); ``closed()`` is True after destroy_node."""
 
     def __init__(self, param: Callable[[str], Any], model_parameters: Callable[[], dict], log: Any,
                  count: Callable[..., None], tick_lock: Any, closed: Callable[[], bool]):
@@ -28,6 +42,7 @@ class EngineHost:
         self.model: Any = None
         self.slot: Optional[EngineSlot] = None
         self.builder: Optional[Builder] = None
+        self._loop: Optional[TickLoop] = None
         self.device = ""
         self.build_error = ""
         self.stage = ""  # what configure is doing ("" when it is not)
@@ -99,6 +114,15 @@ class EngineHost:
                                  else "no build was requested within 30 s (is the node's executor blocked?)")
         return ticket.wait(timeout=300.0, abort=self._closed)
 
+    def configured_message(self, slot: EngineSlot, elapsed_s: float) -> str:
+        """The line configure logs when it succeeded (``elapsed_s``: how long it took)."""
+        model, config = self.model, slot.config
+        modalities = [model.modality_name(i) for i in range(model.num_modalities)]
+        factors = [model.factor_name(f) for f in range(model.num_factors)]
+        return (f"configured in {elapsed_s:.2f} s: {model.num_modalities} modalities {modalities}, "
+                f"{model.num_factors} factors {factors}, algorithm={config.algorithm}, variant={slot.variant}"
+                f"{' (auto: ' + slot.note + ')' if config.variant == 'auto' else ''}, compile {slot.compile_s:.2f} s")
+
     def _load_model(self) -> Any:
         path = str(self._param("model_file") or "")
         inline = self._model_parameters()
@@ -118,11 +142,39 @@ class EngineHost:
             self._count("unknown_parameters")
         return model
 
-    def start(self, slot: EngineSlot, on_swap: Callable[[EngineSlot], None],
-              on_failed: Callable[[EngineConfig], None]) -> None:
-        """Run ``slot`` and accept build requests."""
-        self.slot, self._on_swap, self._on_failed = slot, on_swap, on_failed
+    def start(self, slot: EngineSlot, on_failed: Callable[[dict[str, Any]], None]) -> TickLoop:
+        """Run ``slot`` in a new :class:`~.tick_loop.TickLoop` (returned; a build is swapped into it under the tick
+        lock) and accept build requests."""
+        self._loop = TickLoop(self.model, slot.engine, slot.config.horizon)
+        self.slot, self._on_failed = slot, on_failed
         self.builder = Builder(self._build_in_worker, self._install_built, self._build_failed)
+        return self._loop
+
+    def switch(self, changes: dict[str, str], set_parameters: Callable[[dict[str, str]], tuple[bool, str]],
+               cleaned_up: Callable[[], bool], not_configured: Callable[[], str]) -> SwitchOutcome:
+        """``~/switch_variant``: set the non-empty ``changes`` (``set_parameters`` sets them at once and says whether
+        it did, and why not), then wait for the engine they describe (``cleaned_up()``: the node was cleaned up)."""
+        algorithm, variant = self._param("algorithm"), self._param("variant")
+        builder = self.builder
+        if cleaned_up() or builder is None:
+            return SwitchOutcome(False, not_configured(), algorithm, variant)
+        changes = {n: v for n, v in changes.items() if v}
+        if not changes:
+            return SwitchOutcome(True, "nothing to change", algorithm, variant)
+        before = builder.counts["requested"]
+        ok, reason = set_parameters(changes)
+        if not ok:
+            return SwitchOutcome(False, reason, algorithm, variant)
+        try:  # the executor turns the change into one build request: wait for it, then the build
+            slot = self.wait_for_build(before, cleaned_up)
+        except BuildCancelled as exc:
+            return SwitchOutcome(False, f"build cancelled: {exc}", algorithm, variant)
+        except Exception as exc:  # noqa: BLE001
+            return SwitchOutcome(False, f"build failed, previous engine kept: {exc}", algorithm, variant)
+        return SwitchOutcome(True, f"active: {slot.config.algorithm}/{slot.variant}"
+                                   f"{' (' + slot.note + ')' if slot.note else ''}; "
+                                   f"compiled off the tick path in {slot.compile_s:.2f} s",
+                             slot.config.algorithm, slot.variant)
 
     def close(self, reason: str) -> None:
         """Cancel builds (waiters get ``reason``) and drop the model and engine."""
@@ -136,6 +188,26 @@ class EngineHost:
         v = {n: self._param(n) for n in ENGINE_PARAMETERS}
         return EngineConfig(v["algorithm"], v["variant"], int(v["num_iter"]), float(v["tau"]), int(v["horizon"]),
                             int(v["autotune_verify_top_k"]))
+
+    def change_refused(self, changes: Sequence[tuple[str, Any]]) -> Optional[str]:
+        """Why one parameter request ((name, value) pairs, validated together) is refused; None: accepted."""
+        batch = dict(changes)
+        has_B = self.model.B is not None if self.model is not None else True
+        for name, value in changes:
+            reason = validate_change(name, value, variants=tuple(VARIANTS), has_B=has_B, pending=batch)
+            if reason is None and name == "variant" and value != "auto" and self.model is not None:
+                try:
+                    check_memory_budget(value, self.model,
+                                        float(batch.get("memory_budget_mb", self._param("memory_budget_mb"))))
+                except ValueError as exc:
+                    reason = str(exc)
+            if reason is not None:
+                return reason
+        return None
+
+    def differing(self, active: EngineConfig) -> dict[str, Any]:
+        """The engine parameters whose value is not what ``active`` runs, with the value it runs."""
+        return {n: getattr(active, n) for n in ENGINE_PARAMETERS if self._param(n) != getattr(active, n)}
 
     def request_build(self) -> None:
         """One build of the engine the parameters now describe (replacing any request still waiting)."""
@@ -167,7 +239,7 @@ class EngineHost:
             if self._closed() or self.builder is None:
                 raise BuildCancelled("the node was cleaned up before the new engine was ready")
             self.slot = slot
-            self._on_swap(slot)
+            self._loop.filter.swap(slot.engine, slot.config.horizon)
             self._count("engine_swaps")
         self.build_error = ""
         self._log.info(f"compiled {slot.config.algorithm}/{slot.variant}"
@@ -180,7 +252,9 @@ class EngineHost:
         self._count("switch_failures")
         self._log.error(f"engine build for {ticket.config} failed, keeping the active engine: {self.build_error}")
         if self.builder is not None and self.builder.latest is ticket and self.slot is not None:
-            self._on_failed(self.slot.config)
+            back = self.differing(self.slot.config)
+            if back:
+                self._on_failed(back)
 
     # ---- the compilation cache ------------------------------------------------------------------------
     def prune_cache(self) -> None:

@@ -7,6 +7,8 @@ import numpy as np
 
 from . import admission
 from . import conversion as conv
+from .builder import EngineSlot
+from .tick_loop import TickLoop, TickOutput
 from bayes_infer_ros.msg import Belief, Beliefs  # noqa: E402 (after ros/__init__ path fix)
 
 
@@ -30,3 +32,10 @@ def beliefs_message(posterior: np.ndarray, state_offsets: Sequence[int], factor_
         factors.append(b)
     msg.factors = factors
     return msg
+
+
+def tick_message(loop: TickLoop, out: TickOutput, slot: EngineSlot) -> Beliefs:
+    """The ``Beliefs`` of one step of ``loop`` (``out``) run by the engine of ``slot``."""
+    return beliefs_message(out.posterior, loop.filter.engine.layout.state_offsets, loop.factor_names,
+                           loop.state_labels, out.stamp_ns, loop.stats.ticks, slot.config.algorithm, slot.variant,
+                           out.inference_s)

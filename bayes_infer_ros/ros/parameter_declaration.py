@@ -52,6 +52,17 @@ def take_overrides(node: Node) -> dict[str, Any]:
     return out
 
 
+def model_parameter_values(node: Node, names: Sequence[str]) -> dict[str, Any]:
+    """name -> value of the declared ``model.*`` parameters among ``names``; array values as plain lists (rclpy
+    gives array.array / lists) for the model loader."""
+    out = {}
+    for name in names:
+        if node.has_parameter(name):
+            value = node.get_parameter(name).value
+            out[name] = list(value) if isinstance(value, (list, tuple)) or type(value).__name__ == "array" else value
+    return out
+
+
 def declare_parameters(node: Node, overrides: dict[str, Any], variants: Sequence[str], error: Callable[[str], None],
                        warn: Callable[[str], None], count: Callable[[str], None]) -> list[str]:
     """Declare the table's parameters and the ``model.*`` overrides; returns the ``model.*`` names."""

@@ -16,7 +16,8 @@ import numpy as np
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 
 from .admission import Inputs
-from .controls import ControlTimeline, fill_window_actions
+from .controls import ControlTimeline, check_controls, fill_window_actions
+from .conversion import stamp_to_ns
 from .statistics import TickStatistics
 
 
@@ -38,7 +39,20 @@ class TickLoop:
         self.controls = ControlTimeline(model.num_factors)
         self.filter = BeliefFilter(engine, model.D, horizon, has_B=model.B is not None)
         self.stats = TickStatistics()
+        self.factor_names = [model.factor_name(f) for f in range(model.num_factors)]
+        self.state_labels = [[str(x) for x in model.state_label_list(f)] for f in range(model.num_factors)]
+        self._num_controls, self._control_labels = tuple(int(u) for u in model.num_controls), model.control_labels
         self._last_clock_ns: Optional[int] = None
+
+    def add_control(self, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int) -> Optional[str]:
+        """Add one ``Controls`` message to the timeline, stamped with its header (``now_ns``, the node clock, when
+        unstamped); the reason when it is refused (nothing added)."""
+        control, reason = check_controls(indices, labels, self._num_controls, self._control_labels)
+        if control is None:
+            return reason
+        stamp = stamp_to_ns(sec, nanosec)
+        self.controls.add(stamp if stamp > 0 else now_ns, control)
+        return None
 
     def reset(self) -> None:
         """Beliefs back to D, the window and pending observations cleared (controls are kept)."""
@@ -46,12 +60,22 @@ class TickLoop:
         self.inputs.reset()
         self._last_clock_ns = None
 
+    def restart_time_line(self) -> None:
+        """After the clock went back: :meth:`reset`, and the controls forgotten (stamped on the old time line)."""
+        self.reset()
+        self.controls.clear()
+
     def clock_jump(self, now_ns: int) -> Optional[str]:
         """The reason to reset when the node clock went back since the last tick (None otherwise)."""
         last, self._last_clock_ns = self._last_clock_ns, now_ns
         if last is not None and now_ns < last:
             return f"clock jumped backwards by {(last - now_ns) * 1e-9:.3f} s"
         return None
+
+    def record(self, out: TickOutput, started: float) -> None:
+        """The statistics of step ``out``, published now (``started``: perf_counter when its tick began)."""
+        done = time.perf_counter()
+        self.stats.record(done - started, out.inference_s, None if out.last_arrival is None else done - out.last_arrival)
 
     def step(self, now_ns: int) -> TickOutput:
         """Use the fresh observations (uniform for a modality without one) for one step stamped with the newest of
