@@ -67,7 +67,8 @@ from .callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
 from .parameter_declaration import declare_parameters, model_parameter_values, take_overrides
-from .parameters import ENGINE_PARAMETERS, PARAMETERS
+from .jax_cache import pin_to_cpus
+from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_cpus
 from .messages import tick_message
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
@@ -107,6 +108,7 @@ class _AgentCore:
         self._overrides = take_overrides(self)
         self._model_override_names = declare_parameters(self, self._overrides, tuple(VARIANTS), self._log.error,
                                                         self._log.warning, self._count)
+        pin_to_cpus(parse_cpus(self._p("cpu_affinity")))  # before the threads and JAX's pool that should follow it
         self._flush_post_set = add_parameter_callbacks(
             self, self._guarded(self._on_set_parameters,
                                 lambda exc: SetParametersResult(successful=False, reason=f"internal error: {exc}")),

@@ -4,6 +4,7 @@ a backwards clock jump, plain-node mode, and models that are refused (missing / 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 import types
@@ -17,6 +18,7 @@ from ros_harness import REPO_ROOT, AgentProcess, default_params, wait_for
 from tolerances import ROS_FLOAT32_ATOL
 
 pytestmark = pytest.mark.ros
+LAST_CPU = max(os.sched_getaffinity(0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,10 +203,11 @@ def test_plain_mode_and_refused_models(probe, ros_graph, tmp_path):
     procs = {
         # nonsense startup values: refused with a reason each, the defaults are used, the node runs
         "plain": AgentProcess(tmp_path, "plain_agent", {**base, "num_iter": -5, "device": "tpu", "algorithm": "viterbi",
-                                                        "rate_hz": 0}, namespace="/plain", plain=True),
+                                                        "rate_hz": 0, "cpu_affinity": "abc"},
+                              namespace="/plain", plain=True),
         "plain_malformed": AgentProcess(tmp_path, "plain_bad", malformed, namespace="/plain_bad", plain=True),
-        "missing_file": AgentProcess(tmp_path, "missing", {"model_file": str(tmp_path / "nope.npz"), "autostart": True},
-                                     namespace="/missing"),
+        "missing_file": AgentProcess(tmp_path, "missing", {"model_file": str(tmp_path / "nope.npz"), "autostart": True,
+                                                           "cpu_affinity": str(LAST_CPU)}, namespace="/missing"),
         "broken_file": AgentProcess(tmp_path, "broken", {"model_file": str(bad_yaml), "autostart": True},
                                     namespace="/broken"),
     }
@@ -221,11 +224,16 @@ def test_plain_mode_and_refused_models(probe, ros_graph, tmp_path):
             assert needle in p.log_text() and p.proc.poll() is None
             state = probe.call(GetState, f"{p.namespace}/{p.name}/get_state", GetState.Request(), idempotent=True)
             assert state.current_state.label == "unconfigured"
+        # cpu_affinity pins the node's main thread (the executor; the build thread and XLA's pool follow it)
+        with open(f"/proc/{procs['missing_file'].pid}/status") as fh:
+            allowed = next(line.split()[1] for line in fh if line.startswith("Cpus_allowed_list"))
+        assert allowed == str(LAST_CPU), allowed
         # plain mode with the default model: no lifecycle services, beliefs on observations
         plain = procs["plain"]
         assert plain.wait_log("active: tick", 60), plain.log_text()
         log = plain.log_text()
         for line in ("'num_iter' = -5 from the command line / params file refused: num_iter: expected an integer",
+                     "'cpu_affinity' = 'abc' from the command line / params file refused: cpu_affinity: expected",
                      "'device' = 'tpu' from the command line / params file refused", "using the default 'fpi'"):
             assert line in log, log
         beliefs = probe.record("/plain/beliefs", Beliefs)
