@@ -86,15 +86,23 @@ def cmd_from_pymdp(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    path = args.file
+def _load_or_report(path: Path) -> Optional[GenerativeModel]:
+    """The model in ``path``, or None after printing why it is invalid (with the conversion command when the
+    file is a pymdp export)."""
     try:
-        model = load_model(path)
+        return load_model(path)
     except ModelValidationError as exc:
         hint = ""
         if path.suffix.lower() == ".npz" and "not a bayes_infer_ros model npz" in str(exc):
             hint = " (a pymdp export? convert it: bayes-infer model from-pymdp FILE -o model.yaml)"
         print(f"{path}: invalid: {exc}{hint}", file=sys.stderr)
+        return None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    path = args.file
+    model = _load_or_report(path)
+    if model is None:
         return 1
     errors, warnings = _node_parameter_problems(path) if path.suffix.lower() in (".yaml", ".yml") else ([], [])
     for line in warnings:
@@ -109,20 +117,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    try:
-        model = load_model(args.file)
-    except ModelValidationError as exc:
-        print(f"{args.file}: invalid: {exc}", file=sys.stderr)
+    model = _load_or_report(args.file)
+    if model is None:
         return 1
     print(f"{args.file}: {describe(model)}")
     return 0
 
 
 def cmd_layout(args: argparse.Namespace) -> int:
-    try:
-        model = load_model(args.file)
-    except ModelValidationError as exc:
-        print(f"{args.file}: invalid: {exc}", file=sys.stderr)
+    model = _load_or_report(args.file)
+    if model is None:
         return 1
     text = plotjuggler_layout([model.factor_name(f) for f in range(model.num_factors)], model.num_states,
                               args.namespace)

@@ -109,7 +109,24 @@ def pack_params(params: Any) -> tuple[list[Array], Callable[[list[Array]], Any]]
     return buffers, unpack
 
 
-class InferenceEngine:
+class EngineFlags:
+    """What both engines (``InferenceEngine`` and ``native.NativeEngine``) say about their calls."""
+
+    algorithm: str
+    batch_size: Optional[int]
+
+    @property
+    def batched(self) -> bool:
+        """Every array carries a leading model axis."""
+        return self.batch_size is not None
+
+    @property
+    def sequential(self) -> bool:
+        """VMP/MMP: observations over a window of steps, with actions; FPI: one step."""
+        return self.algorithm != "fpi"
+
+
+class InferenceEngine(EngineFlags):
     """A compiled-once FPI/VMP/MMP engine for one model structure and variant.
 
     Attributes: ``algorithm``, ``variant``, ``structure`` (ModelStructure), ``layout`` (PackedLayout),
@@ -180,14 +197,6 @@ class InferenceEngine:
     def params(self) -> dict:
         """{"lik": ..., "trans": ...}: the prepared arrays, each with the leading batch axis."""
         return self._param_unpack(self._param_buffers)
-
-    @property
-    def batched(self) -> bool:
-        return self.batch_size is not None
-
-    @property
-    def sequential(self) -> bool:
-        return self.algorithm != "fpi"
 
     # ---- the per-model core ----------------------------------------------------------------
     def _core(self, params: dict, obs: list[Array], prior: list[Array], actions: Array, valid_steps: Optional[Array]) -> list[Array]:

@@ -36,7 +36,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ..model.generative_model import ModelStructure
-from .engine import PackedLayout
+from .engine import EngineFlags, PackedLayout
 from .errors import VariantUnsupported
 from .numerics import MINVAL, log_stable_np
 from .sizes import unmerged_elements
@@ -82,7 +82,7 @@ def _kernels():
 
 
 
-class NativeEngine:
+class NativeEngine(EngineFlags):
     """The ``fused_numba`` engine: InferenceEngine's public API on numpy arrays and numba kernels."""
 
     variant = "fused_numba"
@@ -149,14 +149,6 @@ class NativeEngine:
         self._minval = self.dtype.type(MINVAL)
 
     # ---- bookkeeping (InferenceEngine's API) ------------------------------------------------------
-    @property
-    def batched(self) -> bool:
-        return self.batch_size is not None
-
-    @property
-    def sequential(self) -> bool:
-        return self.algorithm != "fpi"
-
     @classmethod
     def planned_elements(cls, structure: ModelStructure, nonzeros: np.ndarray) -> int:
         """Stored elements for one model: the unmerged log A, flattened into one buffer."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import yaml
@@ -41,17 +41,13 @@ def model_to_parameters(model: GenerativeModel) -> dict[str, Any]:
     p: dict[str, Any] = {"model.factors": factors, "model.modalities": modalities}
     for i, (a, deps) in enumerate(zip(model.A, model.A_dependencies)):
         key = f"model.A.{modalities[i]}"
-        p[f"{key}.shape"] = [int(s) for s in a.shape]
-        p[f"{key}.data"] = [float(v) for v in np.asarray(a, dtype=np.float64).ravel()]
-        p[f"{key}.dependencies"] = [int(d) for d in deps]
+        p.update(_tensor_parameters(key, a, deps))
         if model.observation_labels:
             p[f"{key}.labels"] = list(model.observation_labels[i])
     if model.B is not None:
         for f, (b, deps) in enumerate(zip(model.B, model.B_dependencies)):
             key = f"model.B.{factors[f]}"
-            p[f"{key}.shape"] = [int(s) for s in b.shape]
-            p[f"{key}.data"] = [float(v) for v in np.asarray(b, dtype=np.float64).ravel()]
-            p[f"{key}.dependencies"] = [int(d) for d in deps]
+            p.update(_tensor_parameters(key, b, deps))
             if model.control_labels:
                 p[f"{key}.controls"] = list(model.control_labels[f])
     for f, d in enumerate(model.D):
@@ -60,6 +56,15 @@ def model_to_parameters(model: GenerativeModel) -> dict[str, Any]:
         for f in range(model.num_factors):
             p[f"model.states.{factors[f]}"] = list(model.state_labels[f])
     return p
+
+
+def _tensor_parameters(key: str, x: np.ndarray, deps: Sequence[int]) -> dict[str, Any]:
+    """``{key}.shape``, ``{key}.data`` (row-major, float64) and ``{key}.dependencies`` of one A or B tensor."""
+    return {
+        f"{key}.shape": [int(s) for s in x.shape],
+        f"{key}.data": [float(v) for v in np.asarray(x, dtype=np.float64).ravel()],
+        f"{key}.dependencies": [int(d) for d in deps],
+    }
 
 
 def _get(params: Mapping[str, Any], key: str, kind: str, required: bool = True) -> Any:
@@ -95,6 +100,12 @@ def _as_tensor(key: str, shape: list[int], data: Any) -> np.ndarray:
     return flat.reshape(shape)
 
 
+def _tensor_from_parameters(params: Mapping[str, Any], key: str, axes: str) -> np.ndarray:
+    """The tensor stored as ``{key}.shape`` (an integer list ``axes``) and ``{key}.data``."""
+    shape = _as_int_list(f"{key}.shape", _get(params, f"{key}.shape", f"an integer list {axes}"))
+    return _as_tensor(key, shape, _get(params, f"{key}.data", "a flat list of probabilities"))
+
+
 def model_from_parameters(params: Mapping[str, Any]) -> GenerativeModel:
     """Build (and validate) a model from flat dotted parameters (see module docstring)."""
     factors = _get(params, "model.factors", "a list of factor names")
@@ -109,8 +120,7 @@ def model_from_parameters(params: Mapping[str, Any]) -> GenerativeModel:
     A, A_deps, obs_labels = [], [], []
     for name in modalities:
         key = f"{MODEL_PREFIX}A.{name}"
-        shape = _as_int_list(f"{key}.shape", _get(params, f"{key}.shape", "an integer list (m_i, n_deps...)"))
-        A.append(_as_tensor(key, shape, _get(params, f"{key}.data", "a flat list of probabilities")))
+        A.append(_tensor_from_parameters(params, key, "(m_i, n_deps...)"))
         A_deps.append(_as_int_list(f"{key}.dependencies", _get(params, f"{key}.dependencies", "a list of factor indices")))
         obs_labels.append(limits.label_list(f"{key}.labels", _get(params, f"{key}.labels", "", required=False)))
 
@@ -120,8 +130,7 @@ def model_from_parameters(params: Mapping[str, Any]) -> GenerativeModel:
     for f, name in enumerate(factors):
         key = f"{MODEL_PREFIX}B.{name}"
         if has_B:
-            shape = _as_int_list(f"{key}.shape", _get(params, f"{key}.shape", "an integer list (n_f, n_deps..., u_f)"))
-            B.append(_as_tensor(key, shape, _get(params, f"{key}.data", "a flat list of probabilities")))
+            B.append(_tensor_from_parameters(params, key, "(n_f, n_deps..., u_f)"))
         deps = _get(params, f"{key}.dependencies", "", required=False)
         B_deps.append([f] if deps is None else _as_int_list(f"{key}.dependencies", deps))
         ctrl_labels.append(limits.label_list(f"{key}.controls", _get(params, f"{key}.controls", "", required=False)))

@@ -45,6 +45,29 @@ def _check_normalised(name: str, x: np.ndarray, axis: int, atol: float) -> None:
         )
 
 
+def _check_distributions(name: str, x: np.ndarray, atol: float) -> None:
+    """Real, finite, non-negative, and every distribution along axis 0 sums to 1 within ``atol``."""
+    _check_finite_nonnegative(name, x)
+    _check_normalised(name, x, axis=0, atol=atol)
+
+
+def _check_rank(name: str, x: np.ndarray, deps_field: str, deps: Sequence[int], other_axes: int, layout: str) -> None:
+    """``x`` has one axis per dependency plus ``other_axes`` (``layout`` says which)."""
+    if x.ndim != len(deps) + other_axes:
+        raise ModelValidationError(
+            name, f"has {x.ndim} axes but {deps_field}={list(deps)} needs {len(deps) + other_axes} ({layout})"
+        )
+
+
+def _check_dependency_axes(name: str, x: np.ndarray, deps: Sequence[int], num_states: Sequence[int]) -> None:
+    """Axes 1, 2, ... of ``x`` have the sizes of the factors in ``deps``."""
+    for axis, f in enumerate(deps, start=1):
+        if x.shape[axis] != num_states[f]:
+            raise ModelValidationError(
+                name, f"axis {axis} has length {x.shape[axis]} but factor {f} has {num_states[f]} levels"
+            )
+
+
 def _check_deps(name: str, deps: Sequence[Sequence[int]], num_factors: int) -> None:
     for i, row in enumerate(deps):
         if len(row) == 0:
@@ -121,21 +144,11 @@ def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:
 
     for i, (a, deps) in enumerate(zip(A, model.A_dependencies)):
         name = f"A[{i}]" if not model.modality_names else f"A[{i}] ({model.modality_names[i]})"
-        if a.ndim != len(deps) + 1:
-            raise ModelValidationError(
-                name,
-                f"has {a.ndim} axes but A_dependencies[{i}]={list(deps)} needs {len(deps) + 1} "
-                f"(observation axis + one per factor)",
-            )
+        _check_rank(name, a, f"A_dependencies[{i}]", deps, 1, "observation axis + one per factor")
         if a.shape[0] < 1:
             raise ModelValidationError(name, "axis 0 (observation levels) is empty")
-        for axis, f in enumerate(deps, start=1):
-            if a.shape[axis] != num_states[f]:
-                raise ModelValidationError(
-                    name, f"axis {axis} has length {a.shape[axis]} but factor {f} has {num_states[f]} levels"
-                )
-        _check_finite_nonnegative(name, a)
-        _check_normalised(name, a, axis=0, atol=atol)
+        _check_dependency_axes(name, a, deps, num_states)
+        _check_distributions(name, a, atol)
 
     observed = {f for deps in model.A_dependencies for f in deps}
     missing = sorted(set(range(F)) - observed)
@@ -147,23 +160,13 @@ def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:
     if B is not None:
         for f, (b, deps) in enumerate(zip(B, model.B_dependencies)):
             name = f"B[{f}]" if not model.factor_names else f"B[{f}] ({model.factor_names[f]})"
-            if b.ndim != len(deps) + 2:
-                raise ModelValidationError(
-                    name,
-                    f"has {b.ndim} axes but B_dependencies[{f}]={list(deps)} needs {len(deps) + 2} "
-                    f"(next state + one per dependency + controls)",
-                )
+            _check_rank(name, b, f"B_dependencies[{f}]", deps, 2, "next state + one per dependency + controls")
             if b.shape[0] != num_states[f]:
                 raise ModelValidationError(name, f"axis 0 has length {b.shape[0]}, expected {num_states[f]}")
-            for axis, d in enumerate(deps, start=1):
-                if b.shape[axis] != num_states[d]:
-                    raise ModelValidationError(
-                        name, f"axis {axis} has length {b.shape[axis]} but factor {d} has {num_states[d]} levels"
-                    )
+            _check_dependency_axes(name, b, deps, num_states)
             if b.shape[-1] < 1:
                 raise ModelValidationError(name, "the control axis (last) is empty")
-            _check_finite_nonnegative(name, b)
-            _check_normalised(name, b, axis=0, atol=atol)
+            _check_distributions(name, b, atol)
 
     if D is None or len(D) != F:
         raise ModelValidationError("D", f"expected one prior per factor ({F}), got {0 if D is None else len(D)}")
@@ -171,8 +174,7 @@ def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:
         name = f"D[{f}]"
         if d.shape != (num_states[f],):
             raise ModelValidationError(name, f"shape {d.shape}, expected ({num_states[f]},)")
-        _check_finite_nonnegative(name, d)
-        _check_normalised(name, d, axis=0, atol=atol)
+        _check_distributions(name, d, atol)
 
     _check_labels("state_labels", model.state_labels, num_states)
     _check_labels("observation_labels", model.observation_labels, model.num_obs)

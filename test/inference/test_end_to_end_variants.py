@@ -7,83 +7,41 @@ one not on itself), negative (neutral) actions, soft and one-hot observations, a
 windows, B=None. Engines are built once per (structure, algorithm, variant); a second call must not
 retrace. The long random sweep is marked slow.
 """
-import functools
-
-import jax
 import numpy as np
 import pytest
 
 from bayes_infer_ros.inference import ALGORITHMS, VARIANTS, build_inference, parameter_counts
 from bayes_infer_ros.model.generative_model import ModelStructure
 from conftest import enable_x64
-from oracle import max_abs_diff, pymdp_reference_jit, random_case, structured_case, unbatch
+from oracle import max_abs_diff, pymdp_reference_jit, random_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
+from variant_cases import (ONE_FACTOR, ONE_MODALITY, SKEWED_ZEROS, StructureCases, assert_batched_matches,
+                           assert_float64_matches, assert_no_B_matches, assert_packed_matches, assert_plans_hashable,
+                           batched_wants, build, float32_oracle_test, no_B_case, prepared_elements, window)
 
 E2E = tuple(v for v in VARIANTS if v.endswith("end_to_end"))
 
-# id -> (num_states, A_deps, num_obs, B_deps, zeros_fraction in A for float32)
+# id -> (num_states, A_deps, num_obs, B_deps, zeros_fraction in A for float32); float64 adds exact zeros
+# everywhere (in float32, -36 log terms next to a 7-factor modality make even the baseline's FPI deviate from
+# pymdp by ~1e-4: summation order, not merging).
 STRUCTURES = {
     # a 7-factor modality, skewed sizes, four A-ranks (four rank clusters), B-deps of length 1-3 (sizes kept
     # small: end_to_end pads all 6 modalities to n_max ** 7)
     "wide_skewed": ((2, 3, 2, 3, 2, 2, 3), [[0, 1, 2, 3, 4, 5, 6], [1], [4, 6], [1, 3], [0], [5, 2, 1]],
                     (4, 11, 2, 3, 7, 2), [[0, 1], [1], [2], [3, 0, 6], [4], [5], [2, 6, 1]], 0.0),
-    # exact zeros in A (30%), skewed sizes, a factor that does not depend on itself
-    "skewed_zeros": ((12, 2, 2, 9), [[0], [1, 2], [0, 3], [2, 1, 3]], (2, 11, 3, 2), [[0, 3], [1], [1], [3]], 0.3),
-    "one_factor": ((5,), [[0], [0], [0]], (3, 6, 2), None, 0.2),
-    "one_modality": ((3, 4), [[1, 0]], (6,), None, 0.0),
+    "skewed_zeros": SKEWED_ZEROS,
+    "one_factor": ONE_FACTOR,
+    "one_modality": ONE_MODALITY,
 }
-# float64 adds exact zeros everywhere (in float32, -36 log terms next to a 7-factor modality make even the
-# baseline's FPI deviate from pymdp by ~1e-4: summation order, not merging).
-F64_ZEROS = 0.3
-ITERS = {"fpi": 12, "vmp": 6, "mmp": 6}
-TAU = 0.8
-
-
-def _T(algorithm):
-    return None if algorithm == "fpi" else 4
-
-
-@functools.lru_cache(maxsize=None)
-def _case(sid, algorithm, one_hot=False, batch=None, dtype=np.float32):
-    seed = 2000 + sorted(STRUCTURES).index(sid) * 10 + ALGORITHMS.index(algorithm)
-    return structured_case(STRUCTURES[sid], seed, _T(algorithm), one_hot, batch, dtype, f64_zeros=F64_ZEROS)
-
-
-_reference = pymdp_reference_jit
-
-
-@functools.lru_cache(maxsize=None)
-def _want(sid, algorithm, one_hot=False, dtype=np.float32, valid_steps=None):
-    return _reference(algorithm, _case(sid, algorithm, one_hot, None, dtype), ITERS[algorithm], TAU,
-                      valid_steps=valid_steps)
-
-
-@functools.lru_cache(maxsize=None)
-def _engine(sid, algorithm, variant):
-    case = _case(sid, algorithm)
-    return build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant,
-                           num_iter=ITERS[algorithm], tau=TAU)
+CASES = StructureCases(STRUCTURES, seed_base=2000)
 
 
 def test_end_to_end_registered():
-    assert set(E2E) <= set(VARIANTS)
+    """The family's three names, each served by the registry."""
+    assert E2E == ("end_to_end", "sparse_end_to_end", "clustered_end_to_end")
 
 
-@pytest.mark.oracle
-@pytest.mark.parametrize("sid", list(STRUCTURES))
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("variant", E2E)
-def test_float32_matches_pymdp(variant, algorithm, sid):
-    engine = _engine(sid, algorithm, variant)
-    for one_hot in (False, True):
-        case = _case(sid, algorithm, one_hot)
-        got = engine(case.obs, case.prior, case.actions)
-        assert all(np.asarray(g).dtype == np.float32 for g in got)
-        err = max_abs_diff(got, _want(sid, algorithm, one_hot))
-        assert err <= FLOAT32_ATOL, f"{variant}/{algorithm}/{sid} one_hot={one_hot}: {err:.3g}"
-    count = engine.trace_count
-    engine(case.obs, case.prior, case.actions)  # same shapes again: no retrace
-    assert engine.trace_count == count
+test_float32_matches_pymdp = float32_oracle_test(CASES, E2E)
 
 
 @pytest.mark.oracle
@@ -91,30 +49,21 @@ def test_float32_matches_pymdp(variant, algorithm, sid):
 def test_float64_matches_pymdp(algorithm):
     sid = "wide_skewed"  # every edge at once: 7-factor modality, 3 ranks, B-deps of length 1-3, zeros in A
     with enable_x64():
-        case = _case(sid, algorithm, dtype=np.float64)
-        want = _want(sid, algorithm, dtype=np.float64)
+        case = CASES.case(sid, algorithm, dtype=np.float64)
+        want = CASES.want(sid, algorithm, dtype=np.float64)
         for variant in E2E:
-            engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant,
-                                     num_iter=ITERS[algorithm], tau=TAU)
-            got = engine(case.obs, case.prior, case.actions)
-            assert all(np.asarray(g).dtype == np.float64 for g in got)
-            assert max_abs_diff(got, want) <= FLOAT64_ATOL, variant
+            assert_float64_matches(case, want, algorithm, variant, FLOAT64_ATOL)
 
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_batched_matches_pymdp_per_model(algorithm):
-    b = 3
     ns, adeps, nobs, bdeps = (3, 2, 4), [[0, 1], [2], [0, 1, 2]], (4, 2, 3), [[0], [0, 1], [2, 1]]
-    case = random_case(77, ns, adeps, nobs, B_deps=bdeps, T=_T(algorithm), batch=b, num_controls=(2, 1, 3),
+    case = random_case(77, ns, adeps, nobs, B_deps=bdeps, T=window(algorithm), batch=3, num_controls=(2, 1, 3),
                        negative_actions=True, zeros_fraction=0.1)
-    wants = [_reference(algorithm, unbatch(case, k), 5, 1.0) for k in range(b)]
+    wants = batched_wants(case, algorithm, 5)
     for variant in E2E:
-        engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant, num_iter=5)
-        assert engine.batch_size == b
-        got = engine(case.obs, case.prior, case.actions)
-        for k in range(b):
-            assert max_abs_diff([g[k] for g in got], wants[k]) <= FLOAT32_ATOL, (variant, k)
+        assert_batched_matches(case, wants, algorithm, variant, 5)
 
 
 @pytest.mark.oracle
@@ -122,41 +71,29 @@ def test_batched_matches_pymdp_per_model(algorithm):
 def test_valid_steps_and_packed_api(algorithm):
     """pymdp's valid_steps masks on a fixed window; the packed call gives the same beliefs, no retrace."""
     sid = "wide_skewed"
-    case = _case(sid, algorithm)
+    case = CASES.case(sid, algorithm)
     for variant in E2E:
-        engine = _engine(sid, algorithm, variant)
-        want = _want(sid, algorithm, valid_steps=2)
+        engine = CASES.engine(sid, algorithm, variant)
+        want = CASES.want(sid, algorithm, valid_steps=2)
         assert max_abs_diff(engine(case.obs, case.prior, case.actions, valid_steps=2), want) <= FLOAT32_ATOL
         if variant == "clustered_end_to_end":
-            packed = engine.run_packed(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), case.actions)
-            assert max_abs_diff(engine.layout.unpack_states(packed), _want(sid, algorithm)) <= FLOAT32_ATOL
-            count = engine.trace_count
-            engine.run_packed(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), case.actions)
-            assert engine.trace_count == count
+            assert_packed_matches(engine, case, CASES.want(sid, algorithm))
 
 
 @pytest.mark.oracle
 def test_no_B_sequence_matches_pymdp():
-    case = random_case(5, (3, 2), [[0], [0, 1]], (2, 3), T=3)
-    case.B = None
-    for algorithm in ("vmp", "mmp"):
-        want = _reference(algorithm, case, 4, 1.0)
-        for variant in E2E:
-            engine = build_inference(algorithm, case.A, case.A_deps, None, None, variant=variant, num_iter=4)
-            assert max_abs_diff(engine(case.obs, case.prior, case.actions), want) <= FLOAT32_ATOL
+    case = no_B_case(5)
+    for variant in E2E:
+        assert_no_B_matches(case, variant)
 
 
 def test_plans_are_static_and_hashable():
     """Same structure and values -> equal plans (hash by value); BCOO nse lives in the plan."""
     sid = "wide_skewed"
-    case = _case(sid, "fpi")
-    for variant in E2E:
-        a = build_inference("fpi", case.A, case.A_deps, variant=variant).plan
-        b = build_inference("fpi", [x.copy() for x in case.A], case.A_deps, variant=variant).plan
-        assert a == b and hash(a) == hash(b)
-    lik = _engine(sid, "fpi", "sparse_end_to_end").plan[0]
+    assert_plans_hashable(CASES.case(sid, "fpi"), E2E)
+    lik = CASES.engine(sid, "fpi", "sparse_end_to_end").plan[0]
     assert all(c.nse > 0 for c in lik.clusters)
-    ranks = [c.rank for c in _engine(sid, "fpi", "clustered_end_to_end").plan[0].clusters]
+    ranks = [c.rank for c in CASES.engine(sid, "fpi", "clustered_end_to_end").plan[0].clusters]
     assert ranks == [1, 2, 3, 7]
 
 
@@ -170,14 +107,14 @@ def test_too_large_for_end_to_end_is_refused():
         with pytest.raises(VariantUnsupported):
             build_inference("fpi", case.A, case.A_deps, variant=variant)
     engine = build_inference("fpi", case.A, case.A_deps, variant="clustered_end_to_end")
-    assert max_abs_diff(engine(case.obs, case.prior), _reference("fpi", case, 16)) <= FLOAT32_ATOL
+    assert max_abs_diff(engine(case.obs, case.prior), pymdp_reference_jit("fpi", case, 16)) <= FLOAT32_ATOL
 
 
 def test_stored_elements():
     """Padding included; BCOO counts its nse; rank clustering pads far less than one global tensor."""
     sid = "wide_skewed"
     ns, adeps, nobs, bdeps, _ = STRUCTURES[sid]
-    case = _case(sid, "fpi")
+    case = CASES.case(sid, "fpi")
     structure = ModelStructure(tuple(nobs), tuple(ns), (1,) * len(ns), tuple(map(tuple, adeps)), tuple(map(tuple, bdeps)))
     counts = parameter_counts(structure, E2E, A=case.A)
     unmerged = sum(a.size for a in case.A)
@@ -186,10 +123,7 @@ def test_stored_elements():
     assert unmerged <= counts["clustered_end_to_end"] < counts["end_to_end"]
     assert counts["sparse_end_to_end"] < counts["end_to_end"]
     for variant in E2E:  # the count from the plan equals the prepared arrays' count
-        lik = _engine(sid, "fpi", variant).params["lik"]
-        prepared = sum(int(np.size(x)) // int(np.shape(x)[0]) for x in jax.tree_util.tree_leaves(lik)
-                       if np.issubdtype(np.asarray(x).dtype, np.floating))
-        assert counts[variant] == prepared, variant
+        assert counts[variant] == prepared_elements(CASES.engine(sid, "fpi", variant)), variant
     assert parameter_counts(structure, E2E)["sparse_end_to_end"] >= counts["sparse_end_to_end"]  # no values: all count
 
 
@@ -214,9 +148,9 @@ def test_random_sweep(seed):
     rng = np.random.default_rng(seed)
     ns, adeps, nobs, bdeps = _random_structure(rng)
     for algorithm in ALGORITHMS:
-        case = random_case(seed, ns, adeps, nobs, B_deps=bdeps, T=_T(algorithm), negative_actions=True,
+        case = random_case(seed, ns, adeps, nobs, B_deps=bdeps, T=window(algorithm), negative_actions=True,
                            one_hot=bool(seed % 2))
-        want = _reference(algorithm, case, 8, 1.0)
+        want = pymdp_reference_jit(algorithm, case, 8, 1.0)
         for variant in E2E:
-            engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant, num_iter=8)
+            engine = build(case, algorithm, variant, 8)
             assert max_abs_diff(engine(case.obs, case.prior, case.actions), want) <= FLOAT32_ATOL, (variant, algorithm)

@@ -5,15 +5,14 @@ a modality depending on 7 factors, exact zeros in A, skewed dimensions, non-triv
 soft and one-hot observations, a batch. Everything goes through the public ``build_inference``.
 Engines are built once per (structure, algorithm, variant) and reused; a second call must not retrace.
 """
-import functools
-
 import numpy as np
 import pytest
 
-from bayes_infer_ros.inference import ALGORITHMS, PAPER_VARIANTS, VARIANTS, build_inference, sizes
+from bayes_infer_ros.inference import ALGORITHMS, PAPER_VARIANTS, build_inference, sizes
 from conftest import enable_x64
-from oracle import max_abs_diff, pymdp_reference, random_case, structured_case, unbatch
+from oracle import max_abs_diff, pymdp_reference, random_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL, REPEAT_ATOL
+from variant_cases import ONE_FACTOR, ONE_MODALITY, StructureCases
 
 HYBRIDS = tuple(v for v in PAPER_VARIANTS if "hybrid" in v)
 
@@ -24,44 +23,20 @@ STRUCTURES = {
                     (4, 11, 2, 3, 7, 2), [[0, 1], [1], [2], [3, 0, 6], [4], [5], [6]], 0.0),
     # exact zeros in A (30%), skewed sizes, non-trivial B-deps
     "skewed_zeros": ((12, 2, 2, 9), [[0], [1, 2], [0, 3], [2, 1, 3]], (2, 11, 3, 2), [[0, 3], [1], [2, 1], [3]], 0.3),
-    "one_factor": ((5,), [[0], [0], [0]], (3, 6, 2), None, 0.2),
-    "one_modality": ((3, 4), [[1, 0]], (6,), None, 0.0),
+    "one_factor": ONE_FACTOR,
+    "one_modality": ONE_MODALITY,
 }
 # Exact zeros in A with a 7-factor modality are tested in float64 only: log(MINVAL) = -36 terms make
 # FPI's float32 result depend on summation order there (the baseline itself deviates from pymdp by up
-# to 6e-4 on such seeds), which says nothing about the merging.
-F64_ZEROS = 0.3
-ITERS = {"fpi": 12, "vmp": 6, "mmp": 6}
-TAU = 0.8
-
-
-def _T(algorithm):
-    return None if algorithm == "fpi" else 4
-
-
-@functools.lru_cache(maxsize=None)
-def _case(sid, algorithm, one_hot, batch=None, dtype=np.float32):
-    """A fresh seeded model with soft observations, or the SAME model with one-hot observations."""
-    seed = 1000 + sorted(STRUCTURES).index(sid) * 10 + ALGORITHMS.index(algorithm)
-    return structured_case(STRUCTURES[sid], seed, _T(algorithm), one_hot, batch, dtype, f64_zeros=F64_ZEROS)
-
-
-@functools.lru_cache(maxsize=None)
-def _want(sid, algorithm, one_hot, k=None, batch=None, dtype=np.float32):
-    case = _case(sid, algorithm, one_hot, batch, dtype)
-    if k is not None:
-        case = unbatch(case, k)
-    return pymdp_reference(algorithm, case, ITERS[algorithm], TAU)
-
-
-def _engine(sid, algorithm, variant, batch=None, dtype=np.float32):
-    case = _case(sid, algorithm, False, batch, dtype)  # the soft-obs case carries the model
-    return build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant,
-                           num_iter=ITERS[algorithm], tau=TAU)
+# to 6e-4 on such seeds), which says nothing about the merging. pymdp op by op is the oracle here; engines
+# are built per test.
+CASES = StructureCases(STRUCTURES, seed_base=1000, reference=pymdp_reference, cache_engines=False)
 
 
 def test_hybrids_registered():
-    assert set(HYBRIDS) <= set(VARIANTS)
+    """The paper's six hybrids, in the registry's order."""
+    assert HYBRIDS == ("hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block", "sparse_hybrid_block",
+                       "clustered_hybrid_block")
 
 
 def _grid(sids, rotation):
@@ -88,13 +63,9 @@ def _grid(sids, rotation):
 def test_float32_matches_pymdp(variant, algorithm, sid):
     """One engine per (variant, algorithm, structure); on skewed_zeros soft obs, then one-hot obs (they
     select the log(MINVAL) rows), with no retrace in between."""
-    engine = _engine(sid, algorithm, variant)
-    for one_hot in ((False, True) if sid == "skewed_zeros" else (False,)):
-        case = _case(sid, algorithm, one_hot)
-        got = engine(case.obs, case.prior, case.actions)
-        assert all(np.asarray(g).dtype == np.float32 for g in got)
-        err = max_abs_diff(got, _want(sid, algorithm, one_hot))
-        assert err <= FLOAT32_ATOL, f"{variant}/{algorithm}/{sid}/one_hot={one_hot}: {err:.3g}"
+    engine = CASES.engine(sid, algorithm, variant)
+    one_hots = (False, True) if sid == "skewed_zeros" else (False,)
+    case, got = CASES.assert_float32_matches(engine, sid, algorithm, variant, one_hots)
     assert engine.trace_count == 1
     if sid == "one_modality":  # the packed API (its own single trace) gives the same beliefs
         packed = engine.run_packed(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), case.actions)
@@ -107,11 +78,11 @@ def test_float32_matches_pymdp(variant, algorithm, sid):
 def test_float64_matches_pymdp(variant, algorithm, sid):
     """float64, with 30% exact zeros in A and a 7-factor modality."""
     with enable_x64():
-        engine = _engine(sid, algorithm, variant, dtype=np.float64)
-        case = _case(sid, algorithm, False, None, np.float64)
+        engine = CASES.engine(sid, algorithm, variant, dtype=np.float64)
+        case = CASES.case(sid, algorithm, False, None, np.float64)
         got = engine(case.obs, case.prior, case.actions)
         assert all(np.asarray(g).dtype == np.float64 for g in got)
-        err = max_abs_diff(got, _want(sid, algorithm, False, dtype=np.float64))
+        err = max_abs_diff(got, CASES.want(sid, algorithm, False, dtype=np.float64))
     assert err <= FLOAT64_ATOL, f"{variant}/{algorithm}: {err:.3g}"
 
 
@@ -120,12 +91,12 @@ def test_float64_matches_pymdp(variant, algorithm, sid):
 def test_batched_matches_pymdp_per_model(variant, algorithm, sid):
     """b models of one structure (different values: BCOO nse is the max over the batch)."""
     b = 2
-    engine = _engine(sid, algorithm, variant, batch=b)
+    engine = CASES.engine(sid, algorithm, variant, batch=b)
     assert engine.batch_size == b
-    case = _case(sid, algorithm, False, b)
+    case = CASES.case(sid, algorithm, False, b)
     got = engine(case.obs, case.prior, case.actions)
     for k in range(b):
-        err = max_abs_diff([g[k] for g in got], _want(sid, algorithm, False, k=k, batch=b))
+        err = max_abs_diff([g[k] for g in got], CASES.want(sid, algorithm, False, k=k, batch=b))
         assert err <= FLOAT32_ATOL, f"{variant}/{algorithm}/model {k}: {err:.3g}"
 
 
@@ -150,7 +121,7 @@ def test_oversized_dense_merge_is_refused(monkeypatch):
     from bayes_infer_ros.inference import VariantUnsupported
 
     monkeypatch.setattr(sizes, "MAX_DENSE_ELEMENTS", 100)
-    case = _case("wide_skewed", "fpi", False)
+    case = CASES.case("wide_skewed", "fpi", False)
     with pytest.raises(VariantUnsupported):
         build_inference("fpi", case.A, case.A_deps, variant="hybrid")
     build_inference("fpi", case.A, case.A_deps, variant="sparse_hybrid")

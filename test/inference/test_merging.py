@@ -30,6 +30,24 @@ def _looped(arrays, vectors):
     return [np.tensordot(v, a, axes=(0, 0)) for a, v in zip(arrays, vectors)]
 
 
+def _one_merged_model(seed, make_plan, merge):
+    """ITEMS for one model, merged with ``make_plan``/``merge``, and one random vector per item:
+    (arrays, plan, the merged array of model 0, vectors)."""
+    rng = np.random.default_rng(seed)
+    arrays = _arrays(rng, ITEMS, b=1)
+    plan = make_plan([m for m, _ in ITEMS], [lag for _, lag in ITEMS])
+    merged = jnp.asarray(merge(plan, arrays)[0])
+    vectors = [rng.random(m) for m, _ in ITEMS]
+    return arrays, plan, merged, vectors
+
+
+def _assert_equals_loop(got, arrays, vectors):
+    """A merged contraction's per-item results equal one tensordot per item (model 0 of ``arrays``)."""
+    for g, w in zip(got, _looped([a[0] for a in arrays], vectors)):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(np.asarray(g), w, atol=FLOAT32_ATOL)
+
+
 # ---- axis-aligned ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("global_max", [False, True])
 def test_axis_aligned_round_trip_and_padding(global_max):
@@ -50,17 +68,10 @@ def test_axis_aligned_round_trip_and_padding(global_max):
 
 
 def test_axis_aligned_merged_contraction_equals_loop():
-    rng = np.random.default_rng(1)
-    arrays = _arrays(rng, ITEMS, b=1)
-    plan = aa.axis_aligned_plan([m for m, _ in ITEMS], [lag for _, lag in ITEMS])
-    merged = jnp.asarray(aa.merge_arrays(plan, arrays)[0])
-    vectors = [rng.random(m) for m, _ in ITEMS]
+    arrays, plan, merged, vectors = _one_merged_model(1, aa.axis_aligned_plan, aa.merge_arrays)
     padded = aa.merge_vectors(plan, [jnp.asarray(v) for v in vectors])
     assert padded.shape == (len(ITEMS), plan.padded_lead)
-    got = aa.deconstruct(plan, aa.merged_contract(merged, padded))
-    for g, w in zip(got, _looped([a[0] for a in arrays], vectors)):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(np.asarray(g), w, atol=FLOAT32_ATOL)
+    _assert_equals_loop(aa.deconstruct(plan, aa.merged_contract(merged, padded)), arrays, vectors)
 
 
 def test_axis_aligned_plan_is_static_and_hashable():
@@ -84,15 +95,9 @@ def test_block_diagonal_round_trip_and_structure():
 
 
 def test_block_diagonal_matvec_equals_loop():
-    rng = np.random.default_rng(3)
-    arrays = _arrays(rng, ITEMS, b=1)
-    plan = bd.block_diagonal_plan([m for m, _ in ITEMS], [lag for _, lag in ITEMS])
-    merged = jnp.asarray(bd.merge_arrays(plan, arrays)[0])
-    vectors = [rng.random(m) for m, _ in ITEMS]
-    got = bd.split_flat(plan, merged @ bd.concat_vectors([jnp.asarray(v) for v in vectors]))
-    for g, w in zip(got, _looped([a[0] for a in arrays], vectors)):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(np.asarray(g), w, atol=FLOAT32_ATOL)
+    arrays, plan, merged, vectors = _one_merged_model(3, bd.block_diagonal_plan, bd.merge_arrays)
+    _assert_equals_loop(bd.split_flat(plan, merged @ bd.concat_vectors([jnp.asarray(v) for v in vectors])), arrays,
+                        vectors)
 
 
 # ---- BCOO -----------------------------------------------------------------------------------------

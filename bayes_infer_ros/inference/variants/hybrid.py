@@ -38,7 +38,7 @@ dataclasses of static ints/tuples; the arrays live in ``params``:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Generic, Sequence, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -54,6 +54,7 @@ from ..sizes import check_hybrid_dense, hybrid_elements, hybrid_plan, size_sorte
 
 Array = jax.Array
 Clusters = tuple[tuple[int, ...], ...]
+Plan = TypeVar("Plan", aa.AxisAlignedPlan, bd.BlockDiagonalPlan)
 
 __all__ = [
     "AxisAlignedHybrid", "BlockDiagonalHybrid",
@@ -67,11 +68,19 @@ def _log_tensors(A: Sequence[np.ndarray], dtype: Any) -> list[np.ndarray]:
     return [log_stable_np(a).astype(np.dtype(dtype)) for a in A]
 
 
-class _LoopedMarginals:
+@dataclass(frozen=True)
+class _LoopedMarginals(Generic[Plan]):
     """The hybrid half that stays pymdp's: looped marginalisation of the per-modality ll.
 
-    Subclasses set ``block`` (block-diagonal, else axis-aligned merging), ``clustered`` and ``sparse``; the
-    planning (``sizes.hybrid_plan``) and the size-sorted log-tensors below are shared.
+    structure:   the model structure
+    groups:      modality indices of each merged group (one group unless clustered)
+    plans:       one merge plan per group
+    axis_orders: each modality's lagging axes in size order (``sizes.size_sorted_axes``)
+    bcoo:        one BCOOPlan per group when stored sparse, else ()
+
+    Subclasses set ``block`` (block-diagonal, else axis-aligned merging), ``clustered`` and ``sparse``, and
+    say how one group is merged (``_merge_dense``, ``_merge_bcoo``) and contracted (``_contract``); the
+    planning (``sizes.hybrid_plan``), the size-sorted log-tensors and the per-group loops below are shared.
 
     ``ll[m]``'s axes follow ``self.ll_dependencies[m]``, a permutation of ``A_dependencies[m]``
     (contracting a tensor is symmetric in its axes; each factor still receives its modalities'
@@ -79,7 +88,14 @@ class _LoopedMarginals:
     """
 
     structure: ModelStructure
+    groups: Clusters
+    plans: tuple[Plan, ...]
     axis_orders: tuple[tuple[int, ...], ...]
+    bcoo: tuple[BCOOPlan, ...] = ()
+
+    sparse: ClassVar[bool] = False
+    clustered: ClassVar[bool] = False
+    block: ClassVar[bool] = False
 
     @property
     def ll_dependencies(self) -> tuple[tuple[int, ...], ...]:
@@ -115,55 +131,67 @@ class _LoopedMarginals:
         log_A = [np.transpose(la, (0, 1) + tuple(2 + j for j in o)) for la, o in zip(_log_tensors(A, dtype), orders)]
         return groups, plans, orders, log_A
 
-
-# ---- axis-aligned ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class AxisAlignedHybrid(_LoopedMarginals):
-    """Axis-aligned merged log-likelihood + looped marginals.
-
-    structure: the model structure
-    groups:    modality indices of each merged group (one group unless clustered)
-    plans:     one AxisAlignedPlan per group
-    bcoo:      one BCOOPlan per group when stored sparse, else ()
-    """
-
-    structure: ModelStructure
-    groups: Clusters
-    plans: tuple[aa.AxisAlignedPlan, ...]
-    axis_orders: tuple[tuple[int, ...], ...]
-    bcoo: tuple[BCOOPlan, ...] = ()
-
-    sparse: ClassVar[bool] = False
-    clustered: ClassVar[bool] = False
-    block: ClassVar[bool] = False
-
     @classmethod
-    def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["AxisAlignedHybrid", dict]:
+    def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["_LoopedMarginals", dict]:
         """A[i]: (b, m_i, n_deps...) -> (ops, {"groups": [...]}) (see the module docstring)."""
         groups, plans, orders, log_A = cls._plan_and_log_tensors(structure, A, dtype)
         arrays, bcoo_plans = [], []
         for g, plan in zip(groups, plans):
             if cls.sparse:
-                bplan, parts = _axis_aligned_bcoo(plan, [log_A[i] for i in g])
+                bplan, parts = cls._merge_bcoo(plan, [log_A[i] for i in g])
                 bcoo_plans.append(bplan)
                 arrays.append({k: jnp.asarray(v) for k, v in parts.items()})
             else:
-                arrays.append(jnp.asarray(aa.merge_arrays(plan, [log_A[i] for i in g])))
+                arrays.append(jnp.asarray(cls._merge_dense(plan, [log_A[i] for i in g])))
         return cls(structure, groups, plans, orders, tuple(bcoo_plans)), {"groups": arrays}
 
     def log_likelihoods(self, params: dict, obs: Sequence[Array]) -> list[Array]:
         """obs[i]: (m_i,) -> ll[i]: its lagging axes in ``ll_dependencies[i]`` order, one contraction per group."""
         ll: list[Any] = [None] * len(obs)
         for k, (g, plan) in enumerate(zip(self.groups, self.plans)):
-            obs_padded = aa.merge_vectors(plan, [obs[i] for i in g])  # (M_g, max m)
-            if self.bcoo:
-                flat = bcoo_matvec(self.bcoo[k], params["groups"][k], obs_padded.reshape(-1))
-                merged = flat.reshape((plan.num_items,) + plan.padded_lagging)
-            else:
-                merged = aa.merged_contract(params["groups"][k], obs_padded)
-            for i, x in zip(g, aa.deconstruct(plan, merged)):
+            bcoo = self.bcoo[k] if self.bcoo else None
+            for i, x in zip(g, self._contract(plan, bcoo, params["groups"][k], [obs[i] for i in g])):
                 ll[i] = x
         return ll
+
+    @staticmethod
+    def _merge_dense(plan: Plan, log_A: Sequence[np.ndarray]) -> np.ndarray:
+        """One group's log-tensors (b, m_i, lagging...) merged into its dense array."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _merge_bcoo(plan: Plan, log_A: Sequence[np.ndarray]) -> tuple[BCOOPlan, dict]:
+        """One group's log-tensors (b, m_i, lagging...) as a BCOO matrix: (its plan, its arrays)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _contract(plan: Plan, bcoo: BCOOPlan | None, merged: Any, obs: Sequence[Array]) -> list[Array]:
+        """One group's observations (m_i,) -> its modalities' ll, through the merged array (BCOO when ``bcoo``)."""
+        raise NotImplementedError
+
+
+# ---- axis-aligned ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AxisAlignedHybrid(_LoopedMarginals[aa.AxisAlignedPlan]):
+    """Axis-aligned merged log-likelihood (one contraction per group) + looped marginals."""
+
+    @staticmethod
+    def _merge_dense(plan: aa.AxisAlignedPlan, log_A: Sequence[np.ndarray]) -> np.ndarray:
+        return aa.merge_arrays(plan, log_A)
+
+    @staticmethod
+    def _merge_bcoo(plan: aa.AxisAlignedPlan, log_A: Sequence[np.ndarray]) -> tuple[BCOOPlan, dict]:
+        return _axis_aligned_bcoo(plan, log_A)
+
+    @staticmethod
+    def _contract(plan: aa.AxisAlignedPlan, bcoo: BCOOPlan | None, merged: Any, obs: Sequence[Array]) -> list[Array]:
+        obs_padded = aa.merge_vectors(plan, obs)  # (M_g, max m)
+        if bcoo is not None:
+            flat = bcoo_matvec(bcoo, merged, obs_padded.reshape(-1))
+            out = flat.reshape((plan.num_items,) + plan.padded_lagging)
+        else:
+            out = aa.merged_contract(merged, obs_padded)
+        return aa.deconstruct(plan, out)
 
 
 def _axis_aligned_bcoo(plan: aa.AxisAlignedPlan, log_A: Sequence[np.ndarray]) -> tuple[BCOOPlan, dict]:
@@ -189,55 +217,28 @@ def _axis_aligned_bcoo(plan: aa.AxisAlignedPlan, log_A: Sequence[np.ndarray]) ->
 
 # ---- block-diagonal -------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class BlockDiagonalHybrid(_LoopedMarginals):
-    """Block-diagonal merged log-likelihood (one matvec per group) + looped marginals.
+class BlockDiagonalHybrid(_LoopedMarginals[bd.BlockDiagonalPlan]):
+    """Block-diagonal merged log-likelihood (one matvec per group) + looped marginals."""
 
-    structure: the model structure
-    groups:    modality indices of each block matrix (one group unless clustered)
-    plans:     one BlockDiagonalPlan per group
-    bcoo:      one BCOOPlan per group when stored sparse, else ()
-    """
-
-    structure: ModelStructure
-    groups: Clusters
-    plans: tuple[bd.BlockDiagonalPlan, ...]
-    axis_orders: tuple[tuple[int, ...], ...]
-    bcoo: tuple[BCOOPlan, ...] = ()
-
-    sparse: ClassVar[bool] = False
-    clustered: ClassVar[bool] = False
     block: ClassVar[bool] = True
 
-    @classmethod
-    def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["BlockDiagonalHybrid", dict]:
-        """A[i]: (b, m_i, n_deps...) -> (ops, {"groups": [...]}) (see the module docstring)."""
-        groups, plans, orders, log_A = cls._plan_and_log_tensors(structure, A, dtype)
-        arrays, bcoo_plans = [], []
-        for g, plan in zip(groups, plans):
-            if cls.sparse:
-                r, c = plan.row_offsets, plan.col_offsets
-                blocks = [log_A[i].reshape(log_A[i].shape[0], structure.num_obs[i], -1) for i in g]
-                rows = [np.arange(r[j], r[j + 1]) for j in range(len(g))]
-                cols = [np.arange(c[j], c[j + 1]) for j in range(len(g))]
-                bplan, parts = bcoo_from_blocks(blocks, rows, cols, plan.merged_shape)
-                bcoo_plans.append(bplan)
-                arrays.append({k: jnp.asarray(v) for k, v in parts.items()})
-            else:
-                arrays.append(jnp.asarray(bd.merge_arrays(plan, [log_A[i] for i in g])))
-        return cls(structure, groups, plans, orders, tuple(bcoo_plans)), {"groups": arrays}
+    @staticmethod
+    def _merge_dense(plan: bd.BlockDiagonalPlan, log_A: Sequence[np.ndarray]) -> np.ndarray:
+        return bd.merge_arrays(plan, log_A)
 
-    def log_likelihoods(self, params: dict, obs: Sequence[Array]) -> list[Array]:
-        """obs[i]: (m_i,) -> ll[i]: its lagging axes in ``ll_dependencies[i]`` order, one matvec per group."""
-        ll: list[Any] = [None] * len(obs)
-        for k, (g, plan) in enumerate(zip(self.groups, self.plans)):
-            o = bd.concat_vectors([obs[i] for i in g])
-            if self.bcoo:
-                flat = bcoo_matvec(self.bcoo[k], params["groups"][k], o)
-            else:
-                flat = params["groups"][k] @ o
-            for i, x in zip(g, bd.split_flat(plan, flat)):
-                ll[i] = x
-        return ll
+    @staticmethod
+    def _merge_bcoo(plan: bd.BlockDiagonalPlan, log_A: Sequence[np.ndarray]) -> tuple[BCOOPlan, dict]:
+        r, c = plan.row_offsets, plan.col_offsets
+        blocks = [la.reshape(la.shape[0], la.shape[1], -1) for la in log_A]
+        rows = [np.arange(r[j], r[j + 1]) for j in range(len(log_A))]
+        cols = [np.arange(c[j], c[j + 1]) for j in range(len(log_A))]
+        return bcoo_from_blocks(blocks, rows, cols, plan.merged_shape)
+
+    @staticmethod
+    def _contract(plan: bd.BlockDiagonalPlan, bcoo: BCOOPlan | None, merged: Any, obs: Sequence[Array]) -> list[Array]:
+        o = bd.concat_vectors(obs)
+        flat = bcoo_matvec(bcoo, merged, o) if bcoo is not None else merged @ o
+        return bd.split_flat(plan, flat)
 
 
 # ---- the six registered variants -------------------------------------------------------------------
