@@ -15,6 +15,8 @@ for pass in $(seq "$REPEATS"); do
   taskset -c 0 python benchmarks/xla_cpu_modes.py $ARGS 2>&1 | grep -v "^I1"
   echo "### pass $pass: pinned to core 0 after start (the node's cpu_affinity parameter)"
   python benchmarks/xla_cpu_modes.py $ARGS --pin-after-start 0 2>&1 | grep -v "^I1"
+  echo "### pass $pass: JAX started from a thread restricted to core 0 (XLA's pool there, the caller free)"
+  python benchmarks/xla_cpu_modes.py $ARGS --start-on 0 2>&1 | grep -v "^I1"
   echo "### pass $pass: XLA_FLAGS single-threaded Eigen"
   XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \
     python benchmarks/xla_cpu_modes.py $ARGS 2>&1 | grep -v "^I1"
