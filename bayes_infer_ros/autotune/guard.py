@@ -7,7 +7,9 @@ selector, learned from the same training data:
 
 - the padding of a variant on a model is ``log10(padded elements / dense A elements)``, computed from the
   structure features (``log_size_<layout> - log_a_total``; the sparse variants pad as their dense layouts do,
-  and ``baseline`` never pads);
+  and ``baseline`` never pads). A native engine (``fused_numba``: scalar loops, no padding and no vectorised
+  library calls) is measured by the model's size instead, ``log_a_total``: its cost grows with it faster than
+  the XLA programs' does;
 - the ceiling of a variant is the largest padding at which it came within ``tolerance`` (10%) of the
   fastest variant on a training configuration (0 when it never did);
 - at selection time a variant whose padding exceeds its ceiling by more than ``margin`` (a factor of 2) is
@@ -23,6 +25,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from ..inference import VARIANTS
+from ..inference.registry import NATIVE_VARIANTS
 from .features import feature_names
 
 TOLERANCE = 0.10
@@ -43,14 +46,17 @@ PADDED_LAYOUT: dict[str, Optional[str]] = {v: padded_layout(v) for v in VARIANTS
 
 
 def padding(X: np.ndarray, variants: Sequence[str]) -> np.ndarray:
-    """X: (n, features) -> (n, len(variants)) log10 padding factor of each variant (0 for unknown names)."""
+    """X: (n, features) -> (n, len(variants)) log10 padding factor of each variant (0 for unknown names; the
+    model's log10 dense size for a native engine)."""
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     names = feature_names()
     dense = X[:, names.index("log_a_total")]
     out = np.zeros((len(X), len(variants)))
     for j, v in enumerate(variants):
         layout = PADDED_LAYOUT.get(v)
-        if layout is not None:
+        if v in NATIVE_VARIANTS:
+            out[:, j] = dense
+        elif layout is not None:
             out[:, j] = np.maximum(X[:, names.index(f"log_size_{layout}")] - dense, 0.0)
     return out
 
