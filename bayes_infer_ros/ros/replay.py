@@ -16,7 +16,9 @@ never published).
 - ``--wait-for TOPIC`` (lockstep): after each step's observations (a run of ``observations/`` messages of one
   log time), wait until one ``bayes_infer_ros/msg/Beliefs`` arrives on TOPIC (relative to NS) or
   ``--wait-timeout`` passes. Used by the tests, which need every step to give exactly one tick regardless of
-  machine load.
+  machine load. Until the first Beliefs arrive, a step left unanswered is sent again (up to
+  ``FIRST_STEP_RESENDS`` times): the player sees a subscriber as soon as its writer matched the node's reader,
+  but the node's best-effort reader may match the writer a moment later and miss what was sent meanwhile.
 - ``--control-gap S``: pause S seconds after each ``controls`` message. Not needed by this package's node (it
   places stamped controls by their stamp); for consumers that apply controls in arrival order.
 QoS: reliable, volatile, depth ``--depth`` (compatible with best-effort SensorDataQoS subscribers and with the
@@ -30,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import rclpy
@@ -48,6 +50,7 @@ from .recorder import BagRecorder
 from .spinning import SpinThread, stop_spinning
 
 CLOCK_TOPIC = "/clock"
+FIRST_STEP_RESENDS = 5
 STEP_TOPIC_MARK = "/observations/"
 BELIEFS_TYPE = "bayes_infer_ros/msg/Beliefs"
 CONTROL_TOPIC_SUFFIXES = ("/controls", "/actions")  # /actions: bags made before the Controls message
@@ -80,6 +83,7 @@ class ReplayStats:
     loops: int = 0
     wall_s: float = 0.0
     wait_timeouts: int = 0
+    resent_steps: int = 0  # lockstep: steps sent again because the node had not answered any step yet
     # stamp (ns, log time + loop offset) of a step -> time.monotonic() just before its last observation was
     # published (the most recent 8192 steps)
     step_published_at: dict[int, float] = field(default_factory=dict)
@@ -91,6 +95,8 @@ class ReplayStats:
             parts.append(f"skipped undecodable: {self.decode_errors}")
         if self.wait_timeouts:
             parts.append(f"lockstep timeouts: {self.wait_timeouts}")
+        if self.resent_steps:
+            parts.append(f"steps sent again before the first answer: {self.resent_steps}")
         return "; ".join(parts)
 
 
@@ -165,6 +171,8 @@ class BagPlayer:
         self._cond = threading.Condition()
         self._received = 0
         self._expected = 0
+        self._answers = 0  # Beliefs received on the lockstep topic (never resynchronised)
+        self._step_messages: list[tuple[Any, Any]] = []  # (publisher, message) of the step being sent
         self._wait_sub = None
         self._wait_topic = None
         if wait_for:
@@ -201,16 +209,25 @@ class BagPlayer:
     def _on_wait_msg(self, _msg) -> None:
         with self._cond:
             self._received += 1
+            self._answers += 1
             self._cond.notify_all()
 
     def _end_step(self) -> None:
         self.stats.steps += 1
+        step, self._step_messages = self._step_messages, []
         if self._wait_sub is None:
             return
         with self._cond:
             self._expected += 1
-            ok = self._cond.wait_for(lambda: self._received >= self._expected or self._stop.is_set(),
-                                     timeout=self.wait_timeout)
+            answered = lambda: self._received >= self._expected or self._stop.is_set()  # noqa: E731
+            ok = self._cond.wait_for(answered, timeout=self.wait_timeout)
+            for _ in range(FIRST_STEP_RESENDS):
+                if ok or self._answers > 0 or not step:
+                    break
+                self.stats.resent_steps += 1
+                for pub, msg in step:
+                    pub.publish(msg)
+                ok = self._cond.wait_for(answered, timeout=self.wait_timeout)
             if not ok:
                 self.stats.wait_timeouts += 1
                 self._received = self._expected  # resynchronise: one missing tick must not stall every later step
@@ -280,6 +297,8 @@ class BagPlayer:
                         if len(self.stats.step_published_at) > 8192:  # long loops: keep the recent steps only
                             del self.stats.step_published_at[next(iter(self.stats.step_published_at))]
                     self._publishers[conn.id].publish(msg)
+                    if STEP_TOPIC_MARK in conn.topic:
+                        self._step_messages.append((self._publishers[conn.id], msg))
                     self.stats.published[conn.topic] = self.stats.published.get(conn.topic, 0) + 1
                     if conn.topic == CLOCK_TOPIC:
                         self._after_clock(ns + offset_ns)

@@ -65,16 +65,18 @@ def active(probe, agent, io):
     from bayes_infer_ros.msg import CategoricalObservation, Controls
 
     state = lifecycle_state(probe)
-    if state == "active":
-        return agent
-    if state == "unconfigured":
-        assert lifecycle(probe, "configure"), agent.log_text()
-    assert lifecycle(probe, "activate"), agent.log_text()
-    for name in ("rfid_tag", "voltage", "lidar_gap", "charging"):
-        assert probe.wait_subscribers(f"{NS}/observations/{name}", CategoricalObservation, 1)
-    assert probe.wait_subscribers(f"{NS}/controls", Controls, 1)
-    # best effort: our publishers are matched on our side before the node's readers match them; steps until one
-    # is answered, then a reset, so the test starts from D as it would after the module's earlier tests
+    if state != "active":
+        if state == "unconfigured":
+            assert lifecycle(probe, "configure"), agent.log_text()
+        assert lifecycle(probe, "activate"), agent.log_text()
+        for name in ("rfid_tag", "voltage", "lidar_gap", "charging"):
+            assert probe.wait_subscribers(f"{NS}/observations/{name}", CategoricalObservation, 1)
+        assert probe.wait_subscribers(f"{NS}/controls", Controls, 1)
+    # Every test starts with every modality heard at the same moment, then a reset (beliefs from D, nothing
+    # pending). Without it a modality an earlier test kept quiet can be silent while the others are not: a step's
+    # message from it arriving after the others' then misses its tick and is used by the next one (the silence
+    # rule, as designed). Best effort: our publishers are matched on our side before the node's readers match
+    # them, so steps are sent until one is answered.
     step = {"rfid_tag": 0, "voltage": 1, "lidar_gap": 0, "charging": 1}
     assert any(publish_step(probe, io, step, timeout=1.0, check=False) for _ in range(30)), agent.log_text()
     assert reset(probe).success

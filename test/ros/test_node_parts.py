@@ -48,6 +48,44 @@ def test_arrivals_are_counted_before_admission_and_silence_is_warned_once_per_mo
         "it (no evidence)"]
 
 
+def _observe(inputs, i, now, timeout_s=1.0):
+    assert inputs.observe(i, 0, [], 0, 0, now=now, now_ns=0, arrival=now, timeout_s=timeout_s, max_future_s=0.5).ok
+
+
+def test_an_event_tick_waits_for_every_modality_again_after_all_inputs_were_quiet():
+    inputs = admission.Inputs(["a", "b", "c"], [2, 2, 2])
+    inputs.heard_now(100.0)
+    _observe(inputs, 0, 105.0)  # every modality silent (a paused bag): a resume, not a step of `a` alone
+    assert not inputs.event_ready(105.0, 1.0)
+    _observe(inputs, 1, 105.01)
+    assert not inputs.event_ready(105.01, 1.0)
+    _observe(inputs, 2, 105.02)
+    assert inputs.event_ready(105.02, 1.0)
+    assert inputs.take()[0].tolist() == [1, 0, 1, 0, 1, 0]
+    # a modality that stays quiet is waited for up to observation_timeout after the resume, then left out
+    _observe(inputs, 0, 110.0)
+    _observe(inputs, 1, 110.0)
+    assert not inputs.event_ready(110.9, 1.0) and inputs.event_ready(111.1, 1.0)
+
+
+def test_a_modality_silent_while_the_others_talk_is_not_waited_for_and_its_late_message_joins_the_next_tick():
+    inputs = admission.Inputs(["a", "b"], [2, 2])
+    inputs.heard_now(100.0)
+    _observe(inputs, 0, 100.5)
+    _observe(inputs, 1, 100.5)
+    inputs.take()
+    _observe(inputs, 0, 101.2)
+    assert not inputs.event_ready(101.2, 1.0) and inputs.event_ready(101.6, 1.0)  # b owed until it went silent
+    inputs.take()
+    _observe(inputs, 0, 101.8)  # `b` silent while `a` talks: `a` alone makes the step
+    assert inputs.event_ready(101.8, 1.0)
+    assert inputs.take()[0].tolist() == [1, 0, 0.5, 0.5]
+    _observe(inputs, 1, 101.81)  # b's message of the same step came a moment later: pending for the next tick
+    assert not inputs.event_ready(101.81, 1.0)  # b talks again, and `a` is owed once more
+    _observe(inputs, 0, 102.0)
+    assert inputs.event_ready(102.0, 1.0) and inputs.take()[0].tolist() == [1, 0, 1, 0]
+
+
 # ---- the reporter --------------------------------------------------------------------------------
 class _Log:
     def __init__(self):

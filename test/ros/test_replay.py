@@ -155,3 +155,53 @@ def test_replay_matches_offline_inference(ros_graph, sample, tmp_path, algorithm
         assert msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec == s.stamp_ns
         for b, p in zip(msg.factors, s.probabilities):
             np.testing.assert_array_equal(b.probabilities, p)
+
+
+class _Publisher:
+    def __init__(self, topic, on_publish):
+        self.topic, self._on_publish = topic, on_publish
+
+    def publish(self, msg):
+        self._on_publish(self.topic, msg)
+
+
+class _Node:
+    """Stands in for the player's rclpy node: publishers call ``on_publish``; the lockstep subscription's
+    callback is kept so the test can answer steps."""
+
+    def __init__(self, on_publish):
+        self.on_publish, self.answer = on_publish, None
+
+    def create_publisher(self, _cls, topic, _qos):
+        return _Publisher(topic, self.on_publish)
+
+    def create_subscription(self, _cls, _topic, callback, _qos):
+        self.answer = callback
+        return object()
+
+
+def test_lockstep_sends_a_step_again_only_until_the_node_first_answers(sample):
+    """A node whose reader matched late misses the first step: the player sends it again and goes on in
+    lockstep. Once the node has answered, an unanswered step is a timeout, never a second copy (one tick per
+    step)."""
+    from bayes_infer_ros.ros.replay import BagPlayer
+
+    num_modalities = sample["model"].num_modalities
+    seen = []
+
+    def on_publish(topic, msg):
+        if "/observations/" not in topic:
+            return
+        seen.append(topic)
+        n = len(seen)
+        # the first copy of step 0 is lost; step 5 (the 7th sent) is never answered
+        if n > num_modalities and n % num_modalities == 0 and n != 7 * num_modalities:
+            node.answer(msg)
+
+    node = _Node(on_publish)
+    player = BagPlayer(node, sample["bag"], rate=0.0, clock=False, wait_for="beliefs", wait_timeout=0.2)
+    stats = player.run()
+    steps = sample["episode"].num_steps
+    assert stats.steps == steps and stats.resent_steps == 1 and stats.wait_timeouts == 1, stats.summary()
+    assert len(seen) == (steps + 1) * num_modalities
+    assert "steps sent again before the first answer: 1" in stats.summary()
