@@ -38,10 +38,32 @@ def log_likelihoods(log_A, a_off, ll_off, o, o_off, nobs, ll):
 
 
 @inline
-def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, vals, prefix, suffix):
+def work_size(ll_off, dims, ks):
+    """Scratch elements ``add_messages`` needs: per modality with three or more dependencies, two contraction
+    buffers of P / n_0 and the Kronecker products of the trailing posteriors (sum over j of n_{j+1} ... n_{k-1})."""
+    need = 0
+    for m in range(ks.shape[0]):
+        k = ks[m]
+        if k < 3:
+            continue
+        P = ll_off[m + 1] - ll_off[m]
+        size = 2 * (P // dims[m, 0])
+        rest = 1
+        for j in range(k - 1, -1, -1):
+            size += rest
+            rest *= dims[m, j]
+        need = max(need, size)
+    return need
+
+
+@inline
+def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, work):
     """out[f, :] += messages of every modality with ks[m] == 1 (unary=True) or ks[m] >= 2 (False).
 
-    idx (K,) int64, vals / prefix / suffix (K + 1,): scratch (allocated once by the caller)."""
+    A modality with k >= 3 dependencies sends factor j the contraction of its log likelihood L (n_0, ..., n_{k-1})
+    with every other factor's posterior. With G_0 = L and G_{j+1} = q_j . G_j (the leading axis contracted),
+    message j is G_j (n_j, rest) . (q_{j+1} x ... x q_{k-1}): about 2 P multiply-adds for all k messages, over
+    contiguous rows. idx (K,) int64 and work (``work_size``,): scratch allocated once by the caller."""
     M = ks.shape[0]
     for m in range(M):
         k = ks[m]
@@ -68,26 +90,46 @@ def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, vals, prefix, s
                 out[f, a] += acc
             continue
         P = ll_off[m + 1] - base
+        half = P // dims[m, 0]
+        # w_j = q_{j+1} x ... x q_{k-1} (w_{k-1} = [1]) at work[2 half + idx[j]:], built back to front
+        wb = work[2 * half:]
+        wb[0] = 1.0
+        idx[k - 1] = 0
+        length = 1
+        for j in range(k - 2, -1, -1):
+            g, ng = deps[m, j + 1], dims[m, j + 1]
+            prev = idx[j + 1]
+            start = prev + length
+            for a in range(ng):
+                qa = Q[g, a]
+                row = start + a * length
+                for r in range(length):
+                    wb[row + r] = qa * wb[prev + r]
+            idx[j] = start
+            length *= ng
+        G = ll[base:base + P]
+        size = P
         for j in range(k):
-            idx[j] = 0
-        for p in range(P):
-            prefix[0] = 1.0
-            for j in range(k):
-                vals[j] = Q[deps[m, j], idx[j]]
-                prefix[j + 1] = prefix[j] * vals[j]
-            suffix[k] = 1.0
-            for j in range(k - 1, -1, -1):
-                suffix[j] = suffix[j + 1] * vals[j]
-            x = ll[base + p]
-            for j in range(k):
-                out[deps[m, j], idx[j]] += x * prefix[j] * suffix[j + 1]
-            j = k - 1  # row-major odometer: the last dependency varies fastest
-            while j >= 0:
-                idx[j] += 1
-                if idx[j] < dims[m, j]:
-                    break
-                idx[j] = 0
-                j -= 1
+            f, nf = deps[m, j], dims[m, j]
+            rest = size // nf
+            w0 = idx[j]
+            for a in range(nf):
+                row = a * rest
+                acc = 0.0
+                for r in range(rest):
+                    acc += G[row + r] * wb[w0 + r]
+                out[f, a] += acc
+            if j < k - 1:
+                dst = work[:half] if j % 2 == 0 else work[half:2 * half]
+                for r in range(rest):
+                    dst[r] = 0.0
+                for a in range(nf):
+                    qa = Q[f, a]
+                    row = a * rest
+                    for r in range(rest):
+                        dst[r] += qa * G[row + r]
+                G = dst
+                size = rest
 
 
 @inline
@@ -133,8 +175,8 @@ def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_
         n_max = max(n_max, ns[f])
     nobs = _nobs(o_off)
     K = deps.shape[1]
-    idx, vals = np.zeros(K, np.int64), np.zeros(K + 1, obs.dtype)
-    prefix, suffix = np.zeros(K + 1, obs.dtype), np.zeros(K + 1, obs.dtype)
+    idx = np.zeros(K, np.int64)
+    work = np.zeros(work_size(ll_off, dims, ks), obs.dtype)
     ll = np.zeros(ll_off[-1], obs.dtype)
     c = np.zeros((F, n_max), obs.dtype)
     x = np.zeros((F, n_max), obs.dtype)
@@ -142,7 +184,7 @@ def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_
     for b in range(obs.shape[0]):
         log_likelihoods(log_A[b], a_off, ll_off, obs[b], o_off, nobs, ll)
         log_stable_pad(prior[b], s_off, ns, n_max, minval, c)
-        add_messages(ll, ll_off, deps, dims, ks, Q, c, True, idx, vals, prefix, suffix)
+        add_messages(ll, ll_off, deps, dims, ks, Q, c, True, idx, work)
         if F == 1:
             softmax_rows(c, ns, Q)
         else:
@@ -151,7 +193,7 @@ def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_
                     Q[f, a] = 1.0 / ns[f] if a < ns[f] else 0.0
             for _ in range(num_iter):
                 x[:, :] = c
-                add_messages(ll, ll_off, deps, dims, ks, Q, x, False, idx, vals, prefix, suffix)
+                add_messages(ll, ll_off, deps, dims, ks, Q, x, False, idx, work)
                 softmax_rows(x, ns, Q)
         unpad(Q, s_off, ns, out[b])
 
@@ -197,7 +239,7 @@ def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max,
     bl (K, n_i, n_max) scratch: bl[l, a, x] = sum over the other dependencies of B_i[a, ..., x, ...] times their
     posteriors (pymdp ``_marginalise_others``). VMP (Bflat = log B): past[d_l, x] += sum_a q_next[a] bl[l, a, x].
     MMP (Bflat = B): each row normalised over x, past[d_l, x] += 0.5 log_stable(sum_a q_next[a] bl_norm[a, x]).
-    idx, vals, prefix, suffix: scratch as in add_messages."""
+    idx (K,) int64, vals / prefix / suffix (K + 1,): scratch allocated once by the caller."""
     for j in range(k):
         idx[j] = 0
     for l in range(k):
@@ -255,6 +297,7 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
     K = max(deps.shape[1], KB)
     idx, vals = np.zeros(K, np.int64), np.zeros(K + 1, obs.dtype)
     prefix, suffix = np.zeros(K + 1, obs.dtype), np.zeros(K + 1, obs.dtype)
+    work = np.zeros(work_size(ll_off, dims, ks), obs.dtype)
     ll = np.zeros((T, ll_off[-1]), obs.dtype)
     c = np.zeros((T, F, n_max), obs.dtype)
     Q = np.zeros((T, F, n_max), obs.dtype)
@@ -283,7 +326,7 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
             if not obs_valid[t]:
                 ll[t, :] = 0.0
             c[t, :, :] = 0.0
-            add_messages(ll[t], ll_off, deps, dims, ks, Q[t], c[t], True, idx, vals, prefix, suffix)
+            add_messages(ll[t], ll_off, deps, dims, ks, Q[t], c[t], True, idx, work)
         log_stable_pad(prior[b], s_off, ns, n_max, minval, ln_prior)
         for t in range(T):
             for f in range(F):
@@ -321,7 +364,7 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
                                  Q[t + 1, i], n_max, kind_vmp, minval, past[t], bl, idx, vals, prefix, suffix)
             for t in range(T):
                 x[:, :] = c[t]
-                add_messages(ll[t], ll_off, deps, dims, ks, Q[t], x, False, idx, vals, prefix, suffix)
+                add_messages(ll[t], ll_off, deps, dims, ks, Q[t], x, False, idx, work)
                 for f in range(F):
                     nf = ns[f]
                     mean = 0.0
