@@ -7,9 +7,8 @@ selector, learned from the same training data:
 
 - the padding of a variant on a model is ``log10(padded elements / dense A elements)``, computed from the
   structure features (``log_size_<layout> - log_a_total``; the sparse variants pad as their dense layouts do,
-  and ``baseline`` never pads). A native engine (``fused_numba``: scalar loops, no padding and no vectorised
-  library calls) is measured by the model's size instead, ``log_a_total``: its cost grows with it faster than
-  the XLA programs' does;
+  and ``baseline`` never pads, nor do the fused family and the native engine ``fused_numba``, which are
+  therefore never dropped);
 - the ceiling of a variant is the largest padding at which it came within ``tolerance`` (10%) of the
   fastest variant on a training configuration (0 when it never did);
 - at selection time a variant whose padding exceeds its ceiling by more than ``margin`` (a factor of 2) is
@@ -25,7 +24,6 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from ..inference import VARIANTS
-from ..inference.registry import NATIVE_VARIANTS
 from .features import feature_names
 
 TOLERANCE = 0.10
@@ -46,17 +44,15 @@ PADDED_LAYOUT: dict[str, Optional[str]] = {v: padded_layout(v) for v in VARIANTS
 
 
 def padding(X: np.ndarray, variants: Sequence[str]) -> np.ndarray:
-    """X: (n, features) -> (n, len(variants)) log10 padding factor of each variant (0 for unknown names; the
-    model's log10 dense size for a native engine)."""
+    """X: (n, features) -> (n, len(variants)) log10 padding factor of each variant (0 for a variant that does
+    not pad and for unknown names)."""
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     names = feature_names()
     dense = X[:, names.index("log_a_total")]
     out = np.zeros((len(X), len(variants)))
     for j, v in enumerate(variants):
         layout = PADDED_LAYOUT.get(v)
-        if v in NATIVE_VARIANTS:
-            out[:, j] = dense
-        elif layout is not None:
+        if layout is not None:
             out[:, j] = np.maximum(X[:, names.index(f"log_size_{layout}")] - dense, 0.0)
     return out
 

@@ -32,6 +32,8 @@ import jax
 import numpy as np
 
 from .. import inference
+from ..inference.native import numba_available
+from ..inference.registry import NATIVE_VARIANTS
 from . import guard
 from .features import feature_names, peak_elements, size_estimates, structure_features
 from .forest import NumpyForest
@@ -51,10 +53,20 @@ def _model_dir(model_dir: Optional[os.PathLike]) -> Path:
     return Path(env) if env else DEFAULT_MODEL_DIR
 
 
+def _tags(backend: str) -> tuple[str, ...]:
+    """Model names to try, in order: without a registered native engine (numba not installed) the model trained
+    without the native variants first (``<backend>_portable``), since the full model's ranking below its
+    native winner was learned from few rows."""
+    native_missing = not numba_available()
+    own = (f"{backend}_portable", backend) if native_missing else (backend,)
+    return tuple(dict.fromkeys(own + (("cpu_portable", "cpu") if native_missing else ("cpu",))))
+
+
 @lru_cache(maxsize=32)
-def _load(model_dir: str, backend: str, algorithm: str) -> Optional[tuple[dict, Optional[NumpyForest]]]:
+def _load(model_dir: str, tags: tuple[str, ...], algorithm: str) -> Optional[tuple[dict, Optional[NumpyForest]]]:
+    """The first of the models ``tags`` (``_tags``) that has ``algorithm`` and today's features."""
     d = Path(model_dir)
-    for tag in dict.fromkeys((backend, "cpu")):
+    for tag in tags:
         meta_path = d / f"{tag}_meta.json"
         if not meta_path.is_file():
             continue
@@ -82,8 +94,9 @@ def _registered() -> tuple[str, ...]:
 
 def feasible(variant: str, model: Any, memory_budget_gb: float = 2.0, itemsize: int = 4,
              estimates: Optional[dict] = None) -> bool:
-    """Registered and (by the structure-only estimate) within the memory budget."""
-    if variant not in _registered():
+    """Registered, buildable here (a native engine needs numba) and (by the structure-only estimate) within the
+    memory budget."""
+    if variant not in _registered() or (variant in NATIVE_VARIANTS and not numba_available()):
         return False
     if variant == FALLBACK:
         return True
@@ -101,21 +114,19 @@ def rank_variants(algorithm: str, model: Any, horizon: int = 1, num_iter: int = 
     backend = backend or _backend()
     if algorithm == "fpi":
         horizon = 1
-    loaded = _load(str(_model_dir(model_dir)), backend, algorithm)
+    loaded = _load(str(_model_dir(model_dir)), _tags(backend), algorithm)
     est = size_estimates(model)
     ranked: list[tuple[str, float]] = []
     if loaded is not None:
         entry, forest = loaded
-        if forest is None:
-            ranked = [(entry["constant"], 1.0)]
-        else:
-            f = structure_features(model, horizon, num_iter, backend)
-            x = np.array([[f[k] for k in feature_names()]], dtype=np.float32)
-            proba = forest.predict_proba(x)[0]
-            spec = entry.get("size_guard") or {}
-            ok = guard.allowed(x, entry["classes"], spec.get("ceilings"), spec.get("margin", guard.MARGIN))[0]
-            ranked = sorted(((v, p) for v, p, keep in zip(entry["classes"], proba.tolist(), ok) if keep),
-                            key=lambda t: -t[1])
+        f = structure_features(model, horizon, num_iter, backend)
+        x = np.array([[f[k] for k in feature_names()]], dtype=np.float32)
+        # a training set with one winning class ships a constant
+        classes, proba = ([entry["constant"]], [1.0]) if forest is None else (entry["classes"],
+                                                                             forest.predict_proba(x)[0].tolist())
+        spec = entry.get("size_guard") or {}
+        ok = guard.allowed(x, classes, spec.get("ceilings"), spec.get("margin", guard.MARGIN))[0]
+        ranked = sorted(((v, p) for v, p, keep in zip(classes, proba, ok) if keep), key=lambda t: -t[1])
     out = [(v, p) for v, p in ranked if feasible(v, model, memory_budget_gb, itemsize, est)]
     if FALLBACK not in [v for v, _ in out]:
         out.append((FALLBACK, 0.0))

@@ -29,6 +29,8 @@ label), which is also a valid input to retrain from (``--from-training-csv``).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import argparse
 import csv
 import json
@@ -101,6 +103,14 @@ class Dataset:
     @property
     def weights(self) -> np.ndarray:
         return cost_weights(self.L)
+
+
+def without_variants(ds: Dataset, exclude: Sequence[str]) -> Dataset:
+    """``ds`` with the columns of ``exclude`` dropped (as if those variants had never been registered)."""
+    keep = [j for j, v in enumerate(ds.variants) if v not in set(exclude)]
+    if len(keep) == len(ds.variants):
+        return ds
+    return dataclasses.replace(ds, L=ds.L[:, keep], variants=[ds.variants[j] for j in keep])
 
 
 def tie_labels(L: np.ndarray, variants: Sequence[str], tol: float = TIE_TOLERANCE) -> np.ndarray:
@@ -478,9 +488,10 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
             flush=True)
     (out_dir / f"{backend}_meta.json").write_text(json.dumps(summary, indent=1, default=str))
     # the training data is a benchmark result, not a run-time file: beside the reports, else beside the models
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
     write_training_csv((report_dir or out_dir) / f"autotune_training_{backend}.csv", datasets)
     if report_dir is not None and oof_rows:
-        report_dir.mkdir(parents=True, exist_ok=True)
         with (report_dir / f"autotune_cv_{backend}.csv").open("w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(oof_rows[0].keys()))
             w.writeheader()
@@ -536,6 +547,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--classifiers", nargs="+", default=["xgboost", "rf"], choices=["xgboost", "rf"])
     p.add_argument("--jobs", type=int, default=1, help="search draws evaluated in parallel processes")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--exclude", nargs="+", default=[], metavar="VARIANT",
+                   help="train without these variants (e.g. the native ones, with --tag cpu_portable: the model "
+                        "select_variant uses where numba is not installed)")
     args = p.parse_args(argv)
     if args.from_training_csv:
         datasets = read_training_csv(args.from_training_csv)
@@ -543,6 +557,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not args.csv:
             p.error("give benchmark CSVs or --from-training-csv")
         datasets = load_benchmark(args.csv, args.metric, args.cache)
+    datasets = {alg: without_variants(ds, args.exclude) for alg, ds in datasets.items()}
     if not datasets:
         print("no usable rows (status ok) in the input")
         return 1

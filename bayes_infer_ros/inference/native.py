@@ -9,8 +9,10 @@ The maths is pymdp 1.0.4's, term by term:
 
 * ``ll_m = sum_o o[o] log A_m[o, ...]`` (pymdp's ``xlogy`` form), once per call (per time step for VMP/MMP);
 * the message of modality m to each factor it depends on is the exact all-but-one contraction of ``ll_m``
-  with the other factors' posteriors (any number of dependencies; prefix/suffix products over the
-  dependencies at every element); one-factor modalities are constant over the iterations and added once;
+  with the other factors' posteriors (any number of dependencies): two-factor blocks in one pass over the
+  block; with k >= 3 dependencies, the leading axes are contracted one at a time (G_{j+1} = q_j . G_j) and
+  message j is G_j times the Kronecker product of the trailing posteriors, about 2 P multiply-adds over
+  contiguous rows for all k messages; one-factor modalities are constant over the iterations and added once;
 * FPI: ``log q <- mll(q) + log D`` from the uniform posterior, softmax per factor, ``num_iter`` times;
   one factor: pymdp's exact one-pass update;
 * VMP/MMP: pymdp's ``update_marginals`` with ``get_vmp_messages`` / ``get_mmp_messages`` for any
@@ -24,11 +26,14 @@ table.
 Noticed, not explained: full test-suite runs died inside an XLA:CPU compile three times (SIGSEGV / SIGABRT in
 ``backend_compile_and_load``, late in a process that had compiled thousands of programs), twice with numba loaded
 and once without it; the same tests pass in a fresh process. ``make test`` therefore runs the suite in several
-processes, numba's tests apart. ``fused_numba`` is opt-in. ``NativeEngine`` has the public API of :class:`~.engine.InferenceEngine` (list and packed calls,
+processes, numba's tests apart. ``fused_numba`` is opt-in.
+
+``NativeEngine`` has the public API of :class:`~.engine.InferenceEngine` (list and packed calls,
 ``predict``, ``tick``, ``warmup``, ``layout``, ``structure``, ``batch_size``).
 """
 from __future__ import annotations
 
+import importlib.util
 import time
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
@@ -45,11 +50,8 @@ NUMBA_HINT = "variant fused_numba needs numba: pip install 'numba==0.68.1' (or t
 
 
 def numba_available() -> bool:
-    try:
-        import numba  # noqa: F401  (imported here: numba is an optional dependency)
-    except ImportError:
-        return False
-    return True
+    """numba is installed (found without importing it: the check costs microseconds)."""
+    return importlib.util.find_spec("numba") is not None
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,25 @@ def test_shipped_models_load():
         assert sel.select_variant(alg, spec, horizon=5) in sel._registered()
 
 
+def test_without_numba_the_portable_model_ranks_and_the_native_engine_is_never_offered(monkeypatch):
+    """Where numba is not installed, select_variant reads the model trained without the native variants
+    (``cpu_portable``: a real ranking of the JAX variants) and never offers ``fused_numba``."""
+    if not (sel.DEFAULT_MODEL_DIR / "cpu_portable_meta.json").is_file():
+        pytest.fail("the package ships no cpu_portable model: `bayes-infer autotune-train ... --exclude fused_numba "
+                    "--tag cpu_portable`")
+    portable = json.loads((sel.DEFAULT_MODEL_DIR / "cpu_portable_meta.json").read_text())
+    assert all("fused_numba" not in e["variants"] for e in portable["algorithms"].values())
+    assert sel._tags("cpu") == ("cpu",) or not sel.numba_available()
+    monkeypatch.setattr(sel, "numba_available", lambda: False)
+    assert sel._tags("cpu") == ("cpu_portable", "cpu")
+    spec = g.generate_specs()[10]
+    for alg in ("fpi", "vmp", "mmp"):
+        ranked = [v for v, _ in sel.rank_variants(alg, spec, horizon=5)]
+        assert "fused_numba" not in ranked and "baseline" in ranked, ranked
+        assert len(ranked) >= 2, ranked  # a ranking of the JAX variants, not baseline alone
+        assert sel.select_variant(alg, spec, horizon=5) != "fused_numba"
+
+
 def test_verify_builds_and_times_candidates():
     """The verify step on real engines: every candidate timed, the fastest returned, refusals skipped."""
     spec = min(g.generate_specs(), key=lambda s: sum(s.a_elements()))
