@@ -54,12 +54,13 @@ def _model_dir(model_dir: Optional[os.PathLike]) -> Path:
 
 
 def _tags(backend: str) -> tuple[str, ...]:
-    """Model names to try, in order: without a registered native engine (numba not installed) the model trained
-    without the native variants first (``<backend>_portable``), since the full model's ranking below its
-    native winner was learned from few rows."""
-    native_missing = not numba_available()
-    own = (f"{backend}_portable", backend) if native_missing else (backend,)
-    return tuple(dict.fromkeys(own + (("cpu_portable", "cpu") if native_missing else ("cpu",))))
+    """Model names to try, in order. Where numba is not installed, each backend's model trained without the native
+    variants (``<backend>_portable``) comes before its full model, whose ranking below the native winner was
+    learned from few rows."""
+    backends = tuple(dict.fromkeys((backend, "cpu")))
+    if numba_available():
+        return backends
+    return tuple(name for b in backends for name in (f"{b}_portable", b))
 
 
 @lru_cache(maxsize=32)
