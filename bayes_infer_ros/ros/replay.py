@@ -440,12 +440,16 @@ class ReplaySession:
         return self.stats
 
     def drain(self, expected: int, timeout: float) -> bool:
-        """Wait until ``expected`` Beliefs have arrived (True) or ``timeout`` s pass (False)."""
+        """Wait until ``expected`` Beliefs have arrived and, when recording, the recorder has written as many
+        (True), or ``timeout`` s pass (False). The recorder has its own subscription: its callback for the last
+        message can run after ours."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if self.received >= expected:
-                    return True
+                received = self.received
+            recorded = expected if self.recorder is None else self.recorder.counts.get(self.beliefs_topic, 0)
+            if received >= expected and recorded >= expected:
+                return True
             time.sleep(0.02)
         return False
 
