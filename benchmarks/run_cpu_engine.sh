@@ -16,6 +16,12 @@ python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr2.csv \
     --ids c0049 c0031 c0056 c0145 c0132 c0396 c0374 c0193 c0247 c0459 c0677 c0704 c0510 --no-packed \
     --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes 40 --no-progress > $T/sweep_rr2.log 2>&1
 cp $T/sweep_rr2.csv benchmarks/sweep_engine_cpu.csv
+#    The M = 125 strata, one configuration each (25th percentile of A size), smallest first, 55-minute box:
+python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_m125.csv \
+    --ids c0308 c0877 c0788 c0559 c0823 c0284 c0722 c0571 --no-packed --rounds 30 --max-time 1 \
+    --case-time-limit 120 --max-minutes 55 --no-progress > $T/sweep_m125.log 2>&1
+cp $T/sweep_m125.csv benchmarks/sweep_engine_m125_cpu.csv
+python -m bayes_infer_ros.cli report benchmarks/sweep_engine_m125_cpu.csv --tag engine_m125_cpu --no-plots
 #    The full stratified sweep (resumable; 3 configurations per stratum, time-boxed):
 # python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr.csv --per-stratum 3 --max-fm 25 --no-packed \
 #     --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes "${SWEEP_MINUTES:-50}" --no-progress > $T/sweep_rr.log 2>&1
