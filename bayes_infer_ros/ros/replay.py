@@ -185,12 +185,15 @@ class BagPlayer:
     def observation_topics(self) -> list[str]:
         return [remap_topic(c.topic, self.namespace) for c in self._connections if STEP_TOPIC_MARK in c.topic]
 
-    def wait_for_subscribers(self, timeout: float) -> bool:
-        """Wait until every observation topic has a subscriber (and the lockstep topic a publisher)."""
+    def wait_for_subscribers(self, timeout: float, every_topic: bool = False) -> bool:
+        """Wait until every observation topic has a subscriber (and the lockstep topic a publisher).
+
+        ``every_topic`` waits for a subscriber on every played topic instead, e.g. for a recorder of the whole bag
+        (its subscriptions to ``true_states`` and the rest come up one by one)."""
+        waited = [c for c in self._connections if every_topic or STEP_TOPIC_MARK in c.topic]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._stop.is_set():
-            ready = all(self._publishers[c.id].get_subscription_count() > 0
-                        for c in self._connections if STEP_TOPIC_MARK in c.topic)
+            ready = all(self._publishers[c.id].get_subscription_count() > 0 for c in waited)
             if self._wait_topic:
                 ready = ready and self.node.count_publishers(self._wait_topic) > 0
                 # this player's own subscription plus the listeners asked for (a recorder started beside it)
@@ -480,6 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --wait-for: before starting, also wait for N other subscribers on TOPIC (a recorder)")
     p.add_argument("--wait-subscribers", type=float, default=5.0, metavar="S",
                    help="wait up to S seconds for subscribers on the observation topics before starting")
+    p.add_argument("--wait-every-topic", action="store_true",
+                   help="with --wait-subscribers: wait for a subscriber on every played topic, not only observations")
     p.add_argument("--depth", type=int, default=100, help="publisher queue depth")
     p.add_argument("--control-gap", type=float, default=0.0, metavar="S", help="pause after each controls message")
     p.add_argument("--raw", action="store_true", help="publish the bag's CDR bytes as they are (no decode check)")
@@ -503,7 +508,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                            clock=not args.no_clock, wait_for=args.wait_for, wait_timeout=args.wait_timeout,
                            depth=args.depth, raw=args.raw, control_gap_s=args.control_gap,
                            continuous_loop=args.continuous, wait_listeners=args.wait_listeners)
-        if args.wait_subscribers > 0 and not player.wait_for_subscribers(args.wait_subscribers):
+        if args.wait_subscribers > 0 and not player.wait_for_subscribers(args.wait_subscribers,
+                                                                         every_topic=args.wait_every_topic):
             node.get_logger().warning(
                 f"no subscriber yet on some of {player.observation_topics} (or the --wait-for topic's publisher and "
                 f"listeners) after {args.wait_subscribers} s; playing anyway")

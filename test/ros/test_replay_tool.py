@@ -7,6 +7,7 @@ compared decoded (rosbags), never as bytes.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -182,6 +183,27 @@ def test_loop_synthesised_clock_and_undecodable_records(two_contexts, tmp_path):
     assert stamps == first + [s + 100_000_000 for s in first]
 
 
+def test_waiting_for_every_topic_covers_topics_that_are_not_observations(two_contexts, repo_root):
+    """A recorder subscribes topic by topic: with ``every_topic`` the player also waits for ``true_states``."""
+    from std_msgs.msg import Int32MultiArray
+
+    from bayes_infer_ros.bags import read_episode
+    from bayes_infer_ros.bags.convert import message_class
+    from bayes_infer_ros.ros.replay import BagPlayer
+
+    bag = repo_root / "bags" / "agent_sample"
+    first = read_episode(bag).modality_names[0]
+    player_ctx, rec_ctx = two_contexts
+    ns = f"every_{os.getpid()}"
+    player = BagPlayer(player_ctx.node, bag, namespace=ns, clock=False, topics=[f"/observations/{first}", "/true_states"])
+    obs_type = message_class("bayes_infer_ros/msg/CategoricalObservation")
+    rec_ctx.node.create_subscription(obs_type, f"/{ns}/observations/{first}", lambda _m: None, 10)
+    assert player.wait_for_subscribers(60.0)
+    assert not player.wait_for_subscribers(1.0, every_topic=True)  # nothing subscribes true_states yet
+    rec_ctx.node.create_subscription(Int32MultiArray, f"/{ns}/true_states", lambda _m: None, 10)
+    assert player.wait_for_subscribers(60.0, every_topic=True)
+
+
 def test_replay_and_record_commands(ros_graph, repo_root, tmp_path):
     """`bayes-infer record` and `bayes-infer replay` as processes (their main(argv))."""
     from bayes_infer_ros.bags import make_typestore, read_episode
@@ -197,15 +219,24 @@ def test_replay_and_record_commands(ros_graph, repo_root, tmp_path):
                            cwd=repo_root)
     try:
         play = subprocess.run([sys.executable, "-m", "bayes_infer_ros.ros.replay", str(repo_root / "bags" / "agent_sample"),
-                               "--namespace", ns, "--rate", "40", "--wait-subscribers", "60", "--no-clock",
+                               "--namespace", ns, "--rate", "40", "--wait-subscribers", "60", "--wait-every-topic", "--no-clock",
                                "--topics", f"/observations/{first}", "/true_states"], env=env, capture_output=True, text=True,
                               timeout=120, cwd=repo_root)
         assert play.returncode == 0, play.stdout + play.stderr
         assert f"published {2 * ep.num_steps} messages" in play.stdout
-        rec_out, _ = rec.communicate(timeout=60)
+        try:
+            rec_out, _ = rec.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            rec.send_signal(signal.SIGINT)  # our own child only: it prints what it recorded, then stops
+            try:
+                rec_out, _ = rec.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                rec.kill()
+                rec_out, _ = rec.communicate()
+            pytest.fail(f"the recorder did not stop after {2 * ep.num_steps} messages: {rec_out}")
     finally:
         if rec.poll() is None:
-            rec.kill()  # our own child only
+            rec.kill()
     assert rec.returncode == 0, rec_out
     decoded = _decoded(out, make_typestore())
     assert [m.level for _, m in decoded[f"/{ns}/observations/{first}"]] == list(ep.observations[:, 0])
