@@ -188,12 +188,14 @@ class BagPlayer:
     def wait_for_subscribers(self, timeout: float, every_topic: bool = False) -> bool:
         """Wait until every observation topic has a subscriber (and the lockstep topic a publisher).
 
-        ``every_topic`` waits for a subscriber on every played topic instead, e.g. for a recorder of the whole bag
-        (its subscriptions to ``true_states`` and the rest come up one by one)."""
-        waited = [c for c in self._connections if every_topic or STEP_TOPIC_MARK in c.topic]
+        ``every_topic`` waits for a subscriber on every played topic and ``/clock`` instead, e.g. for a recorder of
+        the whole bag (its subscriptions to ``true_states`` and the rest come up one by one)."""
+        waited = [self._publishers[c.id] for c in self._connections if every_topic or STEP_TOPIC_MARK in c.topic]
+        if every_topic and self._clock_pub is not None:
+            waited.append(self._clock_pub)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._stop.is_set():
-            ready = all(self._publishers[c.id].get_subscription_count() > 0 for c in waited)
+            ready = all(pub.get_subscription_count() > 0 for pub in waited)
             if self._wait_topic:
                 ready = ready and self.node.count_publishers(self._wait_topic) > 0
                 # this player's own subscription plus the listeners asked for (a recorder started beside it)

@@ -104,7 +104,7 @@ def test_played_equals_recorded_in_order_and_never_early(two_contexts, repo_root
         topics = [c.topic if c.topic == "/clock" else f"/{ns}{c.topic}" for c in reader.connections]
     recorder = BagRecorder(rec_ctx.node, tmp_path / "rec")
     assert recorder.wait_and_add(topics, timeout=10.0) == []
-    assert player.wait_for_subscribers(10.0)
+    assert player.wait_for_subscribers(60.0, every_topic=True)
     time.sleep(0.3)
     stats = player.run()
     # 19.9 s of bag at 20x: the player waits for each message's scheduled time, so it never finishes early
@@ -154,7 +154,7 @@ def test_loop_synthesised_clock_and_undecodable_records(two_contexts, tmp_path):
     rec_ctx.node.create_subscription(Clock, "/clock", lambda m: clocks.append(m.clock.sec * 10**9 + m.clock.nanosec), 100)
     rec_ctx.node.create_subscription(CategoricalObservation, "/loopns/observations/x", lambda m: levels.append(m.level), 100)
     player = BagPlayer(player_ctx.node, bag, rate=0.0, loop=True, max_loops=2, namespace="loopns", jump_pause_s=0.05)
-    assert player.wait_for_subscribers(10.0)
+    assert player.wait_for_subscribers(60.0, every_topic=True)
     assert _wait_until(lambda: rec_ctx.node.count_publishers("/loopns/observations/x") > 0
                        and rec_ctx.node.count_publishers("/clock") > 0)
     time.sleep(0.3)
@@ -173,7 +173,7 @@ def test_loop_synthesised_clock_and_undecodable_records(two_contexts, tmp_path):
                                      lambda m: stamps.append(m.header.stamp.sec * 10**9 + m.header.stamp.nanosec), 100)
     player = BagPlayer(player_ctx.node, bag, rate=0.0, loop=True, max_loops=2, namespace="contns",
                        continuous_loop=True)
-    assert player.wait_for_subscribers(10.0)
+    assert player.wait_for_subscribers(60.0, every_topic=True)
     assert _wait_until(lambda: rec_ctx.node.count_publishers("/contns/observations/x") > 0)
     time.sleep(0.3)
     player.run()
