@@ -82,8 +82,10 @@ def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, work):
             for a in range(nf):
                 row = base + a * ng
                 qa = Q[f, a]
-                acc = 0.0
-                for b in range(ng):
+                v = ll[row]
+                acc = v * Q[g, 0]
+                out[g, 0] += v * qa
+                for b in range(1, ng):
                     v = ll[row + b]
                     acc += v * Q[g, b]
                     out[g, b] += v * qa
@@ -115,8 +117,8 @@ def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, work):
             w0 = idx[j]
             for a in range(nf):
                 row = a * rest
-                acc = 0.0
-                for r in range(rest):
+                acc = G[row] * wb[w0]
+                for r in range(1, rest):
                     acc += G[row + r] * wb[w0 + r]
                 out[f, a] += acc
             if j < k - 1:
@@ -136,15 +138,15 @@ def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, work):
 def softmax_rows(x, ns, out):
     """out[f, :n_f] = softmax(x[f, :n_f]); padding stays 0."""
     for f in range(ns.shape[0]):
-        mx = -np.inf
-        for a in range(ns[f]):
+        mx = x[f, 0]
+        for a in range(1, ns[f]):
             if x[f, a] > mx:
                 mx = x[f, a]
-        tot = 0.0
         for a in range(ns[f]):
-            e = np.exp(x[f, a] - mx)
-            out[f, a] = e
-            tot += e
+            out[f, a] = np.exp(x[f, a] - mx)
+        tot = out[f, 0]
+        for a in range(1, ns[f]):
+            tot += out[f, a]
         for a in range(ns[f]):
             out[f, a] = out[f, a] / tot
 
@@ -220,8 +222,8 @@ def forward(Bflat, b_base, n_f, P, bdeps_row, bdims_row, k, Qt, out, take_log, m
     for a in range(n_f):
         out[a] = 0.0
     for p in range(P):
-        w = 1.0
-        for j in range(k):
+        w = Qt[bdeps_row[0], idx[0]]
+        for j in range(1, k):
             w *= Qt[bdeps_row[j], idx[j]]
         for a in range(n_f):
             out[a] += Bflat[b_base + a * P + p] * w
@@ -232,8 +234,8 @@ def forward(Bflat, b_base, n_f, P, bdeps_row, bdims_row, k, Qt, out, take_log, m
 
 
 @inline
-def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max, kind_vmp, minval, past_t, bl,
-             idx, vals, prefix, suffix):
+def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max, kind_vmp, minval, half, past_t,
+             bl, idx, vals, prefix, suffix):
     """Factor i's backward messages to each of its dependencies, added into past_t (F, n_max).
 
     bl (K, n_i, n_max) scratch: bl[l, a, x] = sum over the other dependencies of B_i[a, ..., x, ...] times their
@@ -264,20 +266,20 @@ def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max,
         n_f = bdims_row[l]
         if not kind_vmp:
             for a in range(n_i):
-                tot = 0.0
-                for x in range(n_f):
+                tot = bl[l, a, 0]
+                for x in range(1, n_f):
                     tot += bl[l, a, x]
                 tot = tot if tot > minval else minval
                 for x in range(n_f):
                     bl[l, a, x] = bl[l, a, x] / tot
         for x in range(n_f):
-            acc = 0.0
-            for a in range(n_i):
+            acc = Qnext_i[0] * bl[l, 0, x]
+            for a in range(1, n_i):
                 acc += Qnext_i[a] * bl[l, a, x]
             if kind_vmp:
                 past_t[f, x] += acc
             else:
-                past_t[f, x] += 0.5 * np.log(acc if acc > minval else minval)
+                past_t[f, x] += half * np.log(acc if acc > minval else minval)
 
 
 @njit
@@ -309,6 +311,9 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
     obs_valid = np.ones(T, np.bool_)
     trans_valid = np.ones(max(T - 1, 0), np.bool_)
     tmp = np.zeros(n_max, obs.dtype)
+    n_float = ns.astype(obs.dtype)
+    one = minval / minval
+    half = one / (one + one)  # 0.5 in the kernel's dtype (a float literal would promote float32 to float64)
     bl = np.zeros((max(KB, 1), n_max, n_max), obs.dtype)
     for b in range(nb):
         if valid_steps >= 0:
@@ -354,27 +359,27 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
                                 fut[t, f], not kind_vmp, minval, idx)
                     if not kind_vmp and t < T - 1 and trans_valid[t]:
                         for a in range(ns[f]):
-                            fut[t, f, a] *= 0.5
+                            fut[t, f, a] *= half
                 if has_B and t < T - 1 and trans_valid[t]:
                     for i in range(F):
                         u = actions[b, t, i]
                         u = ncontrols[i] if u < 0 else u
                         P = (b_off[i + 1] - b_off[i]) // ((ncontrols[i] + 1) * ns[i])
                         backward(src, b_off[i] + u * ns[i] * P, ns[i], P, bdeps[i], bdims[i], bks[i], Q[t],
-                                 Q[t + 1, i], n_max, kind_vmp, minval, past[t], bl, idx, vals, prefix, suffix)
+                                 Q[t + 1, i], n_max, kind_vmp, minval, half, past[t], bl, idx, vals, prefix, suffix)
             for t in range(T):
                 x[:, :] = c[t]
                 add_messages(ll[t], ll_off, deps, dims, ks, Q[t], x, False, idx, work)
                 for f in range(F):
                     nf = ns[f]
-                    mean = 0.0
                     for a in range(nf):
                         q = Q[t, f, a]
                         lq = np.log(q if q > minval else minval)
-                        v = lq + tau * (x[f, a] - lq + past[t, f, a] + fut[t, f, a])
-                        tmp[a] = v
-                        mean += v
-                    mean = mean / nf
+                        tmp[a] = lq + tau * (x[f, a] - lq + past[t, f, a] + fut[t, f, a])
+                    mean = tmp[0]
+                    for a in range(1, nf):
+                        mean += tmp[a]
+                    mean = mean / n_float[f]
                     for a in range(nf):
                         lnq[f, a] = tmp[a] - mean
                 softmax_rows(lnq, ns, Q[t])
