@@ -62,7 +62,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ns = f"soak_{os.getpid()}"
     node = AgentProcess(args.params_file, namespace=ns, env=env, log_path=out.with_suffix(".node.log"),
                         parameters={"algorithm": args.algorithm, "variant": args.variant, "use_sim_time": True,
-                                    "autostart": True, "rate_hz": 0.0})
+                                    "autostart": True, "rate_hz": 0.0,
+                                    # lockstep: a step ticks once all its observations are in, never on silence
+                                    "observation_timeout": 0.0})
     samples: list[tuple[float, int, int]] = []  # (seconds since start, ticks received, node RSS bytes)
     report: dict = {"ticks_target": args.ticks, "algorithm": args.algorithm, "variant": args.variant,
                     "bag_steps": steps, "loops": loops, "ROS_DOMAIN_ID": env["ROS_DOMAIN_ID"],
@@ -88,7 +90,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             result: dict = {}
 
             def play():
-                result["stats"] = session.play(rate=0.0, wait_for="beliefs", wait_timeout=2.0, loop=True,
+                result["stats"] = session.play(rate=0.0, wait_for="beliefs", wait_timeout=10.0, loop=True,
                                                max_loops=loops, continuous_loop=True)
 
             player = threading.Thread(target=play, daemon=True)

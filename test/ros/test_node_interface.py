@@ -45,7 +45,8 @@ def _params(ros_graph, **extra) -> dict:
 def agent(ros_graph, tmp_path_factory):
     """A lifecycle node (autostart) in a namespace, its private reset remapped by a ~ rule and its
     switch_variant by a fully qualified rule."""
-    proc = AgentProcess(tmp_path_factory.mktemp("iface"), NAME, _params(ros_graph, algorithm="mmp", horizon=4),
+    params = _params(ros_graph, algorithm="mmp", horizon=4, diagnostics_period=0.2)
+    proc = AgentProcess(tmp_path_factory.mktemp("iface"), NAME, params,
                         namespace=NS, extra_ros_args=("-r", "~/reset:=~/restart", "-r",
                                                       f"{NS}/{NAME}/switch_variant:={NS}/switch"))
     assert proc.wait_log("active: tick", 120), proc.log_text()
@@ -74,6 +75,15 @@ def _wait_ready(probe, ns):
     time.sleep(0.5)  # best-effort readers match a moment after we see them
 
 
+def _controls_counted(diags) -> int:
+    """The node's `controls` counter in its newest /diagnostics status (-1 before one arrived)."""
+    for _, arr in reversed(diags):
+        for st in arr.status:
+            if st.hardware_id == f"{NS}/{NAME}":
+                return int({kv.key: kv.value for kv in st.values}.get("controls", 0))
+    return -1
+
+
 def test_services_are_private_remappable_and_next_to_the_lifecycle_services(probe, agent):
     from bayes_infer_ros.srv import SwitchVariant
     from std_srvs.srv import Trigger
@@ -94,10 +104,21 @@ def test_late_controls_land_on_their_step_in_the_window(probe, agent, model):
     next step's observations: tick t cannot know the controls into t yet and holds the previous ones; from tick
     t+1 on, the window has them on the right transition. Each tick equals pymdp with exactly that knowledge."""
     from bayes_infer_ros.msg import Beliefs, Controls
+    from diagnostic_msgs.msg import DiagnosticArray
     from std_srvs.srv import Trigger
 
     beliefs = probe.record(f"{NS}/beliefs", Beliefs)
+    diags = probe.record("/diagnostics", DiagnosticArray)
     _wait_ready(probe, NS)
+
+    def answered(timeout) -> bool:
+        n = len(beliefs)
+        _publish_observations(probe, NS, {m: 0 for m in MODALITIES}, now_ns())
+        return wait_for(lambda: len(beliefs) > n, timeout)
+
+    # best effort: the node's readers match our writers a moment after we see them, so steps are sent until one
+    # is answered; the restart then clears it (nothing pending)
+    assert any(answered(1.0) for _ in range(30)), agent.log_text()[-2000:]
     assert probe.call(Trigger, f"{NS}/{NAME}/restart", Trigger.Request()).success
     horizon, steps = 4, 7
     seq = obs_sequence(model, steps, seed=31)
@@ -117,8 +138,11 @@ def test_late_controls_land_on_their_step_in_the_window(probe, agent, model):
         got.append(beliefs[-1][1])
         if t >= 1:         # now that tick t is done, the controls into step t (stamped in [t-1, t)) arrive late
             labels = [model.control_labels[f][int(u)] for f, u in enumerate(actions[t])]
+            # the next step's observations travel on other topics: sent once the node counted the controls
+            assert wait_for(lambda: _controls_counted(diags) >= 0, 10), "no /diagnostics from the node"
+            counted = _controls_counted(diags)
             pub.publish(make_controls(actions[t], stamp=stamps[t - 1] + 10_000_000, labels=labels))
-            time.sleep(0.15)
+            assert wait_for(lambda: _controls_counted(diags) > counted, 30), "the node did not count the controls"
     for t in range(steps):
         known = [a.copy() for a in actions]
         if t >= 1:  # into step t: not yet received -> the newest earlier controls hold
@@ -207,9 +231,10 @@ def test_qos_overrides_are_honoured_or_refused_with_a_reason(probe, ros_graph, t
         good, broken = procs
         assert good.wait_log("active: tick", 120), good.log_text()
         durability = lambda topic: [i.qos_profile.durability for i in probe.node.get_publishers_info_by_topic(topic)]  # noqa: E731
-        assert wait_for(lambda: durability("/qos_ok/beliefs") == [DurabilityPolicy.VOLATILE], 10)
-        assert durability("/qos_ok/beliefs/door") == [DurabilityPolicy.VOLATILE]
-        assert durability("/qos_ok/beliefs/location") == [DurabilityPolicy.TRANSIENT_LOCAL]  # not overridden
+        want = {"/qos_ok/beliefs": [DurabilityPolicy.VOLATILE], "/qos_ok/beliefs/door": [DurabilityPolicy.VOLATILE],
+                "/qos_ok/beliefs/location": [DurabilityPolicy.TRANSIENT_LOCAL]}  # location: not overridden
+        assert wait_for(lambda: all(durability(t) == d for t, d in want.items()), 10), \
+            {t: durability(t) for t in want}
         assert ("parameter 'qos_overrides./elsewhere/beliefs.publisher.durability' ignored: this node has no "
                 "publisher /elsewhere/beliefs") in good.log_text()
         assert broken.wait_log("configure failed", 120), broken.log_text()

@@ -64,6 +64,8 @@ def _run_node_and_replay(sample, tmp_path, algorithm: str, loops: int = 1):
     node = AgentProcess(sample["bag"].parents[1] / "config" / "agent.yaml",
                         parameters={"algorithm": algorithm, "variant": "baseline", "use_sim_time": True,
                                     "autostart": True, "rate_hz": 0.0,  # event-driven: one tick per bag step
+                                    # lockstep: a step ticks once all its observations are in, never on silence
+                                    "observation_timeout": 0.0,
                                     "jax_compilation_cache_dir": str(tmp_path / "jax")},
                         namespace=ns, env=dict(os.environ), log_path=tmp_path / f"agent_{algorithm}.log")
     node.start()
