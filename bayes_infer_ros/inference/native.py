@@ -82,8 +82,6 @@ def _kernels():
     return {"fpi": native_kernels.fpi, "sequence": native_kernels.sequence, "predict": native_kernels.predict}
 
 
-
-
 class NativeEngine(EngineFlags):
     """The ``fused_numba`` engine: InferenceEngine's public API on numpy arrays and numba kernels."""
 

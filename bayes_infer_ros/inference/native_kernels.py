@@ -117,8 +117,8 @@ def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, work):
             w0 = idx[j]
             for a in range(nf):
                 row = a * rest
-                acc = G[row] * wb[w0]
-                for r in range(1, rest):
+                acc = 0.0  # float64: a long sum (rest = P / n_j terms)
+                for r in range(rest):
                     acc += G[row + r] * wb[w0 + r]
                 out[f, a] += acc
             if j < k - 1:
