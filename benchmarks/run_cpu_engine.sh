@@ -10,8 +10,8 @@ python -m bayes_infer_ros.cli generate --out "$CACHE" --index-only > /dev/null
 
 # 1. The sweep (round-robin timing: every variant and pymdp of one configuration and algorithm in one worker,
 #    interleaved rounds; time_s = p10 over rounds). The committed sweep_engine_cpu.csv is the 13 configurations
-#    (12 strata, F, M <= 25) that the first time-boxed stratified run reached, re-run after the numba kernel change
-#    on a quiet machine (2026-11-22 23:27-23:41 UTC, load 1.7-2.0), small models first. M = 125 strata: not run.
+#    (12 strata, F, M <= 25) that the first time-boxed stratified run reached, re-run after the kernels began to
+#    compute in the model's dtype, on a quiet machine (2026-11-23 02:34-02:48 UTC, load 1.8-2.1), small models first.
 python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr2.csv \
     --ids c0049 c0031 c0056 c0145 c0132 c0396 c0374 c0193 c0247 c0459 c0677 c0704 c0510 --no-packed \
     --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes 40 --no-progress > $T/sweep_rr2.log 2>&1
@@ -44,15 +44,16 @@ python benchmarks/node_latency.py --seconds 15 --variants baseline fused_numba f
     > benchmarks/node_latency_engine_cpu.json
 python benchmarks/verify_cost.py | grep -v "^I1" | tee benchmarks/verify_cost_cpu.txt
 
-# 4. The autotuner on the sweep (13 configurations; 60 / 30 search draws), the model for machines without numba,
+# 4. The autotuner on both sweeps (18 / 17 / 17 configurations; 60 / 30 search draws), the model for machines without numba,
 #    then the reports: summary tables, violins, params vs latency (autotuner = out-of-fold choices); and the checks
 #    of verify on unseen models, of the companion thread, and of the numba kernel against baseline.
-python -m bayes_infer_ros.cli autotune-train benchmarks/sweep_engine_cpu.csv --n-iter 60 --rf-n-iter 30 --jobs 2 \
-    --report-dir benchmarks | tee benchmarks/autotune_train_cpu.txt
-python -m bayes_infer_ros.cli autotune-train benchmarks/sweep_engine_cpu.csv --n-iter 60 --rf-n-iter 30 --jobs 2 \
+python -m bayes_infer_ros.cli autotune-train benchmarks/sweep_engine_cpu.csv benchmarks/sweep_engine_m125_cpu.csv \
+    --n-iter 60 --rf-n-iter 30 --jobs 2 --report-dir benchmarks | tee benchmarks/autotune_train_cpu.txt
+python -m bayes_infer_ros.cli autotune-train benchmarks/sweep_engine_cpu.csv benchmarks/sweep_engine_m125_cpu.csv --n-iter 60 --rf-n-iter 30 --jobs 2 \
     --exclude fused_numba --tag cpu_portable --report-dir $T/portable | grep "configs," >> benchmarks/autotune_train_cpu.txt
 python -m bayes_infer_ros.cli report benchmarks/sweep_engine_cpu.csv --tag engine_cpu --autotune benchmarks/autotune_cv_cpu.csv
 PYTHONPATH=. python benchmarks/unseen_vs_baseline.py --models 16 --csv benchmarks/unseen_vs_baseline_cpu.csv \
     > benchmarks/unseen_vs_baseline_cpu.md
 ROS_DOMAIN_ID=77 python benchmarks/companion_gil.py --seconds 30 > benchmarks/companion_gil_cpu.json
 PYTHONPATH=. python benchmarks/numba_vs_baseline.py c0132,c0247,c0193,c0677,c0704
+PYTHONPATH=. python benchmarks/numba_kernel_ab.py b256622 | tee benchmarks/numba_dtype_ab_cpu.txt

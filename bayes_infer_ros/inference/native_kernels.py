@@ -57,7 +57,7 @@ def work_size(ll_off, dims, ks):
 
 
 @inline
-def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, work):
+def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, work, zero):
     """out[f, :] += messages of every modality with ks[m] == 1 (unary=True) or ks[m] >= 2 (False).
 
     A modality with k >= 3 dependencies sends factor j the contraction of its log likelihood L (n_0, ..., n_{k-1})
@@ -82,10 +82,8 @@ def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, work):
             for a in range(nf):
                 row = base + a * ng
                 qa = Q[f, a]
-                v = ll[row]
-                acc = v * Q[g, 0]
-                out[g, 0] += v * qa
-                for b in range(1, ng):
+                acc = zero
+                for b in range(ng):
                     v = ll[row + b]
                     acc += v * Q[g, b]
                     out[g, b] += v * qa
@@ -135,18 +133,18 @@ def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, work):
 
 
 @inline
-def softmax_rows(x, ns, out):
+def softmax_rows(x, ns, out, zero):
     """out[f, :n_f] = softmax(x[f, :n_f]); padding stays 0."""
     for f in range(ns.shape[0]):
         mx = x[f, 0]
-        for a in range(1, ns[f]):
+        for a in range(ns[f]):
             if x[f, a] > mx:
                 mx = x[f, a]
+        tot = zero
         for a in range(ns[f]):
-            out[f, a] = np.exp(x[f, a] - mx)
-        tot = out[f, 0]
-        for a in range(1, ns[f]):
-            tot += out[f, a]
+            e = np.exp(x[f, a] - mx)
+            out[f, a] = e
+            tot += e
         for a in range(ns[f]):
             out[f, a] = out[f, a] / tot
 
@@ -171,6 +169,7 @@ def unpad(Q, s_off, ns, out):
 @njit
 def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out):
     """obs (b, O), prior (b, S) -> out (b, S)."""
+    zero = minval - minval  # 0 in the kernel's dtype (a float literal would promote float32 to float64)
     F = ns.shape[0]
     n_max = 0
     for f in range(F):
@@ -186,17 +185,17 @@ def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_
     for b in range(obs.shape[0]):
         log_likelihoods(log_A[b], a_off, ll_off, obs[b], o_off, nobs, ll)
         log_stable_pad(prior[b], s_off, ns, n_max, minval, c)
-        add_messages(ll, ll_off, deps, dims, ks, Q, c, True, idx, work)
+        add_messages(ll, ll_off, deps, dims, ks, Q, c, True, idx, work, zero)
         if F == 1:
-            softmax_rows(c, ns, Q)
+            softmax_rows(c, ns, Q, zero)
         else:
             for f in range(F):
                 for a in range(n_max):
                     Q[f, a] = 1.0 / ns[f] if a < ns[f] else 0.0
             for _ in range(num_iter):
                 x[:, :] = c
-                add_messages(ll, ll_off, deps, dims, ks, Q, x, False, idx, work)
-                softmax_rows(x, ns, Q)
+                add_messages(ll, ll_off, deps, dims, ks, Q, x, False, idx, work, zero)
+                softmax_rows(x, ns, Q, zero)
         unpad(Q, s_off, ns, out[b])
 
 
@@ -266,15 +265,15 @@ def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max,
         n_f = bdims_row[l]
         if not kind_vmp:
             for a in range(n_i):
-                tot = bl[l, a, 0]
-                for x in range(1, n_f):
+                tot = minval - minval
+                for x in range(n_f):
                     tot += bl[l, a, x]
                 tot = tot if tot > minval else minval
                 for x in range(n_f):
                     bl[l, a, x] = bl[l, a, x] / tot
         for x in range(n_f):
-            acc = Qnext_i[0] * bl[l, 0, x]
-            for a in range(1, n_i):
+            acc = minval - minval
+            for a in range(n_i):
                 acc += Qnext_i[a] * bl[l, a, x]
             if kind_vmp:
                 past_t[f, x] += acc
@@ -312,8 +311,10 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
     trans_valid = np.ones(max(T - 1, 0), np.bool_)
     tmp = np.zeros(n_max, obs.dtype)
     n_float = ns.astype(obs.dtype)
+    # 0, 1 and 0.5 in the kernel's dtype: a float literal would promote float32 arithmetic to float64
+    zero = minval - minval
     one = minval / minval
-    half = one / (one + one)  # 0.5 in the kernel's dtype (a float literal would promote float32 to float64)
+    half = one / (one + one)
     bl = np.zeros((max(KB, 1), n_max, n_max), obs.dtype)
     for b in range(nb):
         if valid_steps >= 0:
@@ -331,7 +332,7 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
             if not obs_valid[t]:
                 ll[t, :] = 0.0
             c[t, :, :] = 0.0
-            add_messages(ll[t], ll_off, deps, dims, ks, Q[t], c[t], True, idx, work)
+            add_messages(ll[t], ll_off, deps, dims, ks, Q[t], c[t], True, idx, work, zero)
         log_stable_pad(prior[b], s_off, ns, n_max, minval, ln_prior)
         for t in range(T):
             for f in range(F):
@@ -369,20 +370,20 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
                                  Q[t + 1, i], n_max, kind_vmp, minval, half, past[t], bl, idx, vals, prefix, suffix)
             for t in range(T):
                 x[:, :] = c[t]
-                add_messages(ll[t], ll_off, deps, dims, ks, Q[t], x, False, idx, work)
+                add_messages(ll[t], ll_off, deps, dims, ks, Q[t], x, False, idx, work, zero)
                 for f in range(F):
                     nf = ns[f]
                     for a in range(nf):
                         q = Q[t, f, a]
                         lq = np.log(q if q > minval else minval)
                         tmp[a] = lq + tau * (x[f, a] - lq + past[t, f, a] + fut[t, f, a])
-                    mean = tmp[0]
-                    for a in range(1, nf):
+                    mean = zero
+                    for a in range(nf):
                         mean += tmp[a]
                     mean = mean / n_float[f]
                     for a in range(nf):
                         lnq[f, a] = tmp[a] - mean
-                softmax_rows(lnq, ns, Q[t])
+                softmax_rows(lnq, ns, Q[t], zero)
         for t in range(T):
             unpad(Q[t], s_off, ns, out[b, t])
 
