@@ -2,6 +2,16 @@
 
 Module-level functions so that numba's on-disk cache (``cache=True``) can keep them across processes.
 Arrays are float32 or float64 (each dtype compiles once); int arrays are int64.
+
+Per-state arrays are (rows, n_max), row ``t * F + f`` (t = 0 for FPI); ``ll`` holds every step's log likelihood,
+step t at ``t * L``.
+
+The iteration loops call no helper inside a loop over steps or factors. numba passes each array argument of an
+inlined helper with an atomic reference-count increment and decrement, and in kernels this size its pruning pass
+does not remove them: on a five-factor model, calling the transition helpers once per (step, factor) spent about
+40% of a VMP call in ``NRT_incref`` / ``NRT_decref`` (perf). Helpers therefore loop over all steps themselves
+(``add_messages``, ``softmax_rows``), the one-dependency transition messages are written out in ``sequence``, and
+only factors with several B-dependencies call ``forward`` / ``backward``.
 """
 import numba
 import numpy as np
@@ -21,20 +31,21 @@ def _nobs(o_off):
 
 
 @inline
-def log_likelihoods(log_A, a_off, ll_off, o, o_off, nobs, ll):
-    """ll[ll_off[m] + p] = sum_o o[o_off[m] + o] * log_A[a_off[m] + o * P_m + p]."""
+def log_likelihoods(log_A, ab, a_off, ll_off, o, o_off, nobs, ll, lb):
+    """ll[lb + ll_off[m] + p] = sum_o o[o_off[m] + o] * log_A[ab, a_off[m] + o * P_m + p]."""
     M = nobs.shape[0]
     for m in range(M):
         P = ll_off[m + 1] - ll_off[m]
+        dst = lb + ll_off[m]
         for p in range(P):
-            ll[ll_off[m] + p] = 0.0
+            ll[dst + p] = 0.0
         for k in range(nobs[m]):
             w = o[o_off[m] + k]
             if w == 0.0:
                 continue
             base = a_off[m] + k * P
             for p in range(P):
-                ll[ll_off[m] + p] += w * log_A[base + p]
+                ll[dst + p] += w * log_A[ab, base + p]
 
 
 @inline
@@ -57,96 +68,120 @@ def work_size(ll_off, dims, ks):
 
 
 @inline
-def add_messages(ll, ll_off, deps, dims, ks, Q, out, unary, idx, work, zero):
-    """out[f, :] += messages of every modality with ks[m] == 1 (unary=True) or ks[m] >= 2 (False).
+def add_messages(ll, L, T, work, ll_off, deps, dims, ks, Q, out, unary, idx, zero):
+    """For each step t < T, out[t F + f, :] += messages of every modality with ks[m] == 1 (unary=True) or
+    ks[m] >= 2 (False), given the log likelihoods ll[t L:] and the posteriors Q[t F + f, :].
 
     A modality with k >= 3 dependencies sends factor j the contraction of its log likelihood L (n_0, ..., n_{k-1})
     with every other factor's posterior. With G_0 = L and G_{j+1} = q_j . G_j (the leading axis contracted),
     message j is G_j (n_j, rest) . (q_{j+1} x ... x q_{k-1}): about 2 P multiply-adds for all k messages, over
-    contiguous rows. idx (K,) int64 and work (``work_size``,): scratch allocated once by the caller."""
+    contiguous rows. idx (K,) int64 scratch; work (``work_size``,) scratch. All steps in one call: the loops
+    stay in one function body (see the module docstring)."""
     M = ks.shape[0]
-    for m in range(M):
-        k = ks[m]
-        base = ll_off[m]
-        if k == 1:
+    F = out.shape[0] // T
+    for t in range(T):
+        qr = t * F
+        for m in range(M):
+            k = ks[m]
+            base = t * L + ll_off[m]
+            if k == 1:
+                if unary:
+                    f = qr + deps[m, 0]
+                    for a in range(dims[m, 0]):
+                        out[f, a] += ll[base + a]
+                continue
             if unary:
-                f = deps[m, 0]
-                for a in range(dims[m, 0]):
-                    out[f, a] += ll[base + a]
-            continue
-        if unary:
-            continue
-        if k == 2:  # both directions of one (n_f, n_g) block in a single pass
-            f, g = deps[m, 0], deps[m, 1]
-            nf, ng = dims[m, 0], dims[m, 1]
+                continue
+            if k == 2:  # both directions of one (n_f, n_g) block in a single pass
+                f, g = qr + deps[m, 0], qr + deps[m, 1]
+                nf, ng = dims[m, 0], dims[m, 1]
+                for a in range(nf):
+                    row = base + a * ng
+                    qa = Q[f, a]
+                    acc = zero
+                    for b in range(ng):
+                        v = ll[row + b]
+                        acc += v * Q[g, b]
+                        out[g, b] += v * qa
+                    out[f, a] += acc
+                continue
+            P = ll_off[m + 1] - ll_off[m]
+            half = P // dims[m, 0]
+            # w_j = q_{j+1} x ... x q_{k-1} (w_{k-1} = [1]) at work[wb + idx[j]:], built back to front
+            wb = 2 * half
+            work[wb] = 1.0
+            idx[k - 1] = 0
+            length = 1
+            for j in range(k - 2, -1, -1):
+                g, ng = qr + deps[m, j + 1], dims[m, j + 1]
+                prev = wb + idx[j + 1]
+                start = idx[j + 1] + length
+                for a in range(ng):
+                    qa = Q[g, a]
+                    row = wb + start + a * length
+                    for r in range(length):
+                        work[row + r] = qa * work[prev + r]
+                idx[j] = start
+                length *= ng
+            # j = 0 reads G_0 = L from ll; G_1, G_2, ... alternate between work[:half] and work[half:2 half]
+            f, nf = qr + deps[m, 0], dims[m, 0]
+            rest = P // nf
+            w0 = wb + idx[0]
             for a in range(nf):
-                row = base + a * ng
-                qa = Q[f, a]
-                acc = zero
-                for b in range(ng):
-                    v = ll[row + b]
-                    acc += v * Q[g, b]
-                    out[g, b] += v * qa
-                out[f, a] += acc
-            continue
-        P = ll_off[m + 1] - base
-        half = P // dims[m, 0]
-        # w_j = q_{j+1} x ... x q_{k-1} (w_{k-1} = [1]) at work[2 half + idx[j]:], built back to front
-        wb = work[2 * half:]
-        wb[0] = 1.0
-        idx[k - 1] = 0
-        length = 1
-        for j in range(k - 2, -1, -1):
-            g, ng = deps[m, j + 1], dims[m, j + 1]
-            prev = idx[j + 1]
-            start = prev + length
-            for a in range(ng):
-                qa = Q[g, a]
-                row = start + a * length
-                for r in range(length):
-                    wb[row + r] = qa * wb[prev + r]
-            idx[j] = start
-            length *= ng
-        G = ll[base:base + P]
-        size = P
-        for j in range(k):
-            f, nf = deps[m, j], dims[m, j]
-            rest = size // nf
-            w0 = idx[j]
-            for a in range(nf):
-                row = a * rest
+                row = base + a * rest
                 acc = 0.0  # float64: a long sum (rest = P / n_j terms)
                 for r in range(rest):
-                    acc += G[row + r] * wb[w0 + r]
+                    acc += ll[row + r] * work[w0 + r]
                 out[f, a] += acc
-            if j < k - 1:
-                dst = work[:half] if j % 2 == 0 else work[half:2 * half]
+            for r in range(rest):
+                work[r] = 0.0
+            for a in range(nf):
+                qa = Q[f, a]
+                row = base + a * rest
                 for r in range(rest):
-                    dst[r] = 0.0
+                    work[r] += qa * ll[row + r]
+            g0 = 0
+            size = rest
+            for j in range(1, k):
+                f, nf = qr + deps[m, j], dims[m, j]
+                rest = size // nf
+                w0 = wb + idx[j]
                 for a in range(nf):
-                    qa = Q[f, a]
-                    row = a * rest
+                    row = g0 + a * rest
+                    acc = 0.0
                     for r in range(rest):
-                        dst[r] += qa * G[row + r]
-                G = dst
-                size = rest
+                        acc += work[row + r] * work[w0 + r]
+                    out[f, a] += acc
+                if j < k - 1:
+                    dst = 0 if j % 2 == 0 else half
+                    for r in range(rest):
+                        work[dst + r] = 0.0
+                    for a in range(nf):
+                        qa = Q[f, a]
+                        row = g0 + a * rest
+                        for r in range(rest):
+                            work[dst + r] += qa * work[row + r]
+                    g0 = dst
+                    size = rest
 
 
 @inline
 def softmax_rows(x, ns, out, zero):
-    """out[f, :n_f] = softmax(x[f, :n_f]); padding stays 0."""
-    for f in range(ns.shape[0]):
-        mx = x[f, 0]
-        for a in range(ns[f]):
-            if x[f, a] > mx:
-                mx = x[f, a]
+    """out[r, :n_f] = softmax(x[r, :n_f]) for every row r = t F + f; padding stays as it is."""
+    F = ns.shape[0]
+    for r in range(x.shape[0]):
+        n = ns[r % F]
+        mx = x[r, 0]
+        for a in range(n):
+            if x[r, a] > mx:
+                mx = x[r, a]
         tot = zero
-        for a in range(ns[f]):
-            e = np.exp(x[f, a] - mx)
-            out[f, a] = e
+        for a in range(n):
+            e = np.exp(x[r, a] - mx)
+            out[r, a] = e
             tot += e
-        for a in range(ns[f]):
-            out[f, a] = out[f, a] / tot
+        for a in range(n):
+            out[r, a] = out[r, a] / tot
 
 
 @inline
@@ -160,10 +195,10 @@ def log_stable_pad(p, s_off, ns, n_max, minval, out):
 
 
 @inline
-def unpad(Q, s_off, ns, out):
+def unpad(Q, qr, s_off, ns, out):
     for f in range(ns.shape[0]):
         for a in range(ns[f]):
-            out[s_off[f] + a] = Q[f, a]
+            out[s_off[f] + a] = Q[qr + f, a]
 
 
 @njit
@@ -177,15 +212,16 @@ def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_
     nobs = _nobs(o_off)
     K = deps.shape[1]
     idx = np.zeros(K, np.int64)
+    L = ll_off[-1]
+    ll = np.zeros(L, obs.dtype)
     work = np.zeros(work_size(ll_off, dims, ks), obs.dtype)
-    ll = np.zeros(ll_off[-1], obs.dtype)
     c = np.zeros((F, n_max), obs.dtype)
     x = np.zeros((F, n_max), obs.dtype)
     Q = np.zeros((F, n_max), obs.dtype)
     for b in range(obs.shape[0]):
-        log_likelihoods(log_A[b], a_off, ll_off, obs[b], o_off, nobs, ll)
+        log_likelihoods(log_A, b, a_off, ll_off, obs[b], o_off, nobs, ll, 0)
         log_stable_pad(prior[b], s_off, ns, n_max, minval, c)
-        add_messages(ll, ll_off, deps, dims, ks, Q, c, True, idx, work, zero)
+        add_messages(ll, L, 1, work, ll_off, deps, dims, ks, Q, c, True, idx, zero)
         if F == 1:
             softmax_rows(c, ns, Q, zero)
         else:
@@ -193,54 +229,79 @@ def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_
                 for a in range(n_max):
                     Q[f, a] = 1.0 / ns[f] if a < ns[f] else 0.0
             for _ in range(num_iter):
-                x[:, :] = c
-                add_messages(ll, ll_off, deps, dims, ks, Q, x, False, idx, work, zero)
+                for f in range(F):
+                    for a in range(n_max):
+                        x[f, a] = c[f, a]
+                add_messages(ll, L, 1, work, ll_off, deps, dims, ks, Q, x, False, idx, zero)
                 softmax_rows(x, ns, Q, zero)
-        unpad(Q, s_off, ns, out[b])
+        unpad(Q, 0, s_off, ns, out[b])
 
 
 @inline
-def _step_odometer(idx, dims_row, k):
-    """Advance a row-major multi-index (the last position varies fastest)."""
+def _step_odometer(idx, bdims, f, k):
+    """Advance a row-major multi-index over bdims[f, :k] (the last position varies fastest)."""
     j = k - 1
     while j >= 0:
         idx[j] += 1
-        if idx[j] < dims_row[j]:
+        if idx[j] < bdims[f, j]:
             return
         idx[j] = 0
         j -= 1
 
 
 @inline
-def forward(Bflat, b_base, n_f, P, bdeps_row, bdims_row, k, Qt, out, take_log, minval, idx):
-    """out[a] = sum_p Bflat[b_base + a * P + p] * prod_j Qt[deps_j, idx_j]  (log_stable of it when take_log).
+def forward(Bs, bb, b_base, n_f, P, bdeps, bdims, f, k, Q, qr, out, orr, take_log, minval, idx):
+    """out[orr, a] = sum_p Bs[bb, b_base + a * P + p] * prod_j Q[qr + bdeps[f, j], idx_j]  (log_stable of it when
+    take_log).
 
-    Bflat holds log B for VMP (linear message) or B for MMP and the prediction. idx: (>= k,) int64 scratch."""
-    for j in range(k):
-        idx[j] = 0
+    Bs holds log B for VMP (linear message) or B for MMP and the prediction. idx: (>= k,) int64 scratch."""
     for a in range(n_f):
-        out[a] = 0.0
-    for p in range(P):
-        w = Qt[bdeps_row[0], idx[0]]
-        for j in range(1, k):
-            w *= Qt[bdeps_row[j], idx[j]]
-        for a in range(n_f):
-            out[a] += Bflat[b_base + a * P + p] * w
-        _step_odometer(idx, bdims_row, k)
+        out[orr, a] = 0.0
+    if k == 1:  # one dependency: a matrix-vector product, in the same order as the general loop below
+        g = qr + bdeps[f, 0]
+        for p in range(P):
+            w = Q[g, p]
+            for a in range(n_f):
+                out[orr, a] += Bs[bb, b_base + a * P + p] * w
+    else:
+        for j in range(k):
+            idx[j] = 0
+        for p in range(P):
+            w = Q[qr + bdeps[f, 0], idx[0]]
+            for j in range(1, k):
+                w *= Q[qr + bdeps[f, j], idx[j]]
+            for a in range(n_f):
+                out[orr, a] += Bs[bb, b_base + a * P + p] * w
+            _step_odometer(idx, bdims, f, k)
     if take_log:
         for a in range(n_f):
-            out[a] = np.log(out[a] if out[a] > minval else minval)
+            v = out[orr, a]
+            out[orr, a] = np.log(v if v > minval else minval)
 
 
 @inline
-def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max, kind_vmp, minval, half, past_t,
+def normalise_rows(Bs, bb, b_base, n_i, n_f, minval, out, orow):
+    """out[orow, a n_f + x] = B[a, x] / max(sum_x B[a, x], minval): MMP's row-normalised transition of a factor
+    with one dependency (as ``backward`` normalises bl), constant over the iterations."""
+    for a in range(n_i):
+        row = b_base + a * n_f
+        tot = minval - minval
+        for x in range(n_f):
+            tot += Bs[bb, row + x]
+        tot = tot if tot > minval else minval
+        for x in range(n_f):
+            out[orow, a * n_f + x] = Bs[bb, row + x] / tot
+
+
+@inline
+def backward(Bs, bb, b_base, n_i, P, bdeps, bdims, i, k, Q, qr, qn, n_max, kind_vmp, minval, half, past, pr,
              bl, idx, vals, prefix, suffix):
-    """Factor i's backward messages to each of its dependencies, added into past_t (F, n_max).
+    """Factor i's backward messages to each of its dependencies, added into past[pr + dependency, :].
 
     bl (K, n_i, n_max) scratch: bl[l, a, x] = sum over the other dependencies of B_i[a, ..., x, ...] times their
-    posteriors (pymdp ``_marginalise_others``). VMP (Bflat = log B): past[d_l, x] += sum_a q_next[a] bl[l, a, x].
-    MMP (Bflat = B): each row normalised over x, past[d_l, x] += 0.5 log_stable(sum_a q_next[a] bl_norm[a, x]).
-    idx (K,) int64, vals / prefix / suffix (K + 1,): scratch allocated once by the caller."""
+    posteriors Q[qr + ., :] (pymdp ``_marginalise_others``). VMP (Bs = log B): past[d_l, x] += sum_a q_next[a]
+    bl[l, a, x], with q_next = Q[qn, :]. MMP (Bs = B): each row normalised over x, past[d_l, x] +=
+    0.5 log_stable(sum_a q_next[a] bl_norm[a, x]). idx (K,) int64, vals / prefix / suffix (K + 1,): scratch."""
     for j in range(k):
         idx[j] = 0
     for l in range(k):
@@ -250,7 +311,7 @@ def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max,
     for p in range(P):
         prefix[0] = 1.0
         for j in range(k):
-            vals[j] = Qt[bdeps_row[j], idx[j]]
+            vals[j] = Q[qr + bdeps[i, j], idx[j]]
             prefix[j + 1] = prefix[j] * vals[j]
         suffix[k] = 1.0
         for j in range(k - 1, -1, -1):
@@ -258,11 +319,11 @@ def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max,
         for l in range(k):
             w = prefix[l] * suffix[l + 1]
             for a in range(n_i):
-                bl[l, a, idx[l]] += Bflat[b_base + a * P + p] * w
-        _step_odometer(idx, bdims_row, k)
+                bl[l, a, idx[l]] += Bs[bb, b_base + a * P + p] * w
+        _step_odometer(idx, bdims, i, k)
     for l in range(k):
-        f = bdeps_row[l]
-        n_f = bdims_row[l]
+        f = pr + bdeps[i, l]
+        n_f = bdims[i, l]
         if not kind_vmp:
             for a in range(n_i):
                 tot = minval - minval
@@ -274,11 +335,11 @@ def backward(Bflat, b_base, n_i, P, bdeps_row, bdims_row, k, Qt, Qnext_i, n_max,
         for x in range(n_f):
             acc = minval - minval
             for a in range(n_i):
-                acc += Qnext_i[a] * bl[l, a, x]
+                acc += Q[qn, a] * bl[l, a, x]
             if kind_vmp:
-                past_t[f, x] += acc
+                past[f, x] += acc
             else:
-                past_t[f, x] += half * np.log(acc if acc > minval else minval)
+                past[f, x] += half * np.log(acc if acc > minval else minval)
 
 
 @njit
@@ -298,14 +359,15 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
     K = max(deps.shape[1], KB)
     idx, vals = np.zeros(K, np.int64), np.zeros(K + 1, obs.dtype)
     prefix, suffix = np.zeros(K + 1, obs.dtype), np.zeros(K + 1, obs.dtype)
+    L = ll_off[-1]
+    ll = np.zeros(T * L, obs.dtype)
     work = np.zeros(work_size(ll_off, dims, ks), obs.dtype)
-    ll = np.zeros((T, ll_off[-1]), obs.dtype)
-    c = np.zeros((T, F, n_max), obs.dtype)
-    Q = np.zeros((T, F, n_max), obs.dtype)
-    lnq = np.zeros((F, n_max), obs.dtype)
-    x = np.zeros((F, n_max), obs.dtype)
-    fut = np.zeros((T, F, n_max), obs.dtype)
-    past = np.zeros((T, F, n_max), obs.dtype)
+    c = np.zeros((T * F, n_max), obs.dtype)
+    Q = np.zeros((T * F, n_max), obs.dtype)
+    fut = np.zeros((T * F, n_max), obs.dtype)
+    past = np.zeros((T * F, n_max), obs.dtype)
+    lnq = np.zeros((T * F, n_max), obs.dtype)
+    x = np.zeros((T * F, n_max), obs.dtype)
     ln_prior = np.zeros((F, n_max), obs.dtype)
     obs_valid = np.ones(T, np.bool_)
     trans_valid = np.ones(max(T - 1, 0), np.bool_)
@@ -316,6 +378,9 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
     one = minval / minval
     half = one / (one + one)
     bl = np.zeros((max(KB, 1), n_max, n_max), obs.dtype)
+    # MMP, factors with one dependency: row-normalised B under each step's action, row t * F + f
+    Bn = np.zeros((0 if kind_vmp else max(T - 1, 0) * F, n_max * n_max), obs.dtype)
+    Bs = log_B if kind_vmp else B
     for b in range(nb):
         if valid_steps >= 0:
             kk = min(max(valid_steps, 1), T)
@@ -328,64 +393,119 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
                         ok = False
                 trans_valid[t] = ok
         for t in range(T):
-            log_likelihoods(log_A[b], a_off, ll_off, obs[b, t], o_off, nobs, ll[t])
+            log_likelihoods(log_A, b, a_off, ll_off, obs[b, t], o_off, nobs, ll, t * L)
             if not obs_valid[t]:
-                ll[t, :] = 0.0
-            c[t, :, :] = 0.0
-            add_messages(ll[t], ll_off, deps, dims, ks, Q[t], c[t], True, idx, work, zero)
+                for p in range(L):
+                    ll[t * L + p] = 0.0
+        for r in range(T * F):
+            for a in range(n_max):
+                c[r, a] = 0.0
+        add_messages(ll, L, T, work, ll_off, deps, dims, ks, Q, c, True, idx, zero)
         log_stable_pad(prior[b], s_off, ns, n_max, minval, ln_prior)
-        for t in range(T):
-            for f in range(F):
-                for a in range(n_max):
-                    Q[t, f, a] = 1.0 / ns[f] if a < ns[f] else 0.0
-        src = log_B[b] if kind_vmp else B[b]
+        for r in range(T * F):
+            f = r % F
+            for a in range(n_max):
+                Q[r, a] = 1.0 / ns[f] if a < ns[f] else 0.0
+        if has_B and not kind_vmp:
+            for t in range(T - 1):
+                if not trans_valid[t]:
+                    continue
+                for i in range(F):
+                    if bks[i] == 1:
+                        u = actions[b, t, i]
+                        u = ncontrols[i] if u < 0 else u
+                        n_f = bdims[i, 0]
+                        normalise_rows(Bs, b, b_off[i] + u * ns[i] * n_f, ns[i], n_f, minval, Bn, t * F + i)
+        # The iteration's loops are written out here, not in helpers: see the module docstring
         for _ in range(num_iter):
-            fut[:, :, :] = 0.0
-            past[:, :, :] = 0.0
+            for r in range(T * F):
+                for a in range(n_max):
+                    fut[r, a] = 0.0
+                    past[r, a] = 0.0
             for t in range(T):
                 for f in range(F):
+                    r = t * F + f
+                    nf = ns[f]
                     if not has_B:
                         if not kind_vmp:
-                            for a in range(ns[f]):
-                                fut[t, f, a] = ln_prior[f, a]
+                            for a in range(nf):
+                                fut[r, a] = ln_prior[f, a]
                         continue
                     if t == 0 or not trans_valid[t - 1]:
-                        for a in range(ns[f]):
-                            fut[t, f, a] = ln_prior[f, a]
+                        for a in range(nf):
+                            fut[r, a] = ln_prior[f, a]
                     else:
                         u = actions[b, t - 1, f]
                         u = ncontrols[f] if u < 0 else u
-                        P = (b_off[f + 1] - b_off[f]) // ((ncontrols[f] + 1) * ns[f])
-                        forward(src, b_off[f] + u * ns[f] * P, ns[f], P, bdeps[f], bdims[f], bks[f], Q[t - 1],
-                                fut[t, f], not kind_vmp, minval, idx)
+                        P = (b_off[f + 1] - b_off[f]) // ((ncontrols[f] + 1) * nf)
+                        b_base = b_off[f] + u * nf * P
+                        if bks[f] == 1:  # forward's one-dependency product, written out
+                            g = (t - 1) * F + bdeps[f, 0]
+                            for p in range(P):
+                                w = Q[g, p]
+                                for a in range(nf):
+                                    fut[r, a] += Bs[b, b_base + a * P + p] * w
+                            if not kind_vmp:
+                                for a in range(nf):
+                                    v = fut[r, a]
+                                    fut[r, a] = np.log(v if v > minval else minval)
+                        else:
+                            forward(Bs, b, b_base, nf, P, bdeps, bdims, f, bks[f], Q, (t - 1) * F, fut, r,
+                                    not kind_vmp, minval, idx)
                     if not kind_vmp and t < T - 1 and trans_valid[t]:
-                        for a in range(ns[f]):
-                            fut[t, f, a] *= half
+                        for a in range(nf):
+                            fut[r, a] *= half
                 if has_B and t < T - 1 and trans_valid[t]:
                     for i in range(F):
                         u = actions[b, t, i]
                         u = ncontrols[i] if u < 0 else u
-                        P = (b_off[i + 1] - b_off[i]) // ((ncontrols[i] + 1) * ns[i])
-                        backward(src, b_off[i] + u * ns[i] * P, ns[i], P, bdeps[i], bdims[i], bks[i], Q[t],
-                                 Q[t + 1, i], n_max, kind_vmp, minval, half, past[t], bl, idx, vals, prefix, suffix)
-            for t in range(T):
-                x[:, :] = c[t]
-                add_messages(ll[t], ll_off, deps, dims, ks, Q[t], x, False, idx, work, zero)
-                for f in range(F):
-                    nf = ns[f]
-                    for a in range(nf):
-                        q = Q[t, f, a]
-                        lq = np.log(q if q > minval else minval)
-                        tmp[a] = lq + tau * (x[f, a] - lq + past[t, f, a] + fut[t, f, a])
-                    mean = zero
-                    for a in range(nf):
-                        mean += tmp[a]
-                    mean = mean / n_float[f]
-                    for a in range(nf):
-                        lnq[f, a] = tmp[a] - mean
-                softmax_rows(lnq, ns, Q[t], zero)
+                        qn = (t + 1) * F + i
+                        n_i = ns[i]
+                        if bks[i] == 1:  # backward_one, written out (bl is B itself; MMP: rows normalised)
+                            d, n_d = t * F + bdeps[i, 0], bdims[i, 0]
+                            for y in range(n_d):
+                                tmp[y] = zero
+                            if kind_vmp:
+                                b_base = b_off[i] + u * n_i * n_d
+                                for a in range(n_i):
+                                    w = Q[qn, a]
+                                    for y in range(n_d):
+                                        tmp[y] += w * Bs[b, b_base + a * n_d + y]
+                                for y in range(n_d):
+                                    past[d, y] += tmp[y]
+                            else:
+                                rn = t * F + i
+                                for a in range(n_i):
+                                    w = Q[qn, a]
+                                    for y in range(n_d):
+                                        tmp[y] += w * Bn[rn, a * n_d + y]
+                                for y in range(n_d):
+                                    v = tmp[y]
+                                    past[d, y] += half * np.log(v if v > minval else minval)
+                            continue
+                        P = (b_off[i + 1] - b_off[i]) // ((ncontrols[i] + 1) * n_i)
+                        backward(Bs, b, b_off[i] + u * n_i * P, n_i, P, bdeps, bdims, i, bks[i], Q, t * F, qn,
+                                 n_max, kind_vmp, minval, half, past, t * F, bl, idx, vals, prefix, suffix)
+            for r in range(T * F):
+                for a in range(n_max):
+                    x[r, a] = c[r, a]
+            add_messages(ll, L, T, work, ll_off, deps, dims, ks, Q, x, False, idx, zero)
+            for r in range(T * F):
+                f = r % F
+                nf = ns[f]
+                for a in range(nf):
+                    q = Q[r, a]
+                    lq = np.log(q if q > minval else minval)
+                    tmp[a] = lq + tau * (x[r, a] - lq + past[r, a] + fut[r, a])
+                mean = zero
+                for a in range(nf):
+                    mean += tmp[a]
+                mean = mean / n_float[f]
+                for a in range(nf):
+                    lnq[r, a] = tmp[a] - mean
+            softmax_rows(lnq, ns, Q, zero)
         for t in range(T):
-            unpad(Q[t], s_off, ns, out[b, t])
+            unpad(Q, t * F, s_off, ns, out[b, t])
 
 
 @njit
@@ -399,11 +519,12 @@ def predict(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, actio
     for f in range(F):
         for a in range(ns[f]):
             Qp[f, a] = q[s_off[f] + a]
-    tmp = np.zeros(n_max, q.dtype)
+    tmp = np.zeros((1, n_max), q.dtype)
     idx = np.zeros(max(bdeps.shape[1], 1), np.int64)
     for f in range(F):
         u = action[f]
         P = (b_off[f + 1] - b_off[f]) // ((ncontrols[f] + 1) * ns[f])
-        forward(B[b_index], b_off[f] + u * ns[f] * P, ns[f], P, bdeps[f], bdims[f], bks[f], Qp, tmp, False, 0.0, idx)
+        forward(B, b_index, b_off[f] + u * ns[f] * P, ns[f], P, bdeps, bdims, f, bks[f], Qp, 0, tmp, 0, False, 0.0,
+                idx)
         for a in range(ns[f]):
-            out[s_off[f] + a] = tmp[a]
+            out[s_off[f] + a] = tmp[0, a]
