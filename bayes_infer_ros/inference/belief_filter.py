@@ -96,8 +96,9 @@ class BeliefFilter:
         layout = engine.layout
         self.window = SequenceWindow(max(int(horizon), 1), layout.num_obs, len(layout.num_states), self.dtype)
         self._last_q: Optional[np.ndarray] = None
-        # (control, engine, prior): the prior the last fpi dispatch predicted under that control
-        self._next_prior: Optional[tuple[tuple[int, ...], Any, np.ndarray]] = None
+        self._no_control = np.zeros(len(layout.num_states), np.int32)
+        # (control as int32 bytes, engine, prior): the prior the last fpi dispatch predicted under that control
+        self._next_prior: Optional[tuple[bytes, Any, np.ndarray]] = None
 
     # ---- state -----------------------------------------------------------------------------------
     @property
@@ -151,14 +152,13 @@ class BeliefFilter:
         engine = self._engine
         if engine.algorithm == "fpi":
             row = self.window.obs[-1]
-            prior = self._D if self._last_q is None else self._prior_for(action)
+            control = self._control(action)
+            prior = self._D if self._last_q is None else self._prior_for(control)
             if self.has_B:
-                nxt_action = np.asarray(action if upcoming is None else upcoming, dtype=np.int32).reshape(-1)
-                if nxt_action.size == 0:
-                    nxt_action = np.zeros(self.window.num_factors, np.int32)
+                nxt_action = control if upcoming is None else self._control(upcoming)
                 q, nxt = engine.tick(row, prior, nxt_action)
                 posterior = np.asarray(q, dtype=self.dtype)
-                self._next_prior = (tuple(int(a) for a in nxt_action), engine, np.asarray(nxt, dtype=self.dtype))
+                self._next_prior = (nxt_action.tobytes(), engine, np.asarray(nxt, dtype=self.dtype))
             else:
                 posterior = np.asarray(engine.run_packed(row, prior), dtype=self.dtype)
                 self._next_prior = None  # predicted from the previous posterior: stale now
@@ -175,15 +175,22 @@ class BeliefFilter:
         self.record(obs_row, action, stamp_ns)
         return self.infer(action, upcoming)
 
-    def _prior_for(self, action: Optional[Sequence[int]]) -> np.ndarray:
-        """The prior of this fpi step: the one the last dispatch predicted when ``action`` is the control it
-        assumed, a fresh prediction from the last posterior otherwise."""
-        key = tuple(int(a) for a in (np.zeros(self.window.num_factors, np.int32) if action is None else action))
+    def _prior_for(self, control: np.ndarray) -> np.ndarray:
+        """The prior of this fpi step: the one the last dispatch predicted when ``control`` (F,) int32 is the
+        control it assumed, a fresh prediction from the last posterior otherwise."""
+        key = control.tobytes()
         cached = self._next_prior
         if cached is not None and cached[0] == key and cached[1] is self._engine:
             return cached[2]
         engine = self._engine
         q = engine.layout.unpack_states(self._last_q)
-        prior = np.concatenate([np.asarray(x, dtype=self.dtype) for x in engine.predict(q, np.asarray(key, np.int32))])
+        prior = np.concatenate([np.asarray(x, dtype=self.dtype) for x in engine.predict(q, control)])
         self._next_prior = (key, engine, prior)
         return prior
+
+    def _control(self, action: Optional[Sequence[int]]) -> np.ndarray:
+        """``action`` as an (F,) int32 array; no control (None or empty) is control 0 of every factor."""
+        if action is None:
+            return self._no_control
+        control = np.asarray(action, dtype=np.int32).reshape(-1)
+        return control if control.size else self._no_control

@@ -73,13 +73,13 @@ class NativePlan:
     has_B: bool
 
 
-def _kernels():
-    """The numba kernels (compiled on first use, cached on disk)."""
+def _kernels() -> Any:
+    """The numba kernels' module (its functions compile on first use and are cached on disk)."""
     try:  # imported here: the kernels need numba, an optional dependency
         from . import native_kernels
     except ImportError as exc:
         raise ImportError(NUMBA_HINT) from exc
-    return {"fpi": native_kernels.fpi, "sequence": native_kernels.sequence, "predict": native_kernels.predict}
+    return native_kernels
 
 
 class NativeEngine(EngineFlags):
@@ -147,6 +147,11 @@ class NativeEngine(EngineFlags):
                                 tuple(int(x) for x in self._ll_off), tuple(map(tuple, self._deps.tolist())),
                                 tuple(map(tuple, self._dims.tolist())), self._has_B), None)
         self._minval = self.dtype.type(MINVAL)
+        self._k = _kernels()
+        # the arguments every FPI call shares, bound once: a tick is a single numba dispatch
+        self._fpi_model = (self._log_A, self._a_off, self._ll_off, self._deps, self._dims, self._ks, self._ns,
+                           self._o_off, self._s_off)
+        self._transition_model = (self._B, self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols)
 
     # ---- bookkeeping (InferenceEngine's API) ------------------------------------------------------
     @classmethod
@@ -163,20 +168,18 @@ class NativeEngine(EngineFlags):
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> np.ndarray:
         """Packed API: obs (…, sum m_i) -> beliefs (…, sum n_f) (numpy)."""
-        k = _kernels()
         obs = self._lead(obs_packed, 0)
         prior = self._lead(prior_packed, 0)
         S = self.layout.state_size
         if self.algorithm == "fpi":
             out = np.empty((obs.shape[0], S), self.dtype)
-            k["fpi"](self._log_A, self._a_off, self._ll_off, self._deps, self._dims, self._ks, self._ns, self._o_off,
-                     self._s_off, obs, prior, self.num_iter, self._minval, out)
+            self._k.fpi(*self._fpi_model, obs, prior, self.num_iter, self._minval, out)
         else:
             T = obs.shape[1]
             acts = self._actions(T, actions)
             out = np.empty((obs.shape[0], T, S), self.dtype)
             vs = -1 if valid_steps is None else int(valid_steps)
-            k["sequence"](self.algorithm == "vmp", self._log_A, self._a_off, self._ll_off, self._deps, self._dims,
+            self._k.sequence(self.algorithm == "vmp", self._log_A, self._a_off, self._ll_off, self._deps, self._dims,
                           self._ks, self._ns, self._o_off, self._s_off, self._B, self._log_B, self._b_off, self._bdeps,
                           self._bdims, self._bks, self._ncontrols, self._has_B, obs, prior, acts, vs, self.num_iter,
                           self.dtype.type(self.tau), self._minval, out)
@@ -210,16 +213,18 @@ class NativeEngine(EngineFlags):
 
     def _predict_packed(self, q: np.ndarray, action: Any) -> np.ndarray:
         out = np.empty_like(q)
-        _kernels()["predict"](self._B, 0, self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols, self._ns,
-                              self._s_off, q, np.asarray(action, np.int64), out)
+        self._k.predict(self._B, 0, self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols, self._ns,
+                        self._s_off, q, np.asarray(action, np.int64), out)
         return out
 
     def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
-        """FPI tick (unbatched): beliefs (S,) and the next prior (S,) under ``action`` (F,), in one call chain."""
-        q = self.run_packed(obs_packed, prior_packed)
-        if not self._has_B:
-            return q, q
-        return q, self._predict_packed(q, action)
+        """FPI tick (unbatched): beliefs (S,) and the next prior (S,) under ``action`` (F,), in one numba dispatch."""
+        if self.batched or not self._has_B:
+            q = self.run_packed(obs_packed, prior_packed)
+            return q, (q if not self._has_B else self._predict_packed(q, action))
+        return self._k.fpi_tick(*self._fpi_model, np.ascontiguousarray(obs_packed, dtype=self.dtype),
+                                np.ascontiguousarray(prior_packed, dtype=self.dtype), self.num_iter, self._minval,
+                                *self._transition_model, np.asarray(action, np.int32))
 
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile (or load the cached) kernels and run once; returns the seconds it took."""
@@ -235,7 +240,7 @@ class NativeEngine(EngineFlags):
             actions = np.zeros(lead[:-1] + (max(lead[-1] - 1, 0), self.structure.num_factors), np.int64)
         self.run_packed(obs, prior, actions, valid_steps=lead[-1] if valid_steps and self.algorithm != "fpi" else None)
         if self.algorithm == "fpi" and not self.batched:
-            self.tick(obs, prior, np.zeros(self.structure.num_factors, np.int64))
+            self.tick(obs, prior, np.zeros(self.structure.num_factors, np.int32))
         return time.perf_counter() - t0
 
     def __repr__(self) -> str:

@@ -528,3 +528,17 @@ def predict(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, actio
                 idx)
         for a in range(ns[f]):
             out[s_off[f] + a] = tmp[0, a]
+
+
+@njit
+def fpi_tick(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, B, b_off, bdeps,
+             bdims, bks, ncontrols, action):
+    """One model's FPI tick in one dispatch: obs (O,), prior (S,), action (F,) -> (beliefs (S,), the next step's
+    prior (S,)): ``fpi``, then ``predict`` of the beliefs under ``action``. Outputs are allocated here."""
+    S = prior.shape[0]
+    out = np.empty((1, S), prior.dtype)
+    fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs.reshape(1, obs.shape[0]), prior.reshape(1, S),
+        num_iter, minval, out)
+    nxt = np.empty(S, prior.dtype)
+    predict(B, 0, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, out[0], action, nxt)
+    return out[0], nxt

@@ -18,9 +18,9 @@ def _case(seed=3, controls=(2, 3)):
     return random_case(seed, (3, 2), [[0], [0, 1], [1]], (3, 4, 2), num_controls=controls, T=T)
 
 
-def _engine(case, algorithm, with_B=True):
+def _engine(case, algorithm, with_B=True, variant="baseline"):
     return build_inference(algorithm, case.A, case.A_deps, case.B if with_B else None,
-                           case.B_deps if with_B else None, num_iter=NUM_ITER)
+                           case.B_deps if with_B else None, num_iter=NUM_ITER, variant=variant)
 
 
 def _rows(case):
@@ -41,12 +41,13 @@ def _pymdp_predict(case, qs, action):
 
 
 @pytest.mark.oracle
+@pytest.mark.parametrize("variant", ["baseline", pytest.param("fused_numba", marks=pytest.mark.numba)])
 @pytest.mark.parametrize("upcoming_known", [True, False], ids=["upcoming_known", "upcoming_wrong"])
-def test_fpi_carries_the_predicted_prior_like_pymdp(upcoming_known):
+def test_fpi_carries_the_predicted_prior_like_pymdp(upcoming_known, variant):
     """prior_0 = D, prior_{t+1} = compute_expected_state(q_t, a_t), whether or not the one-dispatch tick guessed
     the next control right (a wrong guess is predicted again from the last posterior)."""
     case = _case()
-    engine = _engine(case, "fpi")
+    engine = _engine(case, "fpi", variant=variant)
     bf = BeliefFilter(engine, case.prior, horizon=4, has_B=True)
     prior = list(case.prior)
     zero = np.zeros(2, np.int32)
