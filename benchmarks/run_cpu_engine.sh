@@ -57,4 +57,7 @@ PYTHONPATH=. python benchmarks/unseen_vs_baseline.py --models 16 --csv benchmark
 ROS_DOMAIN_ID=77 python benchmarks/companion_gil.py --seconds 30 > benchmarks/companion_gil_cpu.json
 PYTHONPATH=. python benchmarks/numba_vs_baseline.py c0132,c0247,c0193,c0677,c0704
 PYTHONPATH=. python benchmarks/numba_kernel_ab.py b256622 | tee benchmarks/numba_dtype_ab_cpu.txt
+PYTHONPATH=. python benchmarks/numba_kernel_ab.py 0838cc1 --ids default,c0049,c0031,c0145,c0677,c0193,c0247,c0704 \
+    | tee benchmarks/numba_refcount_ab_cpu.txt
+PYTHONPATH=. python benchmarks/tick_dispatch_ab.py > benchmarks/tick_dispatch_ab_cpu.json
 python -m bayes_infer_ros.cli bench-variants --max-minutes 30 --no-progress  # benchmarks/variants_cpu.csv; its printed tables -> variants_cpu.md
