@@ -11,8 +11,8 @@ inlined helper with an atomic reference-count increment and decrement, and in ke
 does not remove them: on a five-factor model, calling the transition helpers once per (step, factor) spent about
 40% of a VMP call in ``NRT_incref`` / ``NRT_decref`` (perf). Helpers therefore loop over all steps themselves
 (``add_messages``, ``softmax_rows``), the one-dependency transition messages are written out in ``sequence``, and
-only factors with several B-dependencies call ``forward`` / ``backward``. The long contractions of modalities with
-three or more dependencies keep their views (a few per modality and step), which index faster than offsets.
+only factors with several B-dependencies call ``forward`` / ``backward``. Only modalities of ``LONG_CONTRACTION``
+or more elements (with three or more dependencies) contract through views, which index faster in long loops.
 """
 import numba
 import numpy as np
@@ -50,33 +50,69 @@ def log_likelihoods(log_A, ab, a_off, ll_off, o, o_off, nobs, ll, lb):
 
 
 @inline
-def work_size(ll_off, dims, ks):
-    """Scratch elements ``add_messages`` needs: per modality with three or more dependencies, two contraction
-    buffers of P / n_0 and the Kronecker products of the trailing posteriors (sum over j of n_{j+1} ... n_{k-1})."""
-    need = 0
+def scratch_sizes(ll_off, dims, ks):
+    """Scratch ``add_messages`` needs for modalities with three or more dependencies: the contraction buffers'
+    length (max of P / n_0) and the Kronecker products' (max of sum over j of n_{j+1} ... n_{k-1})."""
+    half_max, w_max = 1, 1
     for m in range(ks.shape[0]):
         k = ks[m]
         if k < 3:
             continue
         P = ll_off[m + 1] - ll_off[m]
-        size = 2 * (P // dims[m, 0])
+        half_max = max(half_max, P // dims[m, 0])
+        size = 0
         rest = 1
         for j in range(k - 1, -1, -1):
             size += rest
             rest *= dims[m, j]
-        need = max(need, size)
-    return need
+        w_max = max(w_max, size)
+    return half_max, w_max
+
+
+# Modalities with at least this many log-likelihood elements contract through views indexed by the loop counter
+# (``_contract_long``). Measured on generator models: with offsets into the scratch arrays, c0247 (P = 2700) and
+# c0704 (P = 3600 and 201600) ran 1.2-1.3x slower; on modalities of P <= 200 (c0049, c0677, c0193) offsets were
+# 6-33% faster, the views' reference counts being the larger cost there.
+LONG_CONTRACTION = 1024
 
 
 @inline
-def add_messages(ll, L, T, work, ll_off, deps, dims, ks, Q, out, unary, idx, zero):
+def _contract_long(G, dbuf, wv, idx, deps, dims, m, k, qr, Q, out):
+    """``add_messages``'s k >= 3 messages of modality m from its log likelihood G (P,), w_j at wv[idx[j]:]."""
+    size = G.shape[0]
+    for j in range(k):
+        f, nf = qr + deps[m, j], dims[m, j]
+        rest = size // nf
+        w0 = idx[j]
+        for a in range(nf):
+            row = a * rest
+            acc = 0.0  # float64: a long sum (rest = P / n_j terms)
+            for r in range(rest):
+                acc += G[row + r] * wv[w0 + r]
+            out[f, a] += acc
+        if j < k - 1:
+            dst = dbuf[j % 2]
+            for r in range(rest):
+                dst[r] = 0.0
+            for a in range(nf):
+                qa = Q[f, a]
+                row = a * rest
+                for r in range(rest):
+                    dst[r] += qa * G[row + r]
+            G = dst
+            size = rest
+
+
+@inline
+def add_messages(ll, L, T, dbuf, wv, ll_off, deps, dims, ks, Q, out, unary, idx, zero):
     """For each step t < T, out[t F + f, :] += messages of every modality with ks[m] == 1 (unary=True) or
     ks[m] >= 2 (False), given the log likelihoods ll[t L:] and the posteriors Q[t F + f, :].
 
     A modality with k >= 3 dependencies sends factor j the contraction of its log likelihood L (n_0, ..., n_{k-1})
     with every other factor's posterior. With G_0 = L and G_{j+1} = q_j . G_j (the leading axis contracted),
     message j is G_j (n_j, rest) . (q_{j+1} x ... x q_{k-1}): about 2 P multiply-adds for all k messages, over
-    contiguous rows. idx (K,) int64 scratch; work (``work_size``,) scratch. All steps in one call: the loops
+    contiguous rows. idx (K,) int64 scratch; dbuf (2, half_max) and wv (w_max,) scratch (``scratch_sizes``): G_1,
+    G_2, ... alternate between dbuf's rows, w_j is at wv[idx[j]:]. All steps in one call: the loops
     stay in one function body (see the module docstring)."""
     M = ks.shape[0]
     F = out.shape[0] // T
@@ -107,12 +143,7 @@ def add_messages(ll, L, T, work, ll_off, deps, dims, ks, Q, out, unary, idx, zer
                     out[f, a] += acc
                 continue
             P = ll_off[m + 1] - ll_off[m]
-            half = P // dims[m, 0]
-            # w_j = q_{j+1} x ... x q_{k-1} (w_{k-1} = [1]) at wb[idx[j]:], built back to front. The long loops below
-            # index views (wb, G, dst) by their loop counters: indexing ``work`` at an offset plus the counter was
-            # 1.4-1.7x slower on models where these contractions dominate.
-            wb = work[2 * half:]
-            wb[0] = 1.0
+            wv[0] = 1.0
             idx[k - 1] = 0
             length = 1
             for j in range(k - 2, -1, -1):
@@ -123,31 +154,50 @@ def add_messages(ll, L, T, work, ll_off, deps, dims, ks, Q, out, unary, idx, zer
                     qa = Q[g, a]
                     row = start + a * length
                     for r in range(length):
-                        wb[row + r] = qa * wb[prev + r]
+                        wv[row + r] = qa * wv[prev + r]
                 idx[j] = start
                 length *= ng
-            G = ll[base:base + P]
-            size = P
-            for j in range(k):
+            if P >= LONG_CONTRACTION:
+                _contract_long(ll[base:base + P], dbuf, wv, idx, deps, dims, m, k, qr, Q, out)
+                continue
+            # j = 0 contracts L itself (ll at base); G_1, G_2, ... are dbuf[0], dbuf[1], dbuf[0], ...
+            f, nf = qr + deps[m, 0], dims[m, 0]
+            rest = P // nf
+            w0 = idx[0]
+            for a in range(nf):
+                row = base + a * rest
+                acc = 0.0  # float64: a long sum (rest = P / n_j terms)
+                for r in range(rest):
+                    acc += ll[row + r] * wv[w0 + r]
+                out[f, a] += acc
+            for r in range(rest):
+                dbuf[0, r] = 0.0
+            for a in range(nf):
+                qa = Q[f, a]
+                row = base + a * rest
+                for r in range(rest):
+                    dbuf[0, r] += qa * ll[row + r]
+            size = rest
+            for j in range(1, k):
+                s_in = (j - 1) % 2
                 f, nf = qr + deps[m, j], dims[m, j]
                 rest = size // nf
                 w0 = idx[j]
                 for a in range(nf):
                     row = a * rest
-                    acc = 0.0  # float64: a long sum (rest = P / n_j terms)
+                    acc = 0.0
                     for r in range(rest):
-                        acc += G[row + r] * wb[w0 + r]
+                        acc += dbuf[s_in, row + r] * wv[w0 + r]
                     out[f, a] += acc
                 if j < k - 1:
-                    dst = work[:half] if j % 2 == 0 else work[half:2 * half]
+                    s_out = 1 - s_in
                     for r in range(rest):
-                        dst[r] = 0.0
+                        dbuf[s_out, r] = 0.0
                     for a in range(nf):
                         qa = Q[f, a]
                         row = a * rest
                         for r in range(rest):
-                            dst[r] += qa * G[row + r]
-                    G = dst
+                            dbuf[s_out, r] += qa * dbuf[s_in, row + r]
                     size = rest
 
 
@@ -200,14 +250,15 @@ def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_
     idx = np.zeros(K, np.int64)
     L = ll_off[-1]
     ll = np.zeros(L, obs.dtype)
-    work = np.zeros(work_size(ll_off, dims, ks), obs.dtype)
+    half_max, w_max = scratch_sizes(ll_off, dims, ks)
+    dbuf, wv = np.zeros((2, half_max), obs.dtype), np.zeros(w_max, obs.dtype)
     c = np.zeros((F, n_max), obs.dtype)
     x = np.zeros((F, n_max), obs.dtype)
     Q = np.zeros((F, n_max), obs.dtype)
     for b in range(obs.shape[0]):
         log_likelihoods(log_A, b, a_off, ll_off, obs[b], o_off, nobs, ll, 0)
         log_stable_pad(prior[b], s_off, ns, n_max, minval, c)
-        add_messages(ll, L, 1, work, ll_off, deps, dims, ks, Q, c, True, idx, zero)
+        add_messages(ll, L, 1, dbuf, wv, ll_off, deps, dims, ks, Q, c, True, idx, zero)
         if F == 1:
             softmax_rows(c, ns, Q, zero)
         else:
@@ -218,7 +269,7 @@ def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_
                 for f in range(F):
                     for a in range(n_max):
                         x[f, a] = c[f, a]
-                add_messages(ll, L, 1, work, ll_off, deps, dims, ks, Q, x, False, idx, zero)
+                add_messages(ll, L, 1, dbuf, wv, ll_off, deps, dims, ks, Q, x, False, idx, zero)
                 softmax_rows(x, ns, Q, zero)
         unpad(Q, 0, s_off, ns, out[b])
 
@@ -347,7 +398,8 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
     prefix, suffix = np.zeros(K + 1, obs.dtype), np.zeros(K + 1, obs.dtype)
     L = ll_off[-1]
     ll = np.zeros(T * L, obs.dtype)
-    work = np.zeros(work_size(ll_off, dims, ks), obs.dtype)
+    half_max, w_max = scratch_sizes(ll_off, dims, ks)
+    dbuf, wv = np.zeros((2, half_max), obs.dtype), np.zeros(w_max, obs.dtype)
     c = np.zeros((T * F, n_max), obs.dtype)
     Q = np.zeros((T * F, n_max), obs.dtype)
     fut = np.zeros((T * F, n_max), obs.dtype)
@@ -386,7 +438,7 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
         for r in range(T * F):
             for a in range(n_max):
                 c[r, a] = 0.0
-        add_messages(ll, L, T, work, ll_off, deps, dims, ks, Q, c, True, idx, zero)
+        add_messages(ll, L, T, dbuf, wv, ll_off, deps, dims, ks, Q, c, True, idx, zero)
         log_stable_pad(prior[b], s_off, ns, n_max, minval, ln_prior)
         for r in range(T * F):
             f = r % F
@@ -475,7 +527,7 @@ def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B
             for r in range(T * F):
                 for a in range(n_max):
                     x[r, a] = c[r, a]
-            add_messages(ll, L, T, work, ll_off, deps, dims, ks, Q, x, False, idx, zero)
+            add_messages(ll, L, T, dbuf, wv, ll_off, deps, dims, ks, Q, x, False, idx, zero)
             for r in range(T * F):
                 f = r % F
                 nf = ns[f]
