@@ -45,12 +45,9 @@ def kernel_call(module, engine, algorithm: str, obs: np.ndarray, prior: np.ndarr
     e = engine
     if algorithm == "fpi":
         out = np.empty((1, e.layout.state_size), e.dtype)
-        return lambda: (module.fpi(e._log_A, e._a_off, e._ll_off, e._deps, e._dims, e._ks, e._ns, e._o_off,
-                                   e._s_off, obs, prior, e.num_iter, e._minval, out), out)[1]
+        return lambda: (module.fpi(*e._fpi_model, obs, prior, e.num_iter, e._minval, out), out)[1]
     out = np.empty((1, obs.shape[1], e.layout.state_size), e.dtype)
-    return lambda: (module.sequence(algorithm == "vmp", e._log_A, e._a_off, e._ll_off, e._deps, e._dims, e._ks,
-                                    e._ns, e._o_off, e._s_off, e._B, e._log_B, e._b_off, e._bdeps, e._bdims, e._bks,
-                                    e._ncontrols, e._has_B, obs, prior, actions, -1, e.num_iter,
+    return lambda: (module.sequence(algorithm == "vmp", *e._sequence_model, obs, prior, actions, -1, e.num_iter,
                                     e.dtype.type(e.tau), e._minval, out), out)[1]
 
 

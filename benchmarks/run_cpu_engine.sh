@@ -10,12 +10,13 @@ python -m bayes_infer_ros.cli generate --out "$CACHE" --index-only > /dev/null
 
 # 1. The sweep (round-robin timing: every variant and pymdp of one configuration and algorithm in one worker,
 #    interleaved rounds; time_s = p10 over rounds). The committed sweep_engine_cpu.csv is the 13 configurations
-#    (12 strata, F, M <= 25) that the first time-boxed stratified run reached, re-run after the kernels began to
-#    compute in the model's dtype, on a quiet machine (2026-11-23 02:34-02:48 UTC, load 1.8-2.1), small models first.
-python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr2.csv \
+#    (12 strata, F, M <= 25) that the first time-boxed stratified run reached, re-run on the kernels without
+#    per-(step, factor) reference counts (f34d0ed), on a quiet machine (2026-11-23 05:45-05:58 UTC, load 1.1-2.3),
+#    small models first.
+python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr5.csv \
     --ids c0049 c0031 c0056 c0145 c0132 c0396 c0374 c0193 c0247 c0459 c0677 c0704 c0510 --no-packed \
-    --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes 40 --no-progress > $T/sweep_rr2.log 2>&1
-cp $T/sweep_rr2.csv benchmarks/sweep_engine_cpu.csv
+    --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes 40 --no-progress > $T/sweep_rr5.log 2>&1
+cp $T/sweep_rr5.csv benchmarks/sweep_engine_cpu.csv
 #    The M = 125 strata, one configuration each (25th percentile of A size), smallest first, 55-minute box:
 python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_m125.csv \
     --ids c0308 c0877 c0788 c0559 c0823 c0284 c0722 c0571 --no-packed --rounds 30 --max-time 1 \

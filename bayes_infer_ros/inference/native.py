@@ -152,6 +152,8 @@ class NativeEngine(EngineFlags):
         self._fpi_model = (self._log_A, self._a_off, self._ll_off, self._deps, self._dims, self._ks, self._ns,
                            self._o_off, self._s_off)
         self._transition_model = (self._B, self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols)
+        self._sequence_model = (*self._fpi_model, self._B, self._log_B, self._b_off, self._bdeps, self._bdims,
+                                self._bks, self._ncontrols, self._has_B)
 
     # ---- bookkeeping (InferenceEngine's API) ------------------------------------------------------
     @classmethod
@@ -179,10 +181,8 @@ class NativeEngine(EngineFlags):
             acts = self._actions(T, actions)
             out = np.empty((obs.shape[0], T, S), self.dtype)
             vs = -1 if valid_steps is None else int(valid_steps)
-            self._k.sequence(self.algorithm == "vmp", self._log_A, self._a_off, self._ll_off, self._deps, self._dims,
-                          self._ks, self._ns, self._o_off, self._s_off, self._B, self._log_B, self._b_off, self._bdeps,
-                          self._bdims, self._bks, self._ncontrols, self._has_B, obs, prior, acts, vs, self.num_iter,
-                          self.dtype.type(self.tau), self._minval, out)
+            self._k.sequence(self.algorithm == "vmp", *self._sequence_model, obs, prior, acts, vs, self.num_iter,
+                             self.dtype.type(self.tau), self._minval, out)
         return out if self.batched else out[0]
 
     def _actions(self, T: int, actions: Optional[Any]) -> np.ndarray:

@@ -1,7 +1,8 @@
 """numba kernels of ``fused_numba`` (see ``native.py``): imported only when that variant is built.
 
 Module-level functions so that numba's on-disk cache (``cache=True``) can keep them across processes.
-Arrays are float32 or float64 (each dtype compiles once); int arrays are int64.
+Arrays are float32 or float64 (each dtype compiles once); int arrays are int64, except ``fpi_tick``'s action
+(int32, as the node's controls).
 
 Per-state arrays are (rows, n_max), row ``t * F + f`` (t = 0 for FPI); ``ll`` holds every step's log likelihood,
 step t at ``t * L``.
@@ -18,8 +19,8 @@ import numba
 import numpy as np
 
 njit = numba.njit(cache=True, nogil=True)
-# Helpers called in the kernels' inner loops are inlined at numba's IR level: a plain call passes every array as a
-# reference-counted struct (an atomic increment and decrement each), which cost more than the helpers' work.
+# Helpers are inlined at numba's IR level: a plain call costs more than a small helper's work. Inlining keeps the
+# reference counts of their array arguments (see above), so they are called outside the kernels' inner loops.
 inline = numba.njit(cache=True, nogil=True, inline="always")
 
 
