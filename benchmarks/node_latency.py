@@ -98,10 +98,9 @@ def offline_calls(model, variants, rounds=40, paced_hz=50.0, paced_calls=150):
     from bayes_infer_ros.bench.harness import pymdp_callable
     from bayes_infer_ros.inference import engine_for_model
 
-    rng = np.random.default_rng(0)
-    obs = [np.eye(a.shape[0], dtype=np.float32)[rng.integers(a.shape[0])] for a in model.A]
-    prior = [np.asarray(d, np.float32) for d in model.D]
-    zero = np.zeros(model.num_factors, np.int32)
+    from tick_inputs import default_tick_inputs
+
+    obs, prior, zero = default_tick_inputs(model)
     fns = {}
     pym = pymdp_callable("fpi", model.A_dependencies, model.B_dependencies, 16, 1.0)
     A = [jax.numpy.asarray(a, jax.numpy.float32) for a in model.A]

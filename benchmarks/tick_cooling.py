@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bayes_infer_ros.inference import engine_for_model  # noqa: E402
 from bayes_infer_ros.model.io import load_model  # noqa: E402
+from tick_inputs import default_tick_inputs  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -32,10 +33,7 @@ def main(argv=None) -> int:
     p.add_argument("--period", type=float, default=0.02, help="seconds between calls (50 Hz)")
     args = p.parse_args(argv)
     model = load_model(ROOT / "config" / "agent.yaml")
-    rng = np.random.default_rng(0)
-    obs = [np.eye(a.shape[0], dtype=np.float32)[rng.integers(a.shape[0])] for a in model.A]
-    prior = [np.asarray(d, np.float32) for d in model.D]
-    zero = np.zeros(model.num_factors, np.int32)
+    obs, prior, zero = default_tick_inputs(model)
     eng = engine_for_model(model, "fpi", variant=args.variant, num_iter=16)
     ob, pr = eng.layout.pack_obs(obs), eng.layout.pack_states(prior)
 
