@@ -11,7 +11,7 @@ import pytest
 from bayes_infer_ros.inference import ALGORITHMS, VARIANTS, VariantUnsupported, build_inference, parameter_counts, sizes
 from bayes_infer_ros.model.generative_model import GenerativeModel
 from conftest import enable_x64
-from oracle import max_abs_diff, random_case
+from oracle import Case, max_abs_diff, pymdp_reference, random_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL, NATIVE_FLOAT64_ATOL
 from variant_cases import (ITERS, ONE_FACTOR, ONE_MODALITY, SKEWED_ZEROS, TAU, StructureCases, assert_batched_matches,
                            assert_float64_matches, assert_no_B_matches, assert_packed_matches, assert_plans_hashable,
@@ -128,3 +128,22 @@ def test_stored_elements_match_parameter_counts(sid):
     counts = parameter_counts(model, FUSED_JAX)
     for variant in FUSED_JAX:
         assert counts[variant] == prepared_elements(CASES.engine(sid, "fpi", variant)), variant
+
+
+@pytest.mark.numba
+@pytest.mark.oracle
+def test_native_kernels_flush_subnormals_as_xla_does_and_restore_the_mode():
+    """One factor, three modalities whose likelihoods put state 1 at exp(-92) ~ 1e-40, a float32 subnormal. pymdp
+    (XLA:CPU flushes subnormal results) gives exactly 0; so must fused_numba, whose kernels run flush-to-zero
+    (subnormal operands take a slow path in the CPU: 1.6x on default-model VMP). The calling thread's floating-point
+    mode is put back after the call: numpy here still produces subnormals."""
+    A = [np.array([[1.0, p], [0.0, 1.0 - p]], np.float32) for p in (1e-16, 1e-16, 1e-8)]
+    obs = [np.array([1.0, 0.0], np.float32)] * 3
+    prior = [np.array([0.5, 0.5], np.float32)]
+    case = Case(A, [[0], [0], [0]], None, [[0]], obs, prior, None, (2,), (2, 2, 2))
+    want = pymdp_reference("fpi", case, 1)
+    assert want[0][1] == 0.0 and want[0][0] == 1.0
+    engine = build_inference("fpi", A, case.A_deps, None, case.B_deps, variant="fused_numba", num_iter=1)
+    got = engine(obs, prior)
+    assert got[0][1] == 0.0 and got[0][0] == 1.0
+    assert np.float32(1e-30) * np.float32(1e-10) > 0.0
