@@ -12,11 +12,17 @@ inlined helper with an atomic reference-count increment and decrement, and in ke
 does not remove them: on a five-factor model, calling the transition helpers once per (step, factor) spent about
 40% of a VMP call in ``NRT_incref`` / ``NRT_decref`` (perf). Helpers therefore loop over all steps themselves
 (``add_messages``, ``softmax_rows``), the one-dependency transition messages are written out in ``sequence``, and
-only factors with several B-dependencies call ``forward`` / ``backward``. Only modalities of ``LONG_CONTRACTION``
-or more elements (with three or more dependencies) contract through views, which index faster in long loops.
+only factors with several B-dependencies call ``forward`` / ``backward``.
 
-On x86-64 and AArch64 every kernel runs with subnormal floats flushed to zero (``flush_subnormals`` / ``restore_fp_mode``), the
-floating-point mode XLA:CPU, and so pymdp, runs its programs in. Beliefs of unlikely states underflow into the
+Long loops vectorise only under two conditions. numba wraps negative indices, so ``x[off + r]`` with an ``off``
+LLVM cannot prove non-negative becomes a select (or a gather) per element: slice a view and index it by the loop
+counter instead. And a float sum vectorises only when it may be reassociated: ``_contract_long``, the contraction
+of modalities of ``LONG_CONTRACTION`` or more log-likelihood elements, is compiled with ``fastmath={"reassoc"}``
+(its sums stay float64). Together: 1.6-2.7x on the generator's models with long contractions (c0247, c0704,
+c0510).
+
+On x86-64 and AArch64 every kernel runs with subnormal floats flushed to zero (``flush_subnormals`` /
+``restore_fp_mode``), the floating-point mode XLA:CPU, and so pymdp, runs its programs in. Beliefs of unlikely states underflow into the
 subnormal range under ordinary observations (about 1e-45 on the default model), and x86 and ARM cores take a
 slow path on each subnormal operand: without the flush, default-model VMP took 60 us instead of 44 us.
 """
@@ -142,36 +148,35 @@ def scratch_sizes(ll_off, dims, ks):
     return half_max, w_max
 
 
-# Modalities with at least this many log-likelihood elements contract through views indexed by the loop counter
-# (``_contract_long``). Measured on generator models: with offsets into the scratch arrays, c0247 (P = 2700) and
-# c0704 (P = 3600 and 201600) ran 1.2-1.3x slower; on modalities of P <= 200 (c0049, c0677, c0193) offsets were
-# 6-33% faster, the views' reference counts being the larger cost there.
-LONG_CONTRACTION = 1024
+# Modalities with at least this many log-likelihood elements (and three or more dependencies) contract in
+# ``_contract_long``, a separate function: its call passes seven arrays with reference counts, which costs more
+# than it saves on small modalities (at 64: c0374 and c0459 7-9% slower; at 256 c0459 3-5% faster than at 1024).
+LONG_CONTRACTION = 256
 
 
-@inline
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
 def _contract_long(G, dbuf, wv, idx, deps, dims, m, k, qr, Q, out):
     """``add_messages``'s k >= 3 messages of modality m from its log likelihood G (P,), w_j at wv[idx[j]:]."""
     size = G.shape[0]
     for j in range(k):
         f, nf = qr + deps[m, j], dims[m, j]
         rest = size // nf
-        w0 = idx[j]
+        w = wv[idx[j]:idx[j] + rest]
         for a in range(nf):
-            row = a * rest
+            g = G[a * rest:(a + 1) * rest]
             acc = 0.0  # float64: a long sum (rest = P / n_j terms)
             for r in range(rest):
-                acc += G[row + r] * wv[w0 + r]
+                acc += g[r] * w[r]
             out[f, a] += acc
         if j < k - 1:
-            dst = dbuf[j % 2]
+            dst = dbuf[j % 2, :rest]
             for r in range(rest):
                 dst[r] = 0.0
             for a in range(nf):
                 qa = Q[f, a]
-                row = a * rest
+                g = G[a * rest:(a + 1) * rest]
                 for r in range(rest):
-                    dst[r] += qa * G[row + r]
+                    dst[r] += qa * g[r]
             G = dst
             size = rest
 
