@@ -154,6 +154,11 @@ class NativeEngine(EngineFlags):
         self._transition_model = (self._B, self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols)
         self._sequence_model = (*self._fpi_model, self._B, self._log_B, self._b_off, self._bdeps, self._bdims,
                                 self._bks, self._ncontrols, self._has_B)
+        # fpi_tick's arguments: the index arrays and (log A, B) packed in two (see native_kernels.fpi_tick)
+        self._tick_model = (*self._k.pack_tick_model(
+            (self._a_off, self._ll_off, self._deps, self._dims, self._ks, self._ns, self._o_off, self._s_off,
+             self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols), self._log_A, self._B),
+            self._log_A.shape[1])
 
     # ---- bookkeeping (InferenceEngine's API) ------------------------------------------------------
     @classmethod
@@ -222,9 +227,10 @@ class NativeEngine(EngineFlags):
         if self.batched or not self._has_B:
             q = self.run_packed(obs_packed, prior_packed)
             return q, (q if not self._has_B else self._predict_packed(q, action))
-        return self._k.fpi_tick(*self._fpi_model, np.ascontiguousarray(obs_packed, dtype=self.dtype),
+        ints, floats, n_log_A = self._tick_model
+        return self._k.fpi_tick(ints, floats, n_log_A, np.ascontiguousarray(obs_packed, dtype=self.dtype),
                                 np.ascontiguousarray(prior_packed, dtype=self.dtype), self.num_iter, self._minval,
-                                *self._transition_model, np.asarray(action, np.int32))
+                                np.asarray(action, np.int32))
 
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile (or load the cached) kernels and run once; returns the seconds it took."""

@@ -317,24 +317,33 @@ def unpad(Q, qr, s_off, ns, out):
             out[s_off[f] + a] = Q[qr + f, a]
 
 
+@inline
+def _n_max(ns):
+    n_max = 0
+    for f in range(ns.shape[0]):
+        n_max = max(n_max, ns[f])
+    return n_max
+
+
 @njit
 def _fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out):
     """obs (b, O), prior (b, S) -> out (b, S)."""
-    zero = minval - minval  # 0 in the kernel's dtype (a float literal would promote float32 to float64)
-    F = ns.shape[0]
-    n_max = 0
-    for f in range(F):
-        n_max = max(n_max, ns[f])
-    nobs = _nobs(o_off)
-    K = deps.shape[1]
-    idx = np.zeros(K, np.int64)
-    L = ll_off[-1]
-    ll = np.zeros(L, obs.dtype)
+    F, n_max = ns.shape[0], _n_max(ns)
     half_max, w_max = scratch_sizes(ll_off, dims, ks)
+    ll = np.zeros(ll_off[-1], obs.dtype)
     dbuf, wv = np.zeros((2, half_max), obs.dtype), np.zeros(w_max, obs.dtype)
-    c = np.zeros((F, n_max), obs.dtype)
-    x = np.zeros((F, n_max), obs.dtype)
-    Q = np.zeros((F, n_max), obs.dtype)
+    _fpi_into(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out,
+              _nobs(o_off), np.zeros(deps.shape[1], np.int64), ll, dbuf, wv, np.zeros((F, n_max), obs.dtype),
+              np.zeros((F, n_max), obs.dtype), np.zeros((F, n_max), obs.dtype))
+
+
+@inline
+def _fpi_into(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out, nobs, idx, ll,
+              dbuf, wv, c, x, Q):
+    """``_fpi`` with its scratch given: nobs (M,), idx (K,) int64; ll (L,), dbuf (2, half_max), wv (w_max,), c, x
+    and Q (F, n_max), all zero."""
+    zero = minval - minval  # 0 in the kernel's dtype (a float literal would promote float32 to float64)
+    F, n_max, L = ns.shape[0], c.shape[1], ll.shape[0]
     for b in range(obs.shape[0]):
         log_likelihoods(log_A, b, a_off, ll_off, obs[b], o_off, nobs, ll, 0)
         log_stable_pad(prior[b], s_off, ns, n_max, minval, c)
@@ -631,16 +640,19 @@ def _sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, 
 @njit
 def _predict(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, action, out):
     """pymdp compute_expected_state: out_f = sum over B_f[:, deps..., action_f] times the deps' posteriors."""
+    n_max = _n_max(ns)
+    _predict_into(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, action, out,
+                  np.zeros((ns.shape[0], n_max), q.dtype), np.zeros((1, n_max), q.dtype),
+                  np.zeros(max(bdeps.shape[1], 1), np.int64))
+
+
+@inline
+def _predict_into(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, action, out, Qp, tmp, idx):
+    """``_predict`` with its scratch given: Qp (F, n_max), tmp (1, n_max), idx (>= 1,) int64, all zero."""
     F = ns.shape[0]
-    n_max = 0
-    for f in range(F):
-        n_max = max(n_max, ns[f])
-    Qp = np.zeros((F, n_max), q.dtype)
     for f in range(F):
         for a in range(ns[f]):
             Qp[f, a] = q[s_off[f] + a]
-    tmp = np.zeros((1, n_max), q.dtype)
-    idx = np.zeros(max(bdeps.shape[1], 1), np.int64)
     for f in range(F):
         u = action[f]
         P = (b_off[f + 1] - b_off[f]) // ((ncontrols[f] + 1) * ns[f])
@@ -680,17 +692,62 @@ def predict(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, actio
     restore_fp_mode(mode)
 
 
+# The node's FPI tick. A cold call (the node's caches are cold between ticks) costs by the number of its arguments
+# and allocations, so the model's arrays come packed in two (``pack_tick_model``) and the scratch in one buffer.
+
+
+def pack_tick_model(index_arrays, log_A, B):
+    """(ints, floats) for ``fpi_tick``: ints = a header (offset, rows, cols) per index array, then the arrays
+    (int64, row-major); floats = log A's and B's one batch row, concatenated (the split is ``log_A.shape[1]``)."""
+    header, parts, offset = [], [], 3 * len(index_arrays)
+    for a in index_arrays:
+        a = np.asarray(a, np.int64)
+        header += [offset, a.shape[0], a.shape[1] if a.ndim == 2 else 1]
+        parts.append(a.ravel())
+        offset += a.size
+    ints = np.concatenate([np.asarray(header, np.int64)] + parts)
+    return ints, np.ascontiguousarray(np.concatenate([log_A[0], B[0]]))
+
+
+@inline
+def _ints1(ints, j):
+    o = ints[3 * j]
+    return ints[o:o + ints[3 * j + 1]]
+
+
+@inline
+def _ints2(ints, j):
+    o, r, c = ints[3 * j], ints[3 * j + 1], ints[3 * j + 2]
+    return ints[o:o + r * c].reshape(r, c)
+
+
 @njit
-def fpi_tick(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, B, b_off, bdeps,
-             bdims, bks, ncontrols, action):
+def fpi_tick(ints, floats, n_log_A, obs, prior, num_iter, minval, action):
     """One model's FPI tick in one dispatch: obs (O,), prior (S,), action (F,) -> (beliefs (S,), the next step's
-    prior (S,)): ``fpi``, then ``predict`` of the beliefs under ``action``. Outputs are allocated here."""
-    S = prior.shape[0]
-    out = np.empty((1, S), prior.dtype)
+    prior (S,)): ``fpi``, then ``predict`` of the beliefs under ``action``. ints / floats: ``pack_tick_model`` of
+    (a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims, bks, ncontrols) and (log A, B)."""
+    a_off, ll_off, deps, dims = _ints1(ints, 0), _ints1(ints, 1), _ints2(ints, 2), _ints2(ints, 3)
+    ks, ns, o_off, s_off = _ints1(ints, 4), _ints1(ints, 5), _ints1(ints, 6), _ints1(ints, 7)
+    b_off, bdeps, bdims, bks = _ints1(ints, 8), _ints2(ints, 9), _ints2(ints, 10), _ints1(ints, 11)
+    ncontrols = _ints1(ints, 12)
+    log_A = floats[:n_log_A].reshape(1, n_log_A)
+    B = floats[n_log_A:].reshape(1, floats.shape[0] - n_log_A)
+    F, n_max, S, L, M = ns.shape[0], _n_max(ns), prior.shape[0], ll_off[-1], ks.shape[0]
+    half_max, w_max = scratch_sizes(ll_off, dims, ks)
+    FN = F * n_max
+    w = np.zeros(L + 2 * half_max + w_max + 4 * FN + n_max, prior.dtype)
+    iw = np.zeros(M + deps.shape[1] + max(bdeps.shape[1], 1), np.int64)
+    nobs = iw[:M]
+    for m in range(M):
+        nobs[m] = o_off[m + 1] - o_off[m]
+    o = L + 2 * half_max + w_max
+    res = np.empty((2, S), prior.dtype)
     mode = flush_subnormals()
-    _fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs.reshape(1, obs.shape[0]), prior.reshape(1, S),
-         num_iter, minval, out)
-    nxt = np.empty(S, prior.dtype)
-    _predict(B, 0, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, out[0], action, nxt)
+    _fpi_into(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs.reshape(1, obs.shape[0]),
+              prior.reshape(1, S), num_iter, minval, res[:1], nobs, iw[M:M + deps.shape[1]], w[:L],
+              w[L:L + 2 * half_max].reshape(2, half_max), w[L + 2 * half_max:o], w[o:o + FN].reshape(F, n_max),
+              w[o + FN:o + 2 * FN].reshape(F, n_max), w[o + 2 * FN:o + 3 * FN].reshape(F, n_max))
+    _predict_into(B, 0, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, res[0], action, res[1],
+                  w[o + 3 * FN:o + 4 * FN].reshape(F, n_max), w[o + 4 * FN:].reshape(1, n_max), iw[M + deps.shape[1]:])
     restore_fp_mode(mode)
-    return out[0], nxt
+    return res[0], res[1]
