@@ -159,6 +159,8 @@ class NativeEngine(EngineFlags):
             (self._a_off, self._ll_off, self._deps, self._dims, self._ks, self._ns, self._o_off, self._s_off,
              self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols), self._log_A, self._B),
             self._log_A.shape[1])
+        self._tick_shapes = ((self.layout.obs_size,), (self.layout.state_size,), (len(ns),))
+        self._tick_call = None  # fpi_tick's entry point, resolved at the first tick
 
     # ---- bookkeeping (InferenceEngine's API) ------------------------------------------------------
     @classmethod
@@ -227,10 +229,16 @@ class NativeEngine(EngineFlags):
         if self.batched or not self._has_B:
             q = self.run_packed(obs_packed, prior_packed)
             return q, (q if not self._has_B else self._predict_packed(q, action))
-        ints, floats, n_log_A = self._tick_model
-        return self._k.fpi_tick(ints, floats, n_log_A, np.ascontiguousarray(obs_packed, dtype=self.dtype),
-                                np.ascontiguousarray(prior_packed, dtype=self.dtype), self.num_iter, self._minval,
-                                np.asarray(action, np.int32))
+        obs = np.ascontiguousarray(obs_packed, dtype=self.dtype)
+        prior = np.ascontiguousarray(prior_packed, dtype=self.dtype)
+        act = np.ascontiguousarray(action, dtype=np.int32)
+        # the entry point reads the arrays as the shapes below, unchecked: any other shape is refused here
+        if obs.shape != self._tick_shapes[0] or prior.shape != self._tick_shapes[1] or act.shape != self._tick_shapes[2]:
+            raise ValueError(f"tick: expected obs, prior, action of shapes {self._tick_shapes}, got "
+                             f"{(obs.shape, prior.shape, act.shape)}")
+        if self._tick_call is None:
+            self._tick_call = self._k.fpi_tick_entry(self.dtype)
+        return self._tick_call(*self._tick_model, obs, prior, self.num_iter, self._minval, act)
 
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile (or load the cached) kernels and run once; returns the seconds it took."""

@@ -67,6 +67,30 @@ def test_fpi_carries_the_predicted_prior_like_pymdp(upcoming_known, variant):
             prior = _pymdp_predict(case, want, case.actions[t])
 
 
+@pytest.mark.numba
+def test_native_tick_takes_any_array_like_and_refuses_wrong_shapes():
+    """fused_numba's tick calls its kernel's entry point, which reads the arrays unchecked: the engine converts
+    what it is given (lists, float64, read-only, strided) to the kernel's types, gives the same beliefs and
+    prediction as its checked calls, and refuses any other shape by name instead of reading past an array."""
+    case = _case()
+    engine = _engine(case, "fpi", variant="fused_numba")
+    row, prior = _rows(case)[0], engine.layout.pack_states(case.prior)
+    action = np.array([1, 2], np.int32)
+    want_q = engine.run_packed(row, prior)
+    want_next = engine.layout.pack_states(engine.predict(engine.layout.split_states(want_q), action))
+    frozen = np.array(row, np.float32)  # passed to the kernel as it is
+    frozen.flags.writeable = False
+    strided = np.repeat(prior, 2)[::2]
+    for obs_in, prior_in, action_in in [(row, prior, action), (list(row), strided, [1, 2]), (frozen, prior, action),
+                                        (row.astype(np.float64), prior.astype(np.float64), action.astype(np.int64))]:
+        q, nxt = engine.tick(obs_in, prior_in, action_in)
+        np.testing.assert_array_equal(q, want_q)
+        np.testing.assert_array_equal(nxt, want_next)
+    for bad in [(row[:-1], prior, action), (row, prior[None], action), (row, prior, action[:1])]:
+        with pytest.raises(ValueError, match="tick: expected obs, prior, action of shapes"):
+            engine.tick(*bad)
+
+
 def test_fpi_without_B_carries_the_posterior():
     case = _case()
     engine = _engine(case, "fpi", with_B=False)
