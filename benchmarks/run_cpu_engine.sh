@@ -10,13 +10,13 @@ python -m bayes_infer_ros.cli generate --out "$CACHE" --index-only > /dev/null
 
 # 1. The sweep (round-robin timing: every variant and pymdp of one configuration and algorithm in one worker,
 #    interleaved rounds; time_s = p10 over rounds). The committed sweep_engine_cpu.csv is the 13 configurations
-#    (12 strata, F, M <= 25) that the first time-boxed stratified run reached, re-run on the kernels without
-#    per-(step, factor) reference counts (f34d0ed), on a quiet machine (2026-11-23 05:45-05:58 UTC, load 1.1-2.3),
+#    (12 strata, F, M <= 25) that the first time-boxed stratified run reached, re-run on the kernels of 0170c6c
+#    (subnormals flushed, vectorised loops), on a quiet machine (2026-11-23 08:15-08:29 UTC, load 1.1-1.9),
 #    small models first.
-python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr5.csv \
+python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr7.csv \
     --ids c0049 c0031 c0056 c0145 c0132 c0396 c0374 c0193 c0247 c0459 c0677 c0704 c0510 --no-packed \
-    --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes 40 --no-progress > $T/sweep_rr5.log 2>&1
-cp $T/sweep_rr5.csv benchmarks/sweep_engine_cpu.csv
+    --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes 40 --no-progress > $T/sweep_rr7.log 2>&1
+cp $T/sweep_rr7.csv benchmarks/sweep_engine_cpu.csv
 #    The M = 125 strata, one configuration each (25th percentile of A size), smallest first, 55-minute box:
 python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_m125.csv \
     --ids c0308 c0877 c0788 c0559 c0823 c0284 c0722 c0571 --no-packed --rounds 30 --max-time 1 \
@@ -60,5 +60,9 @@ PYTHONPATH=. python benchmarks/numba_vs_baseline.py c0132,c0247,c0193,c0677,c070
 PYTHONPATH=. python benchmarks/numba_kernel_ab.py b256622 | tee benchmarks/numba_dtype_ab_cpu.txt
 PYTHONPATH=. python benchmarks/numba_kernel_ab.py 0838cc1 --ids default,c0049,c0031,c0145,c0677,c0193,c0247,c0704 \
     | tee benchmarks/numba_refcount_ab_cpu.txt
+PYTHONPATH=. python benchmarks/numba_kernel_ab.py 548709a --ids default,c0049,c0031,c0145,c0677,c0193,c0132,c0459,c0247,c0704,c0510 \
+    | tee benchmarks/numba_long_contraction_ab_cpu.txt
+PYTHONPATH=. python benchmarks/numba_kernel_ab.py 5f2395c --ids default,c0049,c0031,c0145,c0677,c0193,c0132,c0459,c0374,c0247 \
+    | tee benchmarks/numba_offset_guard_ab_cpu.txt
 PYTHONPATH=. python benchmarks/tick_dispatch_ab.py > benchmarks/tick_dispatch_ab_cpu.json
 python -m bayes_infer_ros.cli bench-variants --max-minutes 30 --no-progress  # benchmarks/variants_cpu.csv; its printed tables -> variants_cpu.md
