@@ -57,6 +57,7 @@ PIP_ONLY = {
     "rosbags": "0.11.9",           # bags, replay, recorder (rosdep key python3-rosbags-pip would pip it too)
     "pytest-timeout": "2.4.0",     # the test suite
     "numba": "0.68.1",             # variant fused_numba (optional at run time; numpy >= 1.22)
+    "llvmlite": "0.50.0",          # numba's LLVM binding (numba 0.68.1's), imported by fused_numba's kernels
 }
 # pymdp 1.0.4 (the oracle of the tests and the benchmarks; not needed by the node) needs jax >= 0.4.35-ish and
 # equinox: only with a jax pin from this set.

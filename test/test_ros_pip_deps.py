@@ -85,7 +85,8 @@ def test_the_list_and_package_xml_cover_every_third_party_import(deps):
                    "ament_index_python": "ament_index_python", "launch": "launch", "launch_ros": "launch_ros",
                    "rosbags": "python3-rosbags-pip"}
     from_pip = {"jax": "jax", "jaxlib": "jaxlib", "xgboost": "xgboost-cpu", "rosbags": "rosbags",
-                "pymdp": "inferactively-pymdp", "numba": "numba"}
+                "pymdp": "inferactively-pymdp", "numba": "numba",
+                "llvmlite": "llvmlite"}
     pins = as_pins(deps.pip_requirements("jazzy", "3.12", "1.26.4"))
     imported = set()
     for path in list((REPO_ROOT / "bayes_infer_ros").rglob("*.py")) + [REPO_ROOT / "launch" / "agent.launch.py"]:
