@@ -151,7 +151,6 @@ class NativeEngine(EngineFlags):
         # the arguments every FPI call shares, bound once: a tick is a single numba dispatch
         self._fpi_model = (self._log_A, self._a_off, self._ll_off, self._deps, self._dims, self._ks, self._ns,
                            self._o_off, self._s_off)
-        self._transition_model = (self._B, self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols)
         self._sequence_model = (*self._fpi_model, self._B, self._log_B, self._b_off, self._bdeps, self._bdims,
                                 self._bks, self._ncontrols, self._has_B)
         # fpi_tick's arguments: the index arrays and (log A, B) packed in two (see native_kernels.fpi_tick)

@@ -105,11 +105,16 @@ def restore_fp_mode(typingctx, word):
 
 
 @inline
-def _nobs(o_off):
-    out = np.empty(o_off.shape[0] - 1, np.int64)
+def _nobs_into(o_off, out):
+    """out[m] = the number of observation levels of modality m (M,)."""
     for m in range(out.shape[0]):
         out[m] = o_off[m + 1] - o_off[m]
     return out
+
+
+@inline
+def _nobs(o_off):
+    return _nobs_into(o_off, np.empty(o_off.shape[0] - 1, np.int64))
 
 
 @inline
@@ -737,9 +742,7 @@ def fpi_tick(ints, floats, n_log_A, obs, prior, num_iter, minval, action):
     FN = F * n_max
     w = np.zeros(L + 2 * half_max + w_max + 4 * FN + n_max, prior.dtype)
     iw = np.zeros(M + deps.shape[1] + max(bdeps.shape[1], 1), np.int64)
-    nobs = iw[:M]
-    for m in range(M):
-        nobs[m] = o_off[m + 1] - o_off[m]
+    nobs = _nobs_into(o_off, iw[:M])
     o = L + 2 * half_max + w_max
     res = np.empty((2, S), prior.dtype)
     mode = flush_subnormals()
