@@ -46,6 +46,7 @@ class SequenceWindow:
         self.dtype = np.dtype(dtype)
         self._pad_row = np.concatenate([uniform(m, self.dtype) for m in self.num_obs])
         self.obs = np.tile(self._pad_row, (self.horizon, 1))
+        self.last_row = self.obs[-1]  # a view: the newest step's observation row (O,), written in place by push
         self.actions = np.zeros((max(self.horizon - 1, 0), self.num_factors), dtype=np.int32)
         self.stamps = np.full(self.horizon, -1, dtype=np.int64)
         self.valid_steps = 0
@@ -60,7 +61,7 @@ class SequenceWindow:
         """Append one step stamped ``stamp_ns``; ``action`` (F,) is the control that led from the previous step
         to this one (None: 0)."""
         self.obs[:-1] = self.obs[1:]
-        self.obs[-1] = obs_row
+        self.last_row[:] = obs_row
         self.stamps[:-1] = self.stamps[1:]
         self.stamps[-1] = int(stamp_ns)
         if self.horizon > 1:
@@ -92,7 +93,7 @@ class BeliefFilter:
         self.dtype = np.dtype(dtype)
         self.has_B = bool(has_B)
         self._D = np.concatenate([np.asarray(d, dtype=self.dtype) for d in D])
-        self._engine = engine
+        self._bind(engine)
         layout = engine.layout
         self.window = SequenceWindow(max(int(horizon), 1), layout.num_obs, len(layout.num_states), self.dtype)
         self._last_q: Optional[np.ndarray] = None
@@ -135,15 +136,19 @@ class BeliefFilter:
         ``horizon``; the carried fpi prior is dropped when the algorithm changes."""
         if engine.algorithm != self._engine.algorithm:
             self._next_prior = None
-        self._engine = engine
+        self._bind(engine)
         if int(horizon) != self.window.horizon:
             self.window = self.window.resized(max(int(horizon), 1))
 
     # ---- one step --------------------------------------------------------------------------------
     def record(self, obs_row: np.ndarray, action: Optional[Sequence[int]], stamp_ns: int = -1) -> None:
         """Append a step to the window: ``obs_row`` (O,), ``action`` (F,) the control taken since the previous step
-        (ignored for the first step after a reset)."""
-        self.window.push(obs_row, None if self.empty else action, stamp_ns)
+        (ignored for the first step after a reset). Either of another length is refused (ValueError naming it)."""
+        row = np.asarray(obs_row)
+        if row.shape != self.window.last_row.shape:
+            raise ValueError(f"obs_row: expected shape {self.window.last_row.shape} (the packed observation), got "
+                             f"{row.shape}")
+        self.window.push(row, None if self.empty else self._control(action), stamp_ns)
 
     def infer(self, action: Optional[Sequence[int]] = None, upcoming: Optional[Sequence[int]] = None) -> np.ndarray:
         """Beliefs (S,) of the step :meth:`record` added. fpi: ``action`` is the control taken since the previous
@@ -151,16 +156,18 @@ class BeliefFilter:
         window (whose ``actions`` the caller may have corrected). On an exception nothing changes but the window."""
         engine = self._engine
         if engine.algorithm == "fpi":
-            row = self.window.obs[-1]
             control = self._control(action)
             prior = self._D if self._last_q is None else self._prior_for(control)
             if self.has_B:
-                nxt_action = control if upcoming is None else self._control(upcoming)
-                q, nxt = engine.tick(row, prior, nxt_action)
-                posterior = np.asarray(q, dtype=self.dtype)
-                self._next_prior = (nxt_action.tobytes(), engine, np.asarray(nxt, dtype=self.dtype))
+                nxt_action = control if upcoming is None or upcoming is action else self._control(upcoming)
+                if self._tick_prepared is not None:  # the row, prior and control are already in the kernel's form
+                    posterior, nxt = self._tick_prepared(self.window.last_row, prior, nxt_action)
+                else:
+                    q, nxt = engine.tick(self.window.last_row, prior, nxt_action)
+                    posterior, nxt = np.asarray(q, dtype=self.dtype), np.asarray(nxt, dtype=self.dtype)
+                self._next_prior = (nxt_action.tobytes(), engine, nxt)
             else:
-                posterior = np.asarray(engine.run_packed(row, prior), dtype=self.dtype)
+                posterior = np.asarray(engine.run_packed(self.window.last_row, prior), dtype=self.dtype)
                 self._next_prior = None  # predicted from the previous posterior: stale now
         else:
             out = engine.run_packed(self.window.obs, self._D, self.window.actions, valid_steps=self.window.valid_steps)
@@ -192,5 +199,19 @@ class BeliefFilter:
         """``action`` as an (F,) int32 array; no control (None or empty) is control 0 of every factor."""
         if action is None:
             return self._no_control
-        control = np.asarray(action, dtype=np.int32).reshape(-1)
-        return control if control.size else self._no_control
+        control = np.ascontiguousarray(action, dtype=np.int32)
+        if control.ndim != 1:
+            control = control.reshape(-1)
+        if control.shape[0] != self._no_control.shape[0]:
+            if not control.size:
+                return self._no_control
+            raise ValueError(f"action: expected {self._no_control.shape[0]} controls (one per factor), got "
+                             f"{control.shape[0]}")
+        return control
+
+    def _bind(self, engine: Any) -> None:
+        """Run ``engine``; its unchecked tick (``tick_prepared``, native engines) when its dtype is the filter's:
+        the filter's row, priors and controls are then already in the form it reads."""
+        self._engine = engine
+        prepared = getattr(engine, "tick_prepared", None)
+        self._tick_prepared = prepared if prepared is not None and np.dtype(engine.dtype) == self.dtype else None

@@ -160,6 +160,9 @@ class NativeEngine(EngineFlags):
             self._log_A.shape[1])
         self._tick_shapes = ((self.layout.obs_size,), (self.layout.state_size,), (len(ns),))
         self._tick_call = None  # fpi_tick's entry point, resolved at the first tick
+        self._tick_out_shape = (2, self.layout.state_size)
+        # BeliefFilter's route to the kernel without tick's conversions (None where tick does not call fpi_tick)
+        self.tick_prepared = self._tick_prepared if algorithm == "fpi" and batch_size is None and self._has_B else None
 
     # ---- bookkeeping (InferenceEngine's API) ------------------------------------------------------
     @classmethod
@@ -235,9 +238,17 @@ class NativeEngine(EngineFlags):
         if obs.shape != self._tick_shapes[0] or prior.shape != self._tick_shapes[1] or act.shape != self._tick_shapes[2]:
             raise ValueError(f"tick: expected obs, prior, action of shapes {self._tick_shapes}, got "
                              f"{(obs.shape, prior.shape, act.shape)}")
+        return self._tick_prepared(obs, prior, act)
+
+    def _tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``tick`` for inputs already in the kernel's form, unchecked: C-contiguous ndarrays of the engine's dtype
+        of shapes (O,) and (S,), and ``action`` (F,) C-contiguous int32; anything else is read out of bounds.
+        BeliefFilter's own buffers have this form. Outputs: fresh (S,) arrays, written by the kernel."""
         if self._tick_call is None:
             self._tick_call = self._k.fpi_tick_entry(self.dtype)
-        return self._tick_call(*self._tick_model, obs, prior, self.num_iter, self._minval, act)
+        out = np.empty(self._tick_out_shape, self.dtype)
+        self._tick_call(*self._tick_model, obs, prior, self.num_iter, self._minval, action, out)
+        return out[0], out[1]
 
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile (or load the cached) kernels and run once; returns the seconds it took."""

@@ -91,6 +91,34 @@ def test_native_tick_takes_any_array_like_and_refuses_wrong_shapes():
             engine.tick(*bad)
 
 
+@pytest.mark.numba
+def test_filter_ticks_a_native_engine_unchecked_only_in_its_own_dtype(monkeypatch):
+    """A filter of the native engine's dtype passes its row, prior and control to the kernel without the engine's
+    checked ``tick`` (its buffers are already in the kernel's form); a filter of another dtype goes through
+    ``tick``. Both give the same beliefs, for strided or int64 controls too, and a control of the wrong length is
+    refused by name before any kernel reads it."""
+    case = _case()
+    engine = _engine(case, "fpi", variant="fused_numba")
+    checked_calls = []
+    tick = engine.tick
+    monkeypatch.setattr(engine, "tick", lambda *a: checked_calls.append(1) or tick(*a))
+    fast = BeliefFilter(engine, case.prior, horizon=2, has_B=True)
+    checked = BeliefFilter(engine, case.prior, horizon=2, has_B=True, dtype=np.float64)
+    for t, row in enumerate(_rows(case)):
+        action = np.asarray(case.actions[t - 1] if t else [0, 0], np.int64)
+        strided = np.repeat(action, 2)[::2]
+        got = fast.step(row, strided, (action + 1) % np.array([2, 3]))
+        want = checked.step(row, action, (action + 1) % np.array([2, 3]))
+        assert got.dtype == np.float32 and want.dtype == np.float64
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+    assert len(checked_calls) == T  # the float64 filter's ticks only
+    for bad in ([1], [1, 0, 0], np.zeros((2, 2), np.int32)):
+        with pytest.raises(ValueError, match="action: expected 2 controls"):
+            fast.step(_rows(case)[0], bad)
+    with pytest.raises(ValueError, match=r"obs_row: expected shape \(9,\)"):
+        fast.step(_rows(case)[0][:1], None)
+
+
 def test_fpi_without_B_carries_the_posterior():
     case = _case()
     engine = _engine(case, "fpi", with_B=False)
