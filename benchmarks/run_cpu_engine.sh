@@ -22,6 +22,11 @@ python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_m125.csv \
     --ids c0308 c0877 c0788 c0559 c0823 c0284 c0722 c0571 --no-packed --rounds 30 --max-time 1 \
     --case-time-limit 120 --max-minutes 55 --no-progress > $T/sweep_m125.log 2>&1
 cp $T/sweep_m125.csv benchmarks/sweep_engine_m125_cpu.csv
+#    The three uniform M = 125 strata that box did not reach (F5, F10, F25), on the kernels of d3f4670
+#    (2026-11-23 12:16 UTC, quiet), appended to the same file:
+python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_m125u.csv --ids c0284 c0571 c0722 --no-packed \
+    --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes 38 --no-progress > $T/sweep_m125u.log 2>&1
+tail -n +2 $T/sweep_m125u.csv >> benchmarks/sweep_engine_m125_cpu.csv
 python -m bayes_infer_ros.cli report benchmarks/sweep_engine_m125_cpu.csv --tag engine_m125_cpu --no-plots
 #    The full stratified sweep (resumable; 3 configurations per stratum, time-boxed):
 # python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr.csv --per-stratum 3 --max-fm 25 --no-packed \
@@ -43,6 +48,7 @@ bash benchmarks/cpu_threads.sh | tee benchmarks/cpu_threads_cpu.txt
 python benchmarks/xla_cpu_modes.py --rounds 40 2>&1 | grep -v "^I1" | tee benchmarks/xla_cpu_modes_cpu.txt
 python benchmarks/node_latency.py --seconds 15 --variants baseline fused_numba fused_pairwise --no-start \
     > benchmarks/node_latency_engine_cpu.json
+bash benchmarks/demo_ab.sh 4 04a2d31 d3f4670 > benchmarks/demo_ab_cpu.txt
 python benchmarks/verify_cost.py | grep -v "^I1" | tee benchmarks/verify_cost_cpu.txt
 
 # 4. The autotuner on both sweeps (18 / 17 / 17 configurations; 60 / 30 search draws), the model for machines without numba,
