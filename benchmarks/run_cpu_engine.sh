@@ -48,7 +48,7 @@ bash benchmarks/cpu_threads.sh | tee benchmarks/cpu_threads_cpu.txt
 python benchmarks/xla_cpu_modes.py --rounds 40 2>&1 | grep -v "^I1" | tee benchmarks/xla_cpu_modes_cpu.txt
 python benchmarks/node_latency.py --seconds 15 --variants baseline fused_numba fused_pairwise --no-start \
     > benchmarks/node_latency_engine_cpu.json
-bash benchmarks/demo_ab.sh 4 04a2d31 d3f4670 > benchmarks/demo_ab_cpu.txt
+bash benchmarks/demo_ab.sh 4 04a2d31 d3f4670  # the head of demo_ab_cpu.txt (the stand-in notes below it: by hand)
 python benchmarks/verify_cost.py | grep -v "^I1" | tee benchmarks/verify_cost_cpu.txt
 
 # 4. The autotuner on both sweeps (18 / 17 / 17 configurations; 60 / 30 search draws), the model for machines without numba,

@@ -160,7 +160,7 @@ class NativeEngine(EngineFlags):
             self._log_A.shape[1])
         self._tick_shapes = ((self.layout.obs_size,), (self.layout.state_size,), (len(ns),))
         self._tick_call = None  # fpi_tick's entry point, resolved at the first tick
-        self._tick_out_shape = (2, self.layout.state_size)
+        self._tick_out_shape = (2, *self._tick_shapes[1])  # fpi_tick's out: beliefs and the next prior
         # BeliefFilter's route to the kernel without tick's conversions (None where tick does not call fpi_tick)
         self.tick_prepared = self._tick_prepared if algorithm == "fpi" and batch_size is None and self._has_B else None
 

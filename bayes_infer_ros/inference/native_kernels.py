@@ -731,8 +731,9 @@ def _ints2(ints, j):
 @njit
 def fpi_tick(ints, floats, n_log_A, obs, prior, num_iter, minval, action, out):
     """One model's FPI tick in one dispatch: obs (O,), prior (S,), action (F,) -> out (2, S): the beliefs (row 0)
-    and the next step's prior (row 1), ``fpi`` then ``predict`` of the beliefs under ``action``. ints / floats: ``pack_tick_model`` of
-    (a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims, bks, ncontrols) and (log A, B)."""
+    and the next step's prior (row 1), ``fpi`` then ``predict`` of the beliefs under ``action``.
+    ints / floats: ``pack_tick_model`` of (a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims,
+    bks, ncontrols) and (log A, B)."""
     a_off, ll_off, deps, dims = _ints1(ints, 0), _ints1(ints, 1), _ints2(ints, 2), _ints2(ints, 3)
     ks, ns, o_off, s_off = _ints1(ints, 4), _ints1(ints, 5), _ints1(ints, 6), _ints1(ints, 7)
     b_off, bdeps, bdims, bks = _ints1(ints, 8), _ints2(ints, 9), _ints2(ints, 10), _ints1(ints, 11)
