@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bayes_infer_ros import inference  # noqa: E402
-from bayes_infer_ros.autotune import rank_variants, verify_engines  # noqa: E402
+from bayes_infer_ros.autotune import EngineConfig, MemoryBudget, decide, rank_variants  # noqa: E402
 from bayes_infer_ros.autotune.select import engine_call  # noqa: E402
 from bayes_infer_ros.autotune.timing import time_round_robin  # noqa: E402
 from bayes_infer_ros.bench import generator  # noqa: E402
@@ -60,9 +60,10 @@ def main(argv=None) -> int:
         for algorithm in ALGORITHMS:
             t0 = time.perf_counter()
             ranked = [v for v, _ in rank_variants(algorithm, model, horizon=args.horizon, num_iter=args.num_iter)]
-            pick, engine, verify_t = verify_engines(algorithm, model, ranked[: args.k], horizon=args.horizon,
-                                                    num_iter=args.num_iter,
-                                                    build=lambda v: build(algorithm, model, v, args.num_iter))
+            config = EngineConfig(algorithm, "auto", args.num_iter, 1.0, args.horizon, args.k, "cpu")
+            decision = decide(model, config, MemoryBudget.from_mib(2048, "memory_budget_mb"))  # the node's decision
+            pick, engine = decision.variant, decision.engine
+            verify_t = {name.rsplit("@", 1)[0]: t for name, t in decision.timings.items()}
             configure_s = time.perf_counter() - t0
             if pick == "baseline":
                 ratio, t_pick, t_base = 1.0, verify_t["baseline"], verify_t["baseline"]

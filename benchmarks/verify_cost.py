@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bayes_infer_ros.autotune import rank_variants, verify_engines  # noqa: E402
+from bayes_infer_ros.autotune import EngineConfig, MemoryBudget, decide, rank_variants  # noqa: E402
 from bayes_infer_ros.bench import generator  # noqa: E402
 from bayes_infer_ros.model.io import load_model  # noqa: E402
 
@@ -38,7 +38,9 @@ def main(argv=None) -> int:
             ranked = [v for v, _ in rank_variants(algorithm, model, horizon=args.horizon)]
             t_rank = time.perf_counter() - t0
             t0 = time.perf_counter()
-            best, _, timings = verify_engines(algorithm, model, ranked[: args.k], horizon=args.horizon)
+            config = EngineConfig(algorithm, "auto", 16, 1.0, args.horizon, args.k, "cpu")
+            decision = decide(model, config, MemoryBudget.from_mib(2048, "memory_budget_mb"))  # the node's decision
+            best, timings = decision.variant, decision.timings
             t_verify = time.perf_counter() - t0
             timed = ", ".join(f"{v} {t * 1e6:.0f} us" for v, t in timings.items())
             print(f"{name:24s} {algorithm}: rank {t_rank * 1e3:.1f} ms, verify {t_verify:.1f} s -> {best} ({timed})",

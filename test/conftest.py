@@ -5,6 +5,9 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# Every verify step times its candidates (the kept-decision cache is tested with its own folders): a test never
+# depends on what an earlier run left in the user's cache.
+os.environ.setdefault("BAYES_INFER_DECISION_CACHE", "off")
 sys.path.insert(0, str(Path(__file__).parent))  # tolerances.py, oracle.py, synthetic_rows.py
 
 import contextlib  # noqa: E402

@@ -46,9 +46,10 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
+from ..autotune.budget import MemoryBudget, MemoryBudgetExceeded
 from ..autotune.features import peak_elements, size_estimates
 from ..autotune.timing import CandidateTiming, block, environment, loadavg, time_round_robin
-from ..inference import ALGORITHMS, VARIANTS, build_inference, parameter_counts
+from ..inference import ALGORITHMS, VARIANTS, InferenceEngine, build_inference, parameter_counts
 from .generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build, read_index
 from .xla_mode import LOG_ENV, capture_modes, program_label
 
@@ -330,11 +331,11 @@ class CaseRunner:
         t0 = time.perf_counter()
         out, modes = capture_modes(lambda: block(engine(*list_args)))
         row["first_call_s"] = time.perf_counter() - t0
-        row["exec_mode"] = "native" if not hasattr(engine, "_call_lists") else program_label(modes, "_lists_impl")
+        row["exec_mode"] = program_label(modes, "_lists_impl") if isinstance(engine, InferenceEngine) else "native"
         row["max_abs_diff_vs_pymdp"] = _max_diff(out, reference)
         row["param_count"], row["param_count_source"] = _param_count(model, case.variant, est)
         packed = None
-        if s.packed and hasattr(engine, "run_packed"):
+        if s.packed:
             layout = engine.layout
             packed_args = (jnp.asarray(layout.pack_obs(inp["obs"])), jnp.asarray(layout.pack_states(inp["prior"])))
             if case.algorithm != "fpi":
@@ -451,6 +452,17 @@ def plan_cases(specs: Sequence[ConfigSpec], algorithms: Sequence[str], variants:
     return cases
 
 
+def _over_budget(variant: str, spec: ConfigSpec, budget: MemoryBudget, itemsize: int, est: dict) -> str:
+    """Why ``variant`` is skipped on ``spec`` (the node's budget check), or "" when it fits (pymdp always runs)."""
+    if variant == PYMDP:
+        return ""
+    try:
+        budget.check(variant, spec, itemsize, est)
+    except MemoryBudgetExceeded as exc:
+        return str(exc)
+    return ""
+
+
 def run_sweep(
     specs: Sequence[ConfigSpec],
     out_csv: os.PathLike,
@@ -471,6 +483,7 @@ def run_sweep(
     ``max_minutes``: start no new case after this long (the sweep can be resumed later).
     """
     settings = settings or Settings(cache=str(DEFAULT_CACHE))
+    budget = MemoryBudget.from_gib(memory_budget_gb, "--memory-budget-gb")
     if variants is None:
         variants = list(VARIANTS)
     env = environment(settings.dtype)
@@ -506,11 +519,10 @@ def run_sweep(
                     "config_id": spec.config_id, "stratum": spec.stratum, "F": spec.F, "M": spec.M,
                     "algorithm": case.algorithm, "variant": case.variant, "horizon": case.horizon,
                     "num_iter": case.num_iter, "est_peak_elements": peak}
-                if case.variant != PYMDP and peak * itemsize > memory_budget_gb * 2**30:
-                    rows[case.variant] = {
-                        "status": "skipped_memory",
-                        "reason": f"estimated {peak * itemsize / 2**30:.2f} GiB > budget {memory_budget_gb} GiB",
-                        "param_count": est.get(case.variant, ""), "param_count_source": "estimate"}
+                refused = _over_budget(case.variant, spec, budget, itemsize, est)
+                if refused:
+                    rows[case.variant] = {"status": "skipped_memory", "reason": refused,
+                                          "param_count": est.get(case.variant, ""), "param_count_source": "estimate"}
                 else:
                     runnable.append(case)
             if runnable:

@@ -1,7 +1,6 @@
 """The tick's semantics, once: what the node runs each tick and what the offline golden path replays.
 
-A :class:`BeliefFilter` wraps a built engine (``InferenceEngine`` or ``NativeEngine``: both have ``tick``,
-``predict`` and ``run_packed``) and keeps the state between steps:
+A :class:`BeliefFilter` wraps a built engine (an :class:`~.api.Engine`) and keeps the state between steps:
 
 - **fpi** carries the prior: ``q_t = fpi(o_t, prior_t)`` with ``prior_0 = D`` and
   ``prior_{t+1} = predict(q_t, a_t)`` (pymdp's ``compute_expected_state``; ``a_t`` is the control taken between
@@ -23,6 +22,8 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 import numpy as np
+
+from .api import Engine
 
 
 def uniform(num_levels: int, dtype: Any = np.float32) -> np.ndarray:
@@ -89,7 +90,7 @@ class BeliefFilter:
     per factor; ``horizon``: the vmp/mmp window length (also kept under fpi); ``has_B``: the model has transitions.
     """
 
-    def __init__(self, engine: Any, D: Sequence[np.ndarray], horizon: int, has_B: bool, dtype: Any = np.float32):
+    def __init__(self, engine: Engine, D: Sequence[np.ndarray], horizon: int, has_B: bool, dtype: Any = np.float32):
         self.dtype = np.dtype(dtype)
         self.has_B = bool(has_B)
         self._D = np.concatenate([np.asarray(d, dtype=self.dtype) for d in D])
@@ -131,7 +132,7 @@ class BeliefFilter:
         self._last_q = None
         self._next_prior = None
 
-    def swap(self, engine: Any, horizon: int) -> None:
+    def swap(self, engine: Engine, horizon: int) -> None:
         """Run ``engine`` from the next step on (same model structure). The window is kept, resized to
         ``horizon``; the carried fpi prior is dropped when the algorithm changes."""
         if engine.algorithm != self._engine.algorithm:
@@ -209,9 +210,8 @@ class BeliefFilter:
                              f"{control.shape[0]}")
         return control
 
-    def _bind(self, engine: Any) -> None:
-        """Run ``engine``; its unchecked tick (``tick_prepared``, native engines) when its dtype is the filter's:
-        the filter's row, priors and controls are then already in the form it reads."""
+    def _bind(self, engine: Engine) -> None:
+        """Run ``engine``; its ``tick_prepared`` when its dtype is the filter's: the filter's row, priors and
+        controls are then already in the form it reads."""
         self._engine = engine
-        prepared = getattr(engine, "tick_prepared", None)
-        self._tick_prepared = prepared if prepared is not None and np.dtype(engine.dtype) == self.dtype else None
+        self._tick_prepared = engine.tick_prepared if np.dtype(engine.dtype) == self.dtype else None

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import jax
@@ -11,52 +10,9 @@ import numpy as np
 
 from ..model.generative_model import ModelStructure
 from .algorithms import run_fpi, run_sequence
+from .api import EngineFlags, PackedLayout
 
 Array = jax.Array
-
-
-@dataclass(frozen=True)
-class PackedLayout:
-    """Where each modality / factor lives in the packed buffers (static, hashable).
-
-    Packed observations: (..., sum m_i); packed states: (..., sum n_f).
-    """
-
-    num_obs: tuple[int, ...]
-    num_states: tuple[int, ...]
-
-    @property
-    def obs_offsets(self) -> tuple[int, ...]:
-        return tuple(int(x) for x in np.concatenate([[0], np.cumsum(self.num_obs)]))
-
-    @property
-    def state_offsets(self) -> tuple[int, ...]:
-        return tuple(int(x) for x in np.concatenate([[0], np.cumsum(self.num_states)]))
-
-    @property
-    def obs_size(self) -> int:
-        return int(sum(self.num_obs))
-
-    @property
-    def state_size(self) -> int:
-        return int(sum(self.num_states))
-
-    def split_obs(self, packed: Any) -> list[Any]:
-        o = self.obs_offsets
-        return [packed[..., o[i]:o[i + 1]] for i in range(len(self.num_obs))]
-
-    def split_states(self, packed: Any) -> list[Any]:
-        o = self.state_offsets
-        return [packed[..., o[f]:o[f + 1]] for f in range(len(self.num_states))]
-
-    def pack_obs(self, obs: Sequence[Any]) -> np.ndarray:
-        return np.concatenate([np.asarray(x) for x in obs], axis=-1)
-
-    def pack_states(self, qs: Sequence[Any]) -> np.ndarray:
-        return np.concatenate([np.asarray(x) for x in qs], axis=-1)
-
-    def unpack_states(self, packed: Any) -> list[np.ndarray]:
-        return [np.asarray(x) for x in self.split_states(np.asarray(packed))]
 
 
 def _expected_state(B_sel: Array, qs_deps: Sequence[Array]) -> Array:
@@ -68,6 +24,14 @@ def _expected_state(B_sel: Array, qs_deps: Sequence[Array]) -> Array:
     for j, q in enumerate(qs_deps):
         x = x * q.reshape((1,) * (j + 1) + (-1,) + (1,) * (len(qs_deps) - j - 1))
     return x.reshape(x.shape[0], -1).sum(axis=-1)
+
+
+def default_jax_device() -> jax.Device:
+    """JAX's default device: ``jax_default_device`` when set (a device or a platform name), else its first."""
+    dev = jax.config.jax_default_device
+    if isinstance(dev, str):
+        return jax.devices(dev)[0]
+    return dev if dev is not None else jax.devices()[0]
 
 
 # Params travel as separate arrays up to this many leaves, as one buffer per dtype beyond it (see
@@ -109,30 +73,16 @@ def pack_params(params: Any) -> tuple[list[Array], Callable[[list[Array]], Any]]
     return buffers, unpack
 
 
-class EngineFlags:
-    """What both engines (``InferenceEngine`` and ``native.NativeEngine``) say about their calls."""
-
-    algorithm: str
-    batch_size: Optional[int]
-
-    @property
-    def batched(self) -> bool:
-        """Every array carries a leading model axis."""
-        return self.batch_size is not None
-
-    @property
-    def sequential(self) -> bool:
-        """VMP/MMP: observations over a window of steps, with actions; FPI: one step."""
-        return self.algorithm != "fpi"
-
-
 class InferenceEngine(EngineFlags):
     """A compiled-once FPI/VMP/MMP engine for one model structure and variant.
 
     Attributes: ``algorithm``, ``variant``, ``structure`` (ModelStructure), ``layout`` (PackedLayout),
     ``plan`` (hashable: the likelihood and transition ops), ``batch_size`` (None when unbatched),
     ``dtype``, ``num_iter``, ``tau``, ``trace_count`` (how many times a call was traced),
-    ``param_passing`` ("separate" or "packed").
+    ``param_passing`` ("separate" or "packed"), ``device`` (the platform of ``jax_device``: "cpu" or "gpu").
+
+    ``jax_device`` (default: JAX's default device) holds the prepared arrays, committed there, so every call runs
+    on it whatever JAX's default device is; numpy inputs are copied to it per call.
 
     How the parameters reach the compiled program decides how XLA:CPU runs it. As separate arrays, each
     small buffer stays small: a program whose buffers are all <= 512 bytes (or that has <= 8 steps) runs
@@ -156,6 +106,7 @@ class InferenceEngine(EngineFlags):
         batch_size: Optional[int],
         dtype: Any,
         param_passing: str = "auto",
+        jax_device: Optional[jax.Device] = None,
     ):
         self.algorithm = algorithm
         self.variant = variant
@@ -174,9 +125,12 @@ class InferenceEngine(EngineFlags):
         if param_passing not in ("separate", "packed"):
             raise ValueError(f"param_passing: expected 'auto', 'separate' or 'packed', got {param_passing!r}")
         self.param_passing = param_passing
+        self.jax_device = jax_device if jax_device is not None else default_jax_device()
+        self.device = self.jax_device.platform
         make = separate_params if param_passing == "separate" else pack_params
-        self._param_buffers, self._param_unpack = make(tree)
-        self._B = None if B is None else [jnp.asarray(b, dtype=dtype) for b in B]  # (b, n_f, deps..., u_f)
+        buffers, self._param_unpack = make(tree)
+        self._param_buffers = self._place(buffers)
+        self._B = None if B is None else self._place([jnp.asarray(b, dtype=dtype) for b in B])  # (b, n_f, deps..., u_f)
         # pymdp's default B-dependencies: every factor's B padded into one (b, F, n_max, n_max, U) array, so
         # the tick's prediction is one gather and one batched mat-vec (few XLA steps: the tick stays inline)
         self._B_padded = None
@@ -186,12 +140,16 @@ class InferenceEngine(EngineFlags):
             for f, bf in enumerate(B):
                 n, u = bf.shape[1], bf.shape[-1]
                 padded[:, f, :n, :n, :u] = np.asarray(bf)
-            self._B_padded = jnp.asarray(padded)
+            self._B_padded = self._place(jnp.asarray(padded))
         self._zero_actions: dict[tuple[int, ...], Array] = {}
         self._call_lists = jax.jit(self._lists_impl)
         self._call_packed = jax.jit(self._packed_impl)
         self._predict = jax.jit(self._predict_impl)
         self._tick = jax.jit(self._tick_impl)
+
+    def _place(self, tree: Any) -> Any:
+        """Every array of ``tree`` committed to ``jax_device`` (jit then runs there)."""
+        return jax.device_put(tree, self.jax_device)
 
     @property
     def params(self) -> dict:
@@ -242,7 +200,7 @@ class InferenceEngine(EngineFlags):
             if T > 1 and any(u != 1 for u in self.structure.num_controls):
                 raise ValueError("actions: required (shape (T-1, F)) when B has more than one control state and T > 1")
             if expected not in self._zero_actions:
-                self._zero_actions[expected] = jnp.zeros(expected, jnp.int32)
+                self._zero_actions[expected] = self._place(jnp.zeros(expected, jnp.int32))
             return self._zero_actions[expected]
         if not (isinstance(actions, jax.Array) and actions.dtype == jnp.int32):
             actions = np.asarray(actions, dtype=np.int32)
@@ -325,6 +283,11 @@ class InferenceEngine(EngineFlags):
         B = None if self._B_padded is not None else self._B
         return self._tick(self._param_buffers, B, self._B_padded, self._input(obs_packed), self._input(prior_packed),
                           np.asarray(action, dtype=np.int32))
+
+    def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``tick`` with the results on the host (a jitted call converts nothing already of its dtype)."""
+        q, nxt = self.tick(obs, prior, action)
+        return np.asarray(q), np.asarray(nxt)
 
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile the call for window length T (vmp/mmp) and return the seconds it took."""

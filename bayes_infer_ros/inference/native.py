@@ -28,8 +28,8 @@ Noticed, not explained: full test-suite runs died inside an XLA:CPU compile thre
 and once without it; the same tests pass in a fresh process. ``make test`` therefore runs the suite in several
 processes, numba's tests apart. ``fused_numba`` is opt-in.
 
-``NativeEngine`` has the public API of :class:`~.engine.InferenceEngine` (list and packed calls,
-``predict``, ``tick``, ``warmup``, ``layout``, ``structure``, ``batch_size``).
+``NativeEngine`` implements the :class:`~.api.Engine` contract (list and packed calls, ``predict``, ``tick``,
+``tick_prepared``, ``warmup``, ``layout``, ``structure``, ``batch_size``, ``device`` "cpu").
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ..model.generative_model import ModelStructure
-from .engine import EngineFlags, PackedLayout
+from .api import EngineFlags, PackedLayout
 from .errors import VariantUnsupported
 from .numerics import MINVAL, log_stable_np
 from .sizes import unmerged_elements
@@ -83,9 +83,11 @@ def _kernels() -> Any:
 
 
 class NativeEngine(EngineFlags):
-    """The ``fused_numba`` engine: InferenceEngine's public API on numpy arrays and numba kernels."""
+    """The ``fused_numba`` engine: the :class:`~.api.Engine` contract on numpy arrays and numba kernels (host CPU)."""
 
     variant = "fused_numba"
+    device = "cpu"
+    available = staticmethod(numba_available)  # buildable here (numba is installed)
 
     def __init__(self, algorithm: str, structure: ModelStructure, A_b: Sequence[np.ndarray],
                  B_b: Optional[Sequence[np.ndarray]], num_iter: int, tau: float, batch_size: Optional[int], dtype: Any):
@@ -161,10 +163,10 @@ class NativeEngine(EngineFlags):
         self._tick_shapes = ((self.layout.obs_size,), (self.layout.state_size,), (len(ns),))
         self._tick_call = None  # fpi_tick's entry point, resolved at the first tick
         self._tick_out_shape = (2, *self._tick_shapes[1])  # fpi_tick's out: beliefs and the next prior
-        # BeliefFilter's route to the kernel without tick's conversions (None where tick does not call fpi_tick)
-        self.tick_prepared = self._tick_prepared if algorithm == "fpi" and batch_size is None and self._has_B else None
+        # the route to fpi_tick without tick's conversions, where tick calls fpi_tick (BeliefFilter's own buffers)
+        self.tick_prepared = self._tick_prepared if algorithm == "fpi" and batch_size is None and self._has_B else self.tick
 
-    # ---- bookkeeping (InferenceEngine's API) ------------------------------------------------------
+    # ---- bookkeeping (the Engine contract) --------------------------------------------------------
     @classmethod
     def planned_elements(cls, structure: ModelStructure, nonzeros: np.ndarray) -> int:
         """Stored elements for one model: the unmerged log A, flattened into one buffer."""

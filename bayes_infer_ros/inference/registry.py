@@ -4,6 +4,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Optional, Sequence, Union
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -11,7 +12,9 @@ from ..model.generative_model import GenerativeModel, ModelStructure, as_deps, t
 from ..model.validation import ModelValidationError, validate_model
 from . import sizes
 from .algorithms import ALGORITHMS
+from .api import Engine
 from .engine import InferenceEngine
+from .errors import VariantUnsupported
 from .native import NativeEngine
 from .reference import LoopedLikelihood, LoopedTransitions
 from .variants import end_to_end, fused, hybrid
@@ -35,13 +38,26 @@ VARIANT_OPS: dict[str, tuple[Any, Any]] = {
     "fused_dense": (fused.FusedDenseLikelihood, MergedTransitions),
     "fused_pairwise": (fused.FusedPairwiseLikelihood, MergedTransitions),
 }
-# Variants that are not JAX programs: name -> engine class (InferenceEngine's public API). ``fused_numba``
-# needs the optional numba, imported only when the engine is built (without it: VariantUnsupported).
+# Variants that are not JAX programs: name -> engine class (the Engine contract; its ``device`` class attribute
+# is the one platform it runs on). ``fused_numba`` needs the optional numba, imported only when the engine is
+# built (without it: VariantUnsupported).
 NATIVE_VARIANTS: dict[str, Any] = {"fused_numba": NativeEngine}
 
 VARIANTS: tuple[str, ...] = tuple(VARIANT_OPS) + tuple(NATIVE_VARIANTS)
 # The paper's variants table, in its order.
 PAPER_VARIANTS: tuple[str, ...] = VARIANTS[1:10]
+
+
+#: Platforms a JAX variant runs on (wherever JAX has a device).
+JAX_PLATFORMS: tuple[str, ...] = ("cpu", "gpu")
+
+
+def variant_devices(name: str) -> tuple[str, ...]:
+    """The platforms ``name`` can run on: its native engine's one, or every JAX platform."""
+    if name in NATIVE_VARIANTS:
+        return (NATIVE_VARIANTS[name].device,)
+    variant_ops(name)  # unknown names are refused by name
+    return JAX_PLATFORMS
 
 
 def variant_ops(name: str) -> tuple[Any, Any]:
@@ -79,13 +95,16 @@ def build_inference(
     dtype: Any = None,
     validate: bool = True,
     param_passing: str = "auto",
-) -> InferenceEngine:
+    device: Optional[jax.Device] = None,
+) -> Engine:
     """Build an engine for ``algorithm`` ("fpi" | "vmp" | "mmp") and ``variant``.
 
     A[i]: ([b,] m_i, n_deps...), B[f]: ([b,] n_f, n_deps..., u_f). The one-time work (validation,
     log-tensors, padding/merging/clustering, BCOO conversion) happens here; the returned engine's calls
     are jitted. ``dtype`` defaults to A's float dtype (float32 unless x64 is enabled and A is float64).
     ``param_passing``: "separate" arrays, one "packed" buffer per dtype, or "auto" (see InferenceEngine).
+    ``device``: the JAX device a JAX variant's calls run on (default: JAX's default device); a native variant
+    refuses a device of another platform than its own (``VariantUnsupported``).
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm: unknown {algorithm!r}; expected one of {list(ALGORITHMS)}")
@@ -130,14 +149,17 @@ def build_inference(
         B_dependencies=B_dependencies,
     )
     if variant in NATIVE_VARIANTS:
-        return NATIVE_VARIANTS[variant](algorithm, structure, A_b, B_b, num_iter, tau, batch, dtype)
+        engine_cls = NATIVE_VARIANTS[variant]
+        if device is not None and device.platform != engine_cls.device:
+            raise VariantUnsupported(f"variant {variant} runs on the {engine_cls.device}, not on {device.platform}")
+        return engine_cls(algorithm, structure, A_b, B_b, num_iter, tau, batch, dtype)
     lik_ops, lik_params = lik_cls.prepare(structure, A_b, dtype)
     trans_ops, trans_params = trans_cls.prepare(structure, B_b, dtype)
     return InferenceEngine(algorithm, variant, structure, lik_ops, lik_params, trans_ops, trans_params, B_b,
-                           num_iter, tau, batch, dtype, param_passing)
+                           num_iter, tau, batch, dtype, param_passing, device)
 
 
-def engine_for_model(model: GenerativeModel, algorithm: str, variant: str = "baseline", **kwargs: Any) -> InferenceEngine:
+def engine_for_model(model: GenerativeModel, algorithm: str, variant: str = "baseline", **kwargs: Any) -> Engine:
     """``build_inference`` on a :class:`GenerativeModel` (already validated by its loader)."""
     return build_inference(algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies, variant=variant, **kwargs)
 

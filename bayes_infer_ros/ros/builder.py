@@ -1,15 +1,17 @@
-"""Engine builds (pure Python, no rclpy): what one build does (:func:`build_slot`: resolve ``auto``, hold the
-variant to the memory budget, construct, compile with tick-shaped inputs), and the daemon worker that runs them
+"""Engine builds (pure Python, no rclpy): what one build does (:func:`build_slot`: the decision of device and
+variant, the memory budget, construction, compiling with tick-shaped inputs), and the daemon worker that runs them
 off the tick path with coalesced requests and cooperative cancellation.
 
+- **The decision** is ``autotune.decide``'s (devices and the GPU self-test, candidates, the verify step, the kept
+  decisions, the fallback): the node, ``select_variant`` and the benchmarks share it.
 - **Coalesced.** A request replaces any request still waiting, and cancels the build in progress: only the
   newest request runs to the end. Waiters on a replaced request follow it to the newest (``Ticket.wait``).
-- **Cancellable.** ``build(config, checkpoint)`` calls ``checkpoint()`` between its phases (resolve the variant,
-  construct, compile, ...); it raises :class:`BuildCancelled` once the build was superseded or the builder closed.
+- **Cancellable.** ``build(config, checkpoint)`` calls ``checkpoint()`` between its phases (decide, construct,
+  compile, ...); it raises :class:`BuildCancelled` once the build was superseded or the builder closed.
   A compile in progress runs to its end (XLA cannot be interrupted), but the thread is a daemon, so it never holds
   up the process's exit, and nothing it finishes after ``close()`` is installed or reported.
-- **Memory budget.** :func:`check_memory_budget` refuses a variant whose structure-only estimate (the autotuner's,
-  ``autotune.features.peak_elements``) exceeds the budget, naming the estimate.
+- **Memory budget.** ``autotune.MemoryBudget`` refuses a variant whose structure-only estimate exceeds it, naming
+  the estimate and the parameter.
 """
 from __future__ import annotations
 
@@ -21,130 +23,66 @@ from typing import Any, Callable, Optional
 import jax
 import numpy as np
 
-from ..autotune import rank_variants, verify_engines
-from ..autotune.features import peak_elements, size_estimates
-from ..inference import engine_for_model
+from ..autotune import Decision, EngineConfig, MemoryBudget, decide
+from ..autotune.decision_cache import DecisionCache
+from ..inference import Engine
 
-ITEMSIZE = 4  # float32 engines
-AUTO_FALLBACK_VARIANT = "baseline"  # the documented rule when the autotuner is unavailable or fails
+BUDGET_PARAMETER = "memory_budget_mb"
 
 
 class BuildCancelled(Exception):
     """The build was superseded by a newer request, or the builder was closed (cleanup, shutdown)."""
 
 
-class MemoryBudgetExceeded(ValueError):
-    """A variant's estimated build memory is over the budget."""
-
-
-def estimated_bytes(variant: str, model: Any, itemsize: int = ITEMSIZE) -> int:
-    """Peak bytes a variant's prepared arrays may take while built, from the model's structure alone."""
-    return int(peak_elements(variant, size_estimates(model)) * itemsize)
-
-
-def format_bytes(n: float) -> str:
-    """``n`` bytes with a binary unit: 552 B, 1.5 KiB, 3.0 GiB."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"  # pragma: no cover
-
-
-def check_memory_budget(variant: str, model: Any, budget_mb: float, itemsize: int = ITEMSIZE) -> int:
-    """The estimate in bytes; raises :class:`MemoryBudgetExceeded` when it is over ``budget_mb`` MiB."""
-    est = estimated_bytes(variant, model, itemsize)
-    if est > budget_mb * 2**20:
-        raise MemoryBudgetExceeded(
-            f"variant {variant}: its arrays are estimated at {format_bytes(est)} while built, over memory_budget_mb "
-            f"{budget_mb:g} ({format_bytes(budget_mb * 2**20)}); raise memory_budget_mb, or pick a variant that "
-            f"stores less, e.g. baseline at {format_bytes(estimated_bytes('baseline', model, itemsize))}")
-    return est
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    algorithm: str
-    variant: str          # as requested ("auto" allowed)
-    num_iter: int
-    tau: float
-    horizon: int
-    autotune_verify_top_k: int = 3  # variant auto: time the autotuner's k best and baseline here, keep the fastest
+def node_budget(budget_mb: float) -> MemoryBudget:
+    """The node's ``memory_budget_mb`` as the one budget type."""
+    return MemoryBudget.from_mib(budget_mb, BUDGET_PARAMETER)
 
 
 @dataclass
 class EngineSlot:
-    """A compiled engine and what it was built from. Replaced as a whole (atomic swap)."""
+    """A compiled engine and what it was built from. Replaced as a whole (atomic swap).
+
+    ``device``: where its calls run (``cpu:0``, ``gpu:0``); ``note``: the decision's reason."""
 
     config: EngineConfig
     variant: str          # resolved (never "auto")
-    engine: Any
+    engine: Engine
     compile_s: float
     generation: int
     note: str = ""
+    device: str = ""
+    warnings: tuple[str, ...] = field(default=())
 
 
 def _no_checkpoint() -> None:
     return None
 
 
-def new_engine(model: Any, config: EngineConfig, variant: str) -> Any:
-    return engine_for_model(model, config.algorithm, variant=variant, num_iter=config.num_iter, tau=config.tau)
-
-
-def resolve_variant(model: Any, config: EngineConfig, budget_mb: float,
-                    checkpoint: Callable[[], None] = _no_checkpoint) -> tuple[str, str, Any]:
-    """(variant, note, the engine the verify step already built or None). ``auto`` asks the autotuner (its top
-    ``autotune_verify_top_k`` timed here); when it is unavailable or fails, the rule is AUTO_FALLBACK_VARIANT."""
-    if config.variant != "auto":
-        return config.variant, "", None
-    try:
-        k = config.autotune_verify_top_k
-        ranked = [v for v, _ in rank_variants(config.algorithm, model, horizon=config.horizon,
-                                              num_iter=config.num_iter, memory_budget_gb=budget_mb / 1024)]
-        if not k:
-            return ranked[0], f"autotuner chose {ranked[0]}", None
-
-        def build(v: str) -> Any:
-            checkpoint()
-            return new_engine(model, config, v)
-
-        chosen, engine, timings = verify_engines(config.algorithm, model, ranked[:k], horizon=config.horizon,
-                                                 build=build)
-        checkpoint()
-        timed = ", ".join(f"{v} {t * 1e3:.3g} ms" for v, t in timings.items())
-        return chosen, f"autotuner chose {chosen}, the fastest of its top {k} timed here ({timed})", engine
-    except BuildCancelled:
-        raise
-    except Exception as exc:  # noqa: BLE001 - documented fallback
-        note = f"autotuner unavailable ({type(exc).__name__}: {str(exc)[:120]}); rule: {AUTO_FALLBACK_VARIANT}"
-        return AUTO_FALLBACK_VARIANT, note, None
-
-
 def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: float,
-               checkpoint: Callable[[], None] = _no_checkpoint) -> EngineSlot:
-    """Build and compile with tick-shaped calls (so a tick never traces). ``checkpoint()`` between the phases
-    raises BuildCancelled once the build is no longer wanted. Every variant (a user's choice as well as auto's)
-    is held to ``budget_mb`` before anything is allocated."""
-    variant, note, engine = resolve_variant(model, config, budget_mb, checkpoint)
-    check_memory_budget(variant, model, budget_mb)
-    checkpoint()
+               checkpoint: Callable[[], None] = _no_checkpoint, cache: Optional[DecisionCache] = None) -> EngineSlot:
+    """Decide, build and compile with tick-shaped calls (so a tick never traces). ``checkpoint()`` between the
+    phases raises BuildCancelled once the build is no longer wanted. Every variant (a user's choice as well as
+    auto's) is held to ``budget_mb`` before anything is allocated. ``cache``: kept decisions (default: the
+    environment's, ``autotune.decision_cache``)."""
+    cache = cache if cache is not None else DecisionCache.from_environment()
     t0 = time.perf_counter()
-    if engine is None:
-        engine = new_engine(model, config, variant)
+    decision: Decision = decide(model, config, node_budget(budget_mb), checkpoint=checkpoint, cache=cache)
     checkpoint()
+    engine = decision.engine
     if config.algorithm == "fpi":
         engine.warmup()
     else:
         engine.warmup(T=config.horizon, valid_steps=True)
     checkpoint()
     if model.B is not None:  # the empirical-prior prediction of fpi ticks
-        D = np.concatenate([np.asarray(d, np.float32) for d in model.D])
+        D = np.concatenate([np.asarray(d, engine.dtype) for d in model.D])
         zero = np.zeros(model.num_factors, np.int32)
         jax.block_until_ready(engine.predict(engine.layout.unpack_states(D), zero))
         if config.algorithm == "fpi":  # the one-dispatch tick: beliefs and the next prior
-            jax.block_until_ready(engine.tick(np.zeros(engine.layout.obs_size, np.float32), D, zero))
-    return EngineSlot(config, variant, engine, time.perf_counter() - t0, generation, note)
+            engine.tick_prepared(np.zeros(engine.layout.obs_size, engine.dtype), D, zero)
+    return EngineSlot(config, decision.variant, engine, time.perf_counter() - t0, generation, decision.reason,
+                      decision.device, decision.warnings)
 
 
 @dataclass(eq=False)

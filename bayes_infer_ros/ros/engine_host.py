@@ -10,11 +10,12 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from bayes_infer_ros.autotune import EngineConfig
 from bayes_infer_ros.inference import VARIANTS
 from bayes_infer_ros.model import load_model, model_from_parameters
 
 from . import jax_cache
-from .builder import Builder, BuildCancelled, EngineConfig, EngineSlot, Ticket, build_slot, check_memory_budget
+from .builder import Builder, BuildCancelled, EngineSlot, Ticket, build_slot, node_budget
 from .parameters import ENGINE_PARAMETERS, allowed_model_keys, validate_change
 from .tick_loop import TickLoop
 
@@ -43,15 +44,20 @@ class EngineHost:
         self.slot: Optional[EngineSlot] = None
         self.builder: Optional[Builder] = None
         self._loop: Optional[TickLoop] = None
-        self.device = ""
         self.build_error = ""
         self.stage = ""  # what configure is doing ("" when it is not)
         self.configure_thread: Optional[threading.Thread] = None
 
+    @property
+    def device(self) -> str:
+        """Where the active engine's calls run (``cpu:0``, ``gpu:0``; "" before configure)."""
+        return self.slot.device if self.slot is not None else ""
+
     # ---- configure ----------------------------------------------------------------------------------
     def load_and_build(self) -> EngineSlot:
         """configure's work (in its worker thread): JAX set-up, the model, the first engine."""
-        self.device = jax_cache.setup_jax(self._param("device"), str(self._param("jax_compilation_cache_dir") or ""))
+        # JAX's default device stays the host CPU: the decision places each engine on the device it chose
+        jax_cache.setup_jax("cpu", str(self._param("jax_compilation_cache_dir") or ""))
         self.prune_cache()
         try:
             self.model = self._load_model()
@@ -67,6 +73,8 @@ class EngineHost:
             slot = build_slot(self.model, config, 0, float(self._param("memory_budget_mb")))
         except Exception as exc:  # noqa: BLE001
             raise RuntimeError(f"engine build: {exc}") from exc
+        for warning in slot.warnings:
+            self._log.warning(warning)
         self.prune_cache()
         return slot
 
@@ -120,8 +128,8 @@ class EngineHost:
         modalities = [model.modality_name(i) for i in range(model.num_modalities)]
         factors = [model.factor_name(f) for f in range(model.num_factors)]
         return (f"configured in {elapsed_s:.2f} s: {model.num_modalities} modalities {modalities}, "
-                f"{model.num_factors} factors {factors}, algorithm={config.algorithm}, variant={slot.variant}"
-                f"{' (auto: ' + slot.note + ')' if config.variant == 'auto' else ''}, compile {slot.compile_s:.2f} s")
+                f"{model.num_factors} factors {factors}, algorithm={config.algorithm}, variant={slot.variant}, "
+                f"device={slot.device} ({slot.note}), build {slot.compile_s:.2f} s")
 
     def _load_model(self) -> Any:
         path = str(self._param("model_file") or "")
@@ -187,7 +195,7 @@ class EngineHost:
     def config_from_parameters(self) -> EngineConfig:
         v = {n: self._param(n) for n in ENGINE_PARAMETERS}
         return EngineConfig(v["algorithm"], v["variant"], int(v["num_iter"]), float(v["tau"]), int(v["horizon"]),
-                            int(v["autotune_verify_top_k"]))
+                            int(v["autotune_verify_top_k"]), str(self._param("device")))
 
     def change_refused(self, changes: Sequence[tuple[str, Any]]) -> Optional[str]:
         """Why one parameter request ((name, value) pairs, validated together) is refused; None: accepted."""
@@ -197,8 +205,8 @@ class EngineHost:
             reason = validate_change(name, value, variants=tuple(VARIANTS), has_B=has_B, pending=batch)
             if reason is None and name == "variant" and value != "auto" and self.model is not None:
                 try:
-                    check_memory_budget(value, self.model,
-                                        float(batch.get("memory_budget_mb", self._param("memory_budget_mb"))))
+                    node_budget(float(batch.get("memory_budget_mb", self._param("memory_budget_mb")))).check(
+                        value, self.model)
                 except ValueError as exc:
                     reason = str(exc)
             if reason is not None:
@@ -242,7 +250,7 @@ class EngineHost:
             self._loop.filter.swap(slot.engine, slot.config.horizon)
             self._count("engine_swaps")
         self.build_error = ""
-        self._log.info(f"compiled {slot.config.algorithm}/{slot.variant}"
+        self._log.info(f"compiled {slot.config.algorithm}/{slot.variant} on {slot.device}"
                        f"{' (' + slot.note + ')' if slot.note else ''} off the tick path in {slot.compile_s:.2f} s; swapped in")
 
     def _build_failed(self, ticket: Ticket, exc: BaseException) -> None:

@@ -14,12 +14,12 @@ from bayes_infer_ros.msg import Belief, Beliefs  # noqa: E402 (after ros/__init_
 
 def beliefs_message(posterior: np.ndarray, state_offsets: Sequence[int], factor_names: Sequence[str],
                     state_labels: Sequence[Sequence[str]], stamp_ns: int, tick: int, algorithm: str, variant: str,
-                    inference_s: float) -> Beliefs:
+                    inference_s: float, device: str = "") -> Beliefs:
     """``posterior`` (S,) packed; ``state_labels`` must be strings (model/limits.py makes sure): the generated
     message code aborts the process on anything else. The stamp is clamped into ``builtin_interfaces/Time``."""
     msg = Beliefs()
     msg.header.stamp.sec, msg.header.stamp.nanosec = admission.output_stamp(stamp_ns)
-    msg.tick, msg.algorithm, msg.variant = tick, algorithm, variant
+    msg.tick, msg.algorithm, msg.variant, msg.device = tick, algorithm, variant, device
     msg.inference_ms = float(inference_s * 1e3)
     factors = []
     for f, probs in enumerate(conv.beliefs_from_packed(posterior, state_offsets)):
@@ -38,4 +38,4 @@ def tick_message(loop: TickLoop, out: TickOutput, slot: EngineSlot) -> Beliefs:
     """The ``Beliefs`` of one step of ``loop`` (``out``) run by the engine of ``slot``."""
     return beliefs_message(out.posterior, loop.filter.engine.layout.state_offsets, loop.factor_names,
                            loop.state_labels, out.stamp_ns, loop.stats.ticks, slot.config.algorithm, slot.variant,
-                           out.inference_s)
+                           out.inference_s, slot.device)

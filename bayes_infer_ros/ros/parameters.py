@@ -40,9 +40,11 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "vmp or mmp (over a window of `horizon` steps; need B).", choices=ALGORITHMS),
     ParamSpec("variant", "auto", "Engine variant: auto (the autotuner's choice; 'baseline' if it is unavailable), "
               "baseline, or a merged variant. A change compiles off the tick path and swaps in atomically."),
-    ParamSpec("autotune_verify_top_k", 3, "variant auto: build the autotuner's k best candidates and baseline, time "
-              "them on this device round-robin (off the tick path, a compile each) and run the fastest, never one "
-              "measured slower than baseline. 0: the classifier's first choice, in milliseconds (docs/autotune.md).",
+    ParamSpec("autotune_verify_top_k", 3, "variant auto: build the autotuner's k best candidates of each device and "
+              "baseline, time them here round-robin (off the tick path, a compile each) and run the fastest, never one "
+              "measured slower than baseline; the verified choice is kept (BAYES_INFER_DECISION_CACHE) until the "
+              "model, settings, devices or versions change. 0: the first device's first candidate, in milliseconds "
+              "(docs/autotune.md).",
               int_range=(0, 10)),
     ParamSpec("num_iter", 16, "Variational iterations per tick.", int_range=(1, 1024)),
     ParamSpec("tau", 1.0, "VMP/MMP mirror-descent step size.", float_range=(1e-6, 100.0)),
@@ -66,8 +68,10 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("beliefs_qos_depth", 1, "Queue depth of beliefs and beliefs/<factor> (reliable, transient local: a "
               "subscriber that joins late gets the latest one). qos_overrides.<topic>.publisher.* override it.",
               read_only=True, int_range=(1, 10000)),
-    ParamSpec("device", "auto", "JAX device: auto (JAX's default backend), cpu or gpu. Read at configure. GPU memory "
-              "is not preallocated (XLA_PYTHON_CLIENT_PREALLOCATE=false unless set).", read_only=True, choices=DEVICES),
+    ParamSpec("device", "auto", "Where the tick runs: auto (the measured fastest of the host CPU and, when present and "
+              "it passes a self-test, the GPU), cpu, or gpu (configure fails, with the reason, when no working GPU is "
+              "here). Read at configure. GPU memory is not preallocated (XLA_PYTHON_CLIENT_PREALLOCATE=false unless "
+              "set).", read_only=True, choices=DEVICES),
     ParamSpec("cpu_affinity", "", "CPUs for the node's executor thread, its build thread and XLA:CPU's thread pool, as "
               "comma-separated ids (e.g. '3'); applied when the node starts, before JAX does. One CPU halves the "
               "VMP/MMP programs that XLA runs on its pool (XLA sizes the pool to it); FPI programs run inline and do "

@@ -5,7 +5,9 @@ import time
 import numpy as np
 import pytest
 
+from bayes_infer_ros.autotune import decision as dec
 from bayes_infer_ros.autotune import select as sel
+from bayes_infer_ros.autotune.budget import MemoryBudget
 from bayes_infer_ros.bench import train_autotuner as tr
 from bayes_infer_ros.autotune.forest import NumpyForest
 from bayes_infer_ros.bench import generator as g
@@ -69,20 +71,20 @@ def test_select_variant_is_fast_feasible_and_falls_back(trained, monkeypatch):
     monkeypatch.setattr(sel, "_registered", lambda: ("baseline", "hybrid", "clustered_hybrid", "hybrid_block",
                                                      "clustered_hybrid_block"))
     spec = g.generate_specs()[123]
-    name = sel.select_variant("vmp", spec, horizon=5, model_dir=trained)
+    name = dec.select_variant("vmp", spec, horizon=5, model_dir=trained)
     assert name in sel._registered()
     # milliseconds by construction: without verify_top_k nothing is built or compiled (its time is a benchmark:
     # benchmarks/verify_cost.py prints the ranking's)
-    monkeypatch.setattr(sel, "_try_build", lambda *a, **k: pytest.fail("select_variant built an engine"))
-    monkeypatch.setattr(sel, "time_round_robin", lambda *a, **k: pytest.fail("select_variant timed something"))
-    assert sel.select_variant("vmp", spec, horizon=5, model_dir=trained) == name
+    monkeypatch.setattr(dec, "build_engine", lambda *a, **k: pytest.fail("select_variant built an engine"))
+    monkeypatch.setattr(dec, "time_round_robin", lambda *a, **k: pytest.fail("select_variant timed something"))
+    assert dec.select_variant("vmp", spec, horizon=5, model_dir=trained) == name
     # nothing fits a tiny budget except the baseline, which runs every model
-    assert sel.select_variant("vmp", spec, horizon=5, model_dir=trained, memory_budget_gb=1e-12) == "baseline"
+    assert dec.select_variant("vmp", spec, horizon=5, model_dir=trained, memory_budget=MemoryBudget(1)) == "baseline"
     # no trained model at all
-    assert sel.select_variant("mmp", spec, horizon=5, model_dir=trained / "nowhere") == "baseline"
+    assert dec.select_variant("mmp", spec, horizon=5, model_dir=trained / "nowhere") == "baseline"
     # a variant the classifier likes but that is not registered is never returned
     monkeypatch.setattr(sel, "_registered", lambda: ("baseline",))
-    assert sel.select_variant("fpi", spec, model_dir=trained) == "baseline"
+    assert dec.select_variant("fpi", spec, model_dir=trained) == "baseline"
 
 
 def test_shipped_models_load():
@@ -94,7 +96,7 @@ def test_shipped_models_load():
     assert meta["feature_names"] == sel.feature_names()
     spec = g.generate_specs()[10]
     for alg in meta["algorithms"]:
-        assert sel.select_variant(alg, spec, horizon=5) in sel._registered()
+        assert dec.select_variant(alg, spec, horizon=5) in sel._registered()
 
 
 def test_without_numba_the_portable_model_ranks_and_the_native_engine_is_never_offered(monkeypatch):
@@ -113,40 +115,36 @@ def test_without_numba_the_portable_model_ranks_and_the_native_engine_is_never_o
         ranked = [v for v, _ in sel.rank_variants(alg, spec, horizon=5)]
         assert "fused_numba" not in ranked and "baseline" in ranked, ranked
         assert len(ranked) >= 2, ranked  # a ranking of the JAX variants, not baseline alone
-        assert sel.select_variant(alg, spec, horizon=5) != "fused_numba"
+        assert dec.select_variant(alg, spec, horizon=5) != "fused_numba"
+
+
+def _builders(model, algorithm, variants, num_iter=16):
+    from bayes_infer_ros.inference import engine_for_model
+
+    return {v: (lambda v=v: engine_for_model(model, algorithm, variant=v, num_iter=num_iter)) for v in variants}
 
 
 def test_verify_builds_and_times_candidates():
-    """The verify step on real engines: every candidate timed, the fastest returned, refusals skipped."""
-    spec = min(g.generate_specs(), key=lambda s: sum(s.a_elements()))
-    model = g.build_model(spec)
-    best, timings = sel.verify_variants("fpi", model, ["baseline", "hybrid_block", "no_such_variant"])
-    assert set(timings) == {"baseline", "hybrid_block", "no_such_variant"}
-    assert timings["no_such_variant"] == float("inf")
-    assert best in ("baseline", "hybrid_block") and timings[best] == min(timings.values())
-
-
-def test_verify_engines_returns_the_winners_engine():
-    """With the caller's builder, each candidate is built once and the winner's engine comes back."""
-    from bayes_infer_ros.inference import engine_for_model
-
+    """The verify step on real engines: every candidate timed, the fastest returned with its engine, refusals
+    timed as inf, nothing running gives no answer."""
     spec = min(g.generate_specs(), key=lambda s: sum(s.a_elements()))
     model = g.build_model(spec)
     built = {}
 
-    def build(v):
-        built[v] = engine_for_model(model, "vmp", variant=v, num_iter=4)
-        return built[v]
+    def tracked(v):
+        def build():
+            built[v] = _builders(model, "vmp", [v], num_iter=4)[v]()
+            return built[v]
+        return build
 
-    best, engine, timings = sel.verify_engines("vmp", model, ["hybrid", "baseline"], horizon=3, build=build)
-    assert set(built) == {"hybrid", "baseline"} and engine is built[best]
-    assert timings[best] == min(timings.values())
-    # baseline is timed even when not a candidate
-    best, engine, timings = sel.verify_engines("vmp", model, ["no_such_variant"], horizon=3)
-    assert best == "baseline" and engine is not None and set(timings) == {"no_such_variant", "baseline"}
-    # nothing runs: the fallback, and no engine
-    best, engine, timings = sel.verify_engines("vmp", model, ["no_such_variant"], horizon=3, include_baseline=False)
-    assert (best, engine) == ("baseline", None) and timings == {"no_such_variant": float("inf")}
+    calls = {v: tracked(v) for v in ("baseline", "hybrid_block", "no_such_variant")}
+    best, engine, timings = dec.verify_engines(calls, "vmp", 3)
+    assert set(timings) == {"baseline", "hybrid_block", "no_such_variant"}
+    assert timings["no_such_variant"] == float("inf")
+    assert best in ("baseline", "hybrid_block") and timings[best] == min(timings.values())
+    assert engine is built[best] and set(built) == {"baseline", "hybrid_block"}
+    assert dec.verify_engines(_builders(model, "vmp", ["no_such_variant"]), "vmp", 3) == (
+        None, None, {"no_such_variant": float("inf")})
 
 
 class _Slowed:
@@ -158,9 +156,9 @@ class _Slowed:
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
-    def tick(self, *args):
+    def tick_prepared(self, *args):
         time.sleep(self._seconds)
-        return self._engine.tick(*args)
+        return self._engine.tick_prepared(*args)
 
 
 def test_verify_never_picks_a_variant_measured_slower_than_baseline(tmp_path, monkeypatch):
@@ -168,19 +166,18 @@ def test_verify_never_picks_a_variant_measured_slower_than_baseline(tmp_path, mo
     well and returns it. A sleep is a lower bound on the slowed variant's time, so load cannot flip this."""
     spec = min(g.generate_specs(), key=lambda s: sum(s.a_elements()))
     model = g.build_model(spec)
-    meta = {"feature_names": sel.feature_names(), "algorithms": {"fpi": {"constant": "hybrid"}}}
+    meta = {"feature_names": sel.feature_names(), "algorithms": {"fpi": {"constant": "hybrid",
+                                                                         "variants": ["hybrid", "fused_numba"]}}}
     (tmp_path / "cpu_meta.json").write_text(json.dumps(meta))
-    real_build = sel._try_build
+    real_build = dec.build_engine
 
-    def build(algorithm, model, variant, num_iter):
-        engine = real_build(algorithm, model, variant, num_iter)
+    def build(model, config, variant, device):
+        engine = real_build(model, config, variant, device)
         return _Slowed(engine, 0.02) if variant == "hybrid" else engine
 
-    monkeypatch.setattr(sel, "_try_build", build)
-    assert sel.select_variant("fpi", model, model_dir=tmp_path) == "hybrid"  # the prediction alone
-    assert sel.select_variant("fpi", model, model_dir=tmp_path, verify_top_k=3) == "baseline"
-    best, timings = sel.verify_variants("fpi", model, ["hybrid"])
-    assert best == "baseline" and timings["hybrid"] > timings["baseline"]
+    monkeypatch.setattr(dec, "build_engine", build)
+    assert dec.select_variant("fpi", model, model_dir=tmp_path) == "hybrid"  # the prediction alone
+    assert dec.select_variant("fpi", model, model_dir=tmp_path, verify_top_k=3) == "baseline"
 
 
 def test_tie_labels_group_variants_within_the_tolerance():

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.ros import admission
-from bayes_infer_ros.ros.builder import (Builder, BuildCancelled, MemoryBudgetExceeded, check_memory_budget,
-                                         estimated_bytes)
+from bayes_infer_ros.autotune.budget import MemoryBudgetExceeded, estimated_bytes
+from bayes_infer_ros.ros.builder import Builder, BuildCancelled, node_budget
 from bayes_infer_ros.ros.jax_cache import cache_bytes, prune
 from bayes_infer_ros.ros.parameters import MIN_RATE_HZ, validate_change
 
@@ -179,8 +179,8 @@ def test_memory_budget_applies_to_an_explicit_variant():
     assert est > 2 * 2**30  # the merged array alone holds 4e8 elements
     with pytest.raises(MemoryBudgetExceeded, match=r"hybrid_block: its arrays are estimated at 3\.0 GiB while built, "
                                                    r"over memory_budget_mb 2048 \(2\.0 GiB\)"):
-        check_memory_budget("hybrid_block", model, 2048)
-    assert check_memory_budget("baseline", model, 2048) < 64 * 2**20
+        node_budget(2048).check("hybrid_block", model)
+    assert node_budget(2048).check("baseline", model) < 64 * 2**20
 
 
 # ---- the compilation-cache cap -------------------------------------------------------------------

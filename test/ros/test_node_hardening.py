@@ -290,7 +290,7 @@ def test_memory_budget_applies_to_a_users_variant(probe, agent, io):
     fused ones included, is held to the budget, and a refusal names the estimate."""
     from bayes_infer_ros.inference import VARIANTS
     from bayes_infer_ros.model import load_model
-    from bayes_infer_ros.ros.builder import estimated_bytes
+    from bayes_infer_ros.autotune.budget import estimated_bytes
 
     from ros_harness import REPO_ROOT
 
