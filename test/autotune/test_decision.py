@@ -170,3 +170,15 @@ def test_one_budget_in_bytes_names_its_setting(model):
         dec.decide(model, dec.EngineConfig("fpi", "hybrid", device="cpu"), tiny)
     # auto: nothing fits, the baseline runs every model
     assert dec.decide(model, dec.EngineConfig("fpi", device="cpu"), tiny).variant == "baseline"
+
+
+# ---- the node's build: the self-test's fallback reaches the slot it runs --------------------------------------
+def test_the_nodes_build_falls_back_from_a_broken_gpu_with_the_reason(model, broken_gpu, tmp_path):
+    from bayes_infer_ros.ros.builder import build_slot
+
+    cache = DecisionCache(tmp_path)
+    slot = build_slot(model, dec.EngineConfig("fpi", device="auto"), 0, 2048.0, cache=cache)
+    assert slot.device == "cpu:0" and slot.engine.device == "cpu"
+    assert "self-test failed" in slot.note and "no kernel image" in slot.note  # /diagnostics' variant_note
+    with pytest.raises(devices.DeviceUnavailable, match="no kernel image"):
+        build_slot(model, dec.EngineConfig("fpi", device="gpu"), 0, 2048.0, cache=cache)
