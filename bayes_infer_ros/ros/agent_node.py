@@ -62,11 +62,12 @@ from std_srvs.srv import Trigger
 from bayes_infer_ros.inference import VARIANTS
 
 from . import admission, diagnostics, node_help
+from .adapter_inputs import AdapterInputs
 from .engine_host import EngineHost
 from .callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
-from .parameter_declaration import declare_parameters, model_parameter_values, take_overrides
+from .parameter_declaration import declare_parameters, model_parameter_values, prefixed_names, take_overrides
 from .jax_cache import pin_to_cpus
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_cpus
 from .messages import tick_message
@@ -144,6 +145,12 @@ class _AgentCore:
             return self._configure_failed(f"configure failed: {exc}")
         self._loop = self._host.start(slot, self._revert_parameters)
         self._inputs, self._config_error = self._loop.inputs, ""
+        try:
+            self._adapters = AdapterInputs.from_parameters(
+                model_parameter_values(self, prefixed_names(self._overrides, "adapters.")), self._host.model)
+        except Exception as exc:  # noqa: BLE001 - adapters.* names the parameter; the node stays unconfigured
+            self._cleanup()
+            return self._configure_failed(f"configure failed: {exc}")
         try:
             self._create_entities()
         except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
@@ -223,13 +230,17 @@ class _AgentCore:
         self._entities += [(kind, p) for p in pubs]
         # `controls` first: when controls and the observations they precede are ready in the same wait, the
         # executor serves subscriptions in creation order, so an fpi tick they trigger sees the new controls.
-        subscribed = ["controls"] + [f"observations/{name}" for name in self._inputs.names]
+        # An adapted modality reads its sensor's topic and type (adapter_inputs.py) instead.
+        adapted = [self._adapters.subscription(i) for i in range(len(self._inputs.names))]
+        subscribed = ["controls"] + [a[1] if a else f"observations/{name}" for a, name in zip(adapted, self._inputs.names)]
         self._entities.append(("sub", self.create_subscription(Controls, "controls", self._guarded(self._on_controls),
                                                                _qos(100, reliable=True), qos_overriding_options=_overridable())))
         depth = int(self._p("observation_qos_depth"))
         for i, topic in enumerate(subscribed[1:]):
+            msg_type, callback = (adapted[i][0], self._on_adapted) if adapted[i] else (CategoricalObservation,
+                                                                                       self._on_observation)
             self._entities.append(("sub", self.create_subscription(
-                CategoricalObservation, topic, self._guarded(functools.partial(self._on_observation, i)),
+                msg_type, topic, self._guarded(functools.partial(callback, i)),
                 _qos(depth, reliable=False), qos_overriding_options=_overridable())))
         self._entities.append(("srv", self.create_service(Trigger, "~/reset", self._guarded.service(self._on_reset, Trigger.Response))))
         self._obs_prefix = self.resolve_topic_name("observations") + "/"
@@ -258,6 +269,15 @@ class _AgentCore:
         return self._tick_timer is None and float(self._p("rate_hz")) == 0.0
 
     def _on_observation(self, i: int, msg: CategoricalObservation) -> None:
+        self._admit(i, msg.level, msg.probabilities, msg.header.stamp.sec, msg.header.stamp.nanosec, msg.label)
+
+    def _on_adapted(self, i: int, msg: Any) -> None:
+        got = self._adapters.read(i, msg)
+        self._admit(i, -1 if got.reading.level is None else got.reading.level, (), got.sec, got.nanosec,
+                    refused=None if got.reading.ok else (got.reading.reason, got.reading.detail))
+
+    def _admit(self, i: int, level: int, probabilities: Sequence[float], sec: int, nanosec: int, label: str = "",
+               refused: Optional[tuple[str, str]] = None) -> None:
         arrival = time.perf_counter()
         with self._tick_lock:
             now = time.monotonic()
@@ -266,11 +286,10 @@ class _AgentCore:
                 self._count("ignored_inactive")
                 return
             self._handle_reset_request()
-            stamp = msg.header.stamp
-            got = self._inputs.observe(i, msg.level, msg.probabilities, stamp.sec, stamp.nanosec, now=now,
+            got = self._inputs.observe(i, level, probabilities, sec, nanosec, now=now,
                                        now_ns=self.get_clock().now().nanoseconds, arrival=arrival,
                                        timeout_s=float(self._p("observation_timeout")),
-                                       max_future_s=float(self._p("max_future_stamp")))
+                                       max_future_s=float(self._p("max_future_stamp")), label=label, refused=refused)
             self._reporter.admission(admission.report(mod.name, got))
             if got.ok and self._event_mode() and self._inputs.event_ready(now, float(self._p("observation_timeout"))):
                 self._tick()
