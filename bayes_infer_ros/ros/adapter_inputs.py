@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
-from bayes_infer_ros.adapters import AdapterConfigError, AdapterSpec, Reading, check_template, parse_adapters, read_level
+from bayes_infer_ros.adapters import (
+    AdapterConfigError, AdapterSpec, Reading, check_template, parse_adapters, read_level,
+)
 
 DESCRIPTION = ("Sensor adapter (README, 'Sensor adapters'): the modality reads this message instead of "
                "observations/<modality>. Read at configure.")
@@ -57,10 +59,18 @@ class AdapterInputs:
         labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
         return cls(parse_adapters(params, names, labels))
 
-    def subscription(self, i: int) -> Optional[tuple[type, str]]:
-        """(message class, topic) of modality ``i``'s adapter; None when it reads ``observations/<modality>``."""
+    def subscription(self, i: int, name: str, observation_type: type) -> tuple[type, str]:
+        """(message class, topic) that modality ``i`` (``name``) reads: its adapter's, or ``observation_type`` on
+        ``observations/<name>``."""
         spec = self.specs.get(i)
-        return None if spec is None else (self.classes[i], spec.topic)
+        return (observation_type, f"observations/{name}") if spec is None else (self.classes[i], spec.topic)
+
+    def observation(self, i: int, msg: Any) -> dict[str, Any]:
+        """The node's admission arguments for ``msg`` (``level``, ``probabilities``, ``sec``, ``nanosec``,
+        ``refused``: (reason, detail) or None); see :meth:`read`. Never raises."""
+        got = self.read(i, msg)
+        return dict(level=-1 if got.reading.level is None else got.reading.level, probabilities=(), sec=got.sec,
+                    nanosec=got.nanosec, refused=None if got.reading.ok else (got.reading.reason, got.reading.detail))
 
     def read(self, i: int, msg: Any) -> AdaptedReading:
         """Modality ``i``'s level in ``msg`` and its stamp. Never raises."""

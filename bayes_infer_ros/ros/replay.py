@@ -14,9 +14,9 @@ never published).
   pass, so time keeps increasing (soak runs).
 - ``--namespace NS`` moves every topic except ``/clock`` under NS (``/observations/x`` -> ``NS/observations/x``).
 - ``--wait-for TOPIC`` (lockstep): after each step's observations (a run of ``observations/`` messages, and of
-  the sensor topics a ``make-bag --adapters`` bag lists as ``step_topics``, of one log time), wait until one ``bayes_infer_ros/msg/Beliefs`` arrives on TOPIC (relative to NS) or
-  ``--wait-timeout`` passes. Used by the tests, which need every step to give exactly one tick regardless of
-  machine load. Until the first Beliefs arrive, a step left unanswered is sent again (up to
+  the sensor topics a ``make-bag --adapters`` bag lists as ``step_topics``, of one log time), wait until one
+  ``bayes_infer_ros/msg/Beliefs`` arrives on TOPIC (relative to NS) or ``--wait-timeout`` passes. Used by the
+  tests, which need every step to give exactly one tick regardless of machine load. Until the first Beliefs arrive, a step left unanswered is sent again (up to
   ``FIRST_STEP_RESENDS`` times): the player sees a subscriber as soon as its writer matched the node's reader,
   but the node's best-effort reader may match the writer a moment later and miss what was sent meanwhile.
 - ``--control-gap S``: pause S seconds after each ``controls`` message. Not needed by this package's node (it
