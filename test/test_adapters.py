@@ -155,3 +155,15 @@ def test_a_level_no_bin_gives_cannot_be_sampled():
     s = spec(bins=[20.0, 25.0], bin_levels=["low"])
     with pytest.raises(NotSampleable):
         sample_value(s, 0, np.random.default_rng(0))
+
+
+def test_help_and_readme_document_every_adapter_key(repo_root):
+    from bayes_infer_ros.adapters import KEYS
+    from bayes_infer_ros.ros.node_help import usage
+    from bayes_infer_ros.ros.parameters import PARAMETERS
+
+    text, readme = usage(PARAMETERS), (repo_root / "README.md").read_text()
+    for key in KEYS:
+        assert f"adapters.<modality>.{key}" in text, key
+        assert f"`{key}`" in readme, key
+    assert "label" in text and "`label`" in readme

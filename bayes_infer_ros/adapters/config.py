@@ -37,6 +37,22 @@ TESTED_TYPES = (
     "sensor_msgs/msg/Temperature", "std_msgs/msg/Bool", "std_msgs/msg/Int32", "std_msgs/msg/Float32",
     "std_msgs/msg/Float64", "std_msgs/msg/String",
 )
+# (parameter, what it holds) of every key: the node's --help lists them, README's "Sensor adapters" too.
+PARAMETER_HELP = (
+    ("topic", "string, required: the topic to read, relative to the node's namespace (replaces "
+              "observations/<modality>)"),
+    ("type", "string, required: the message type, e.g. sensor_msgs/msg/BatteryState"),
+    ("field", "string, required: a dotted path to a number, boolean or string field (voltage, data, header.frame_id), "
+              "or to a sequence of numbers with a reduction (ranges)"),
+    ("reduction", "min | max | mean: a sequence field reduced to one number"),
+    ("index_range", "[first, end): the entries of the sequence the reduction reads (default: all)"),
+    ("bins", "ascending edges [e0, ..., en]: a number in [e_k, e_k+1) gets interval k's level (the last interval "
+             "closed); outside [e0, en] it is refused (out_of_bins)"),
+    ("bin_levels", "the level of each interval of bins, by label or index (default 0, 1, ...)"),
+    ("levels", "for enums, booleans and strings: levels.<level label or index>: a value or a list of values, or a "
+               "list whose entry k is level k's value; any other value is refused (unknown_value)"),
+)
+assert tuple(k for k, _ in PARAMETER_HELP) == KEYS
 
 
 class AdapterConfigError(ValueError):
