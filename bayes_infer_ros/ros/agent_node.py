@@ -139,7 +139,7 @@ class _AgentCore:
             self._create_entities()
         except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
             self._cleanup()
-            return self._configure_failed(f"configure failed: topics and services: {exc}")
+            return self._configure_failed(f"configure failed: topics, services and sensor adapters: {exc}")
         self._configured = True
         self._log.info(self._host.configured_message(slot, time.perf_counter() - t0))
         return True
