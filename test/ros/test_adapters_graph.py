@@ -37,7 +37,7 @@ def _adapters(modality: str, **keys):
     return AdapterInputs.from_parameters({f"adapters.{modality}.{k}": v for k, v in keys.items()}, model)
 
 
-@pytest.mark.parametrize("msg_type,field,value,keys,level", [
+TYPE_CASES = [
     ("sensor_msgs/msg/BatteryState", "voltage", 24.0, {"bins": [20.0, 23.0, 25.0, 29.4],
                                                         "bin_levels": ["low", "medium", "high"]}, 1),
     ("sensor_msgs/msg/BatteryState", "power_supply_status", 4, {"levels.high": [4], "levels.low": [2, 3]}, 0),
@@ -48,7 +48,16 @@ def _adapters(modality: str, **keys):
     ("std_msgs/msg/Float32", "data", 2.5, {"bins": [0.0, 1.0, 2.0, 3.0]}, 2),
     ("std_msgs/msg/Float64", "data", 1.5, {"bins": [0.0, 1.0, 2.0, 3.0]}, 1),
     ("std_msgs/msg/String", "data", "ok", {"levels.high": "ok", "levels.low": ["fault", "low"]}, 0),
-])
+]
+
+
+def test_the_cases_cover_every_tested_type():
+    from bayes_infer_ros.adapters import TESTED_TYPES
+
+    assert {case[0] for case in TYPE_CASES} == set(TESTED_TYPES)
+
+
+@pytest.mark.parametrize("msg_type,field,value,keys,level", TYPE_CASES)
 def test_every_tested_message_type_is_read(ros_graph, msg_type, field, value, keys, level):
     inputs = _adapters("voltage", topic="sensor", type=msg_type, field=field, **keys)
     cls, topic = inputs.subscription(1, "voltage", object)
