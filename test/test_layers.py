@@ -31,6 +31,7 @@ MODULE_LAYERS = {
     f"{PACKAGE}.autotune": "autotune",
     f"{PACKAGE}.bench": "tools",
     f"{PACKAGE}.bags": "tools",
+    f"{PACKAGE}.adapters": "tools",       # sensor adapters' pure part (the node's subscriptions are ros/)
     f"{PACKAGE}.pymdp_oracle": "tools",
     f"{PACKAGE}.cli": "tools",            # dispatches subcommands by module name (importlib), imports none
     f"{PACKAGE}.infer_cli": "tools",

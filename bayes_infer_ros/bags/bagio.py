@@ -5,6 +5,8 @@ Bag layout (topic names are relative to the root namespace; ``bayes-infer replay
     at t_k = start + k * dt:
       /clock                      rosgraph_msgs/msg/Clock               first in the step
       /observations/<modality>    bayes_infer_ros/msg/CategoricalObservation   level = o_k[i], header.stamp = t_k
+      /<adapter topic>            a sensor message (``make-bag --adapters``) that the modality's adapter reads as
+                                  o_k[i], header.stamp = t_k; one per topic (``custom_data`` step_topics)
       /true_states                std_msgs/msg/Int32MultiArray          s_k (one level per factor)
     at t_k + dt/2 (k < T-1):
       /controls                   bayes_infer_ros/msg/Controls          a_k, the controls applied between k and k+1,
@@ -18,12 +20,13 @@ names and the model's digest, so a test can tell a stale committed bag from a re
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 import yaml
@@ -31,7 +34,10 @@ from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 
 from bayes_infer_ros.model import GenerativeModel, model_to_parameters
 
-from .interfaces import CLOCK_TYPE, CONTROLS_TYPE, INT32_MULTI_ARRAY_TYPE, OBSERVATION_TYPE, make_typestore
+from .interfaces import (
+    CLOCK_TYPE, CONTROLS_TYPE, INT32_MULTI_ARRAY_TYPE, OBSERVATION_TYPE, make_typestore, recorded_decoder,
+)
+from .sensor_messages import STEP_TOPICS_KEY, step_messages, topic_types
 from .simulate import Rollout
 
 CLOCK_TOPIC = "/clock"
@@ -83,8 +89,14 @@ def write_episode_bag(
     dt_s: float = 0.1,
     start_ns: int = 1_000_000_000,
     custom_data: Optional[dict[str, str]] = None,
+    adapters: Optional[Mapping] = None,
+    sensor_seed: int = 0,
 ) -> Path:
-    """Write ``rollout`` as an MCAP rosbag2 folder at ``path`` (which must not exist). Returns the folder."""
+    """Write ``rollout`` as an MCAP rosbag2 folder at ``path`` (which must not exist). Returns the folder.
+
+    ``adapters`` (modality -> ``AdapterSpec``): those modalities are written as sensor messages on their
+    adapters' topics (``sensor_messages.py``; values drawn with ``sensor_seed``) instead of
+    ``/observations/<modality>``; ``custom_data["step_topics"]`` lists those topics."""
     path = Path(path)
     store = make_typestore()
     t = store.types
@@ -101,15 +113,22 @@ def write_episode_bag(
         "factors": ",".join(factors),
         "modalities": ",".join(modalities),
     }
+    adapters = dict(adapters or {})
+    sensor_types = topic_types(adapters)
+    if sensor_types:
+        meta[STEP_TOPICS_KEY] = ",".join(sorted(sensor_types))
     meta.update(custom_data or {})
+    rng = np.random.default_rng(sensor_seed)
 
     with Writer(path, version=METADATA_VERSION, storage_plugin=StoragePlugin.MCAP) as writer:
         for key, value in meta.items():
             writer.set_custom_data(key, str(value))
         clock = writer.add_connection(CLOCK_TOPIC, CLOCK_TYPE, typestore=store)
         controls = writer.add_connection(CONTROLS_TOPIC, CONTROLS_TYPE, typestore=store)
-        obs = [writer.add_connection(OBSERVATIONS_PREFIX + name, OBSERVATION_TYPE, typestore=store)
-               for name in modalities]
+        obs = [None if name in adapters else writer.add_connection(OBSERVATIONS_PREFIX + name, OBSERVATION_TYPE,
+                                                                    typestore=store) for name in modalities]
+        sensors = {topic: writer.add_connection(topic, msgtype, typestore=store)
+                   for topic, msgtype in sorted(sensor_types.items())}
         truth = writer.add_connection(TRUE_STATES_TOPIC, INT32_MULTI_ARRAY_TYPE, typestore=store)
         empty = np.zeros(0, dtype=np.float32)
         for step in range(rollout.num_steps):
@@ -118,8 +137,13 @@ def write_episode_bag(
             writer.write(clock, ns, store.serialize_cdr(t[CLOCK_TYPE](clock=stamp), CLOCK_TYPE))
             header = t["std_msgs/msg/Header"](stamp=stamp, frame_id="")
             for i, conn in enumerate(obs):
-                msg = t[OBSERVATION_TYPE](header=header, level=int(rollout.observations[step, i]), probabilities=empty)
-                writer.write(conn, ns, store.serialize_cdr(msg, OBSERVATION_TYPE))
+                if conn is not None:
+                    msg = t[OBSERVATION_TYPE](header=header, level=int(rollout.observations[step, i]),
+                                              probabilities=empty, label="")
+                    writer.write(conn, ns, store.serialize_cdr(msg, OBSERVATION_TYPE))
+            if sensors:
+                for topic, msg in step_messages(store, adapters, rollout.observations[step], ns, rng).items():
+                    writer.write(sensors[topic], ns, store.serialize_cdr(msg, sensor_types[topic]))
             msg = _int_array(store, rollout.states[step], "factors")
             writer.write(truth, ns, store.serialize_cdr(msg, INT32_MULTI_ARRAY_TYPE))
             if step + 1 < rollout.num_steps:
@@ -134,7 +158,8 @@ class Episode:
 
     stamps_ns:    (T,)      log time of each step (= the observations' header stamps)
     states:       (T, F)    true states (-1 where a step had no ``/true_states`` message)
-    observations: (T, M)    observed levels, modalities in ``modality_names`` order (-1: given as probabilities)
+    observations: (T, M)    observed levels, modalities in ``modality_names`` order (-1: given as probabilities, or
+                            as a sensor message on a ``step_topics`` topic, which is not decoded here)
     actions:      (T-1, F)  a_{t-1} as recorded at step t (-1 where missing: pymdp's "no action")
     probabilities: {(t, i): (m_i,) array} for observations sent as distributions (level == -1)
     """
@@ -153,6 +178,13 @@ class Episode:
         return int(self.stamps_ns.shape[0])
 
 
+def step_topic_test(path: os.PathLike) -> Callable[[str], bool]:
+    """Whether a topic of the bag at ``path`` carries a step's observations: ``/observations/*`` (also under a
+    namespace) and the sensor topics that ``make-bag --adapters`` lists in ``custom_data`` (``step_topics``)."""
+    sensors = set(filter(None, read_custom_data(path).get(STEP_TOPICS_KEY, "").split(",")))
+    return lambda topic: OBSERVATIONS_PREFIX in topic or topic in sensors
+
+
 def read_custom_data(path: os.PathLike) -> dict[str, str]:
     """``custom_data`` of a rosbag2 folder's ``metadata.yaml`` (empty when absent)."""
     doc = yaml.safe_load((Path(path) / "metadata.yaml").read_text()) or {}
@@ -166,16 +198,24 @@ def read_episode(path: os.PathLike) -> Episode:
     store = make_typestore()
     custom = read_custom_data(path)
     records = []
+    sensor_topics = set(filter(None, custom.get(STEP_TOPICS_KEY, "").split(",")))
+    decoders: dict[int, Callable[[bytes], object]] = {}
     with Reader(path) as reader:
         obs_topics = sorted(c.topic[len(OBSERVATIONS_PREFIX):] for c in reader.connections
                             if c.topic.startswith(OBSERVATIONS_PREFIX))
         for conn, ns, raw in reader.messages():
-            if conn.topic.startswith(OBSERVATIONS_PREFIX) or conn.topic in (CONTROLS_TOPIC, LEGACY_ACTIONS_TOPIC,
-                                                                             TRUE_STATES_TOPIC):
-                records.append((ns, conn.topic, store.deserialize_cdr(raw, conn.msgtype)))
+            if conn.topic in sensor_topics:
+                records.append((ns, conn.topic, None))  # a sensor message: a step, its level left -1
+            elif conn.topic.startswith(OBSERVATIONS_PREFIX) or conn.topic in (CONTROLS_TOPIC, LEGACY_ACTIONS_TOPIC,
+                                                                               TRUE_STATES_TOPIC):
+                if conn.id not in decoders:  # a bag written before a field was added keeps its own definition
+                    decoders[conn.id] = recorded_decoder(conn.msgtype, conn.msgdef.data) or functools.partial(
+                        store.deserialize_cdr, typename=conn.msgtype)
+                records.append((ns, conn.topic, decoders[conn.id](raw)))
     modalities = custom["modalities"].split(",") if custom.get("modalities") else obs_topics
     factors = custom["factors"].split(",") if custom.get("factors") else []
-    stamps = sorted({ns for ns, topic, _ in records if topic.startswith(OBSERVATIONS_PREFIX)})
+    is_step = lambda topic: topic.startswith(OBSERVATIONS_PREFIX) or topic in sensor_topics  # noqa: E731
+    stamps = sorted({ns for ns, topic, _ in records if is_step(topic)})
     T, M = len(stamps), len(modalities)
     F = len(factors) or next((len(m.data) for _, topic, m in records if topic == TRUE_STATES_TOPIC), 0)
     states = np.full((T, F), -1, dtype=np.int64)
@@ -185,10 +225,10 @@ def read_episode(path: os.PathLike) -> Episode:
     column = {name: i for i, name in enumerate(modalities)}
     step, step_ns = -1, None
     for ns, topic, msg in records:
-        if topic.startswith(OBSERVATIONS_PREFIX):
+        if is_step(topic):
             if ns != step_ns:
                 step, step_ns = step + 1, ns
-            i = column.get(topic[len(OBSERVATIONS_PREFIX):])
+            i = column.get(topic[len(OBSERVATIONS_PREFIX):]) if msg is not None else None
             if i is None:
                 continue
             observations[step, i] = int(msg.level)

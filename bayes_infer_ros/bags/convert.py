@@ -76,3 +76,24 @@ def _field_to_rosbags(value: Any, desc, store) -> Any:
                 else np.asarray(value.tolist(), dtype=dtype)
         return np.asarray(list(value) if not isinstance(value, np.ndarray) else value, dtype=dtype)
     return [_field_to_rosbags(v, (sub_kind, sub_spec), store) for v in value]
+
+
+def default_message(store: Any, typename: str) -> Any:
+    """A rosbags message of ``typename`` with every field at its type's default (0, '', false, empty)."""
+    _, fields = store.fielddefs[typename]
+    return store.types[typename](**{name: default_value(store, desc) for name, desc in fields})
+
+
+def default_value(store: Any, desc: Any) -> Any:
+    """The default of one field (``desc``: its rosbags field description)."""
+    kind, spec = desc
+    if kind == Nodetype.NAME:
+        return default_message(store, spec)
+    if kind == Nodetype.BASE:
+        base = spec[0]
+        return "" if base in ("string", "wstring") else False if base == "bool" else \
+            0.0 if base.startswith("float") else 0
+    (sub_kind, sub_spec), length = spec
+    if sub_kind == Nodetype.BASE and sub_spec[0] in _NUMPY:
+        return np.zeros(length if kind == Nodetype.ARRAY else 0, dtype=_NUMPY[sub_spec[0]])
+    return [default_value(store, (sub_kind, sub_spec)) for _ in range(length if kind == Nodetype.ARRAY else 0)]

@@ -1,17 +1,21 @@
 """The rosbags typestore for this package's bags: ROS 2 Kilted plus our own interfaces.
 
 Pure Python (no rclpy). The custom types are registered from the package's own ``.msg`` files, so the
-type hashes written into a bag are the ones rosidl computes for the colcon-built interfaces.
+type hashes written into a bag are the ones rosidl computes for the colcon-built interfaces. A bag recorded
+before a field was added (``CategoricalObservation.label``) keeps the definition it was written with:
+:func:`recorded_decoder` reads it, :func:`current_cdr` turns it into the current definition's CDR (the replay).
 """
 from __future__ import annotations
 
 import functools
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
+
+from .convert import default_value
 
 PACKAGE = "bayes_infer_ros"
 # Order matters only for readability: all texts are registered in one call.
@@ -58,3 +62,49 @@ def _typestore(msg_dir: str) -> Typestore:
 def make_typestore(msg_dir: Optional[os.PathLike] = None) -> Typestore:
     """A (cached) Kilted typestore with ``bayes_infer_ros/msg/*`` registered."""
     return _typestore(str(Path(msg_dir) if msg_dir is not None else find_msg_dir()))
+
+
+def _fields_text(definition: str) -> str:
+    """The first message of a (rosbag2, concatenated) definition, without comments and blank lines."""
+    first = definition.split("\n====")[0]
+    lines = (line.split("#")[0].strip() for line in first.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+@functools.lru_cache(maxsize=16)
+def _recorded_typestore(msgtype: str, fields_text: str) -> Typestore:
+    store = get_typestore(Stores.ROS2_KILTED)
+    store.register(get_types_from_msg(fields_text, msgtype))
+    return store
+
+
+def recorded_decoder(msgtype: str, definition: str) -> Optional[Callable[[bytes], Any]]:
+    """For one of this package's types recorded with another definition than the current ``.msg`` file (a field
+    added since): raw CDR -> a rosbags object of the recorded definition. None when the definitions agree (or the
+    type is not ours)."""
+    name = msgtype.rsplit("/", 1)[-1]
+    if not msgtype.startswith(f"{PACKAGE}/") or name not in CUSTOM_MESSAGES or not definition:
+        return None
+    recorded = _fields_text(definition)
+    if recorded == _fields_text((find_msg_dir() / f"{name}.msg").read_text()):
+        return None
+    store = _recorded_typestore(msgtype, recorded)
+    return lambda raw: store.deserialize_cdr(raw, msgtype)
+
+
+def current_cdr(msgtype: str, definition: str) -> Callable[[bytes], bytes]:
+    """raw CDR of ``msgtype`` as recorded with ``definition`` -> raw CDR of the current definition: fields added
+    since get their defaults (0, '', empty), fields that are gone are dropped. Identity when they agree."""
+    decode = recorded_decoder(msgtype, definition)
+    if decode is None:
+        return lambda raw: raw
+    store = make_typestore()
+    _, fields = store.fielddefs[msgtype]
+
+    def upgrade(raw: bytes) -> bytes:
+        old = decode(raw)
+        new = {name: getattr(old, name) if hasattr(old, name) else default_value(store, desc) for name, desc in fields}
+        return bytes(store.serialize_cdr(store.types[msgtype](**new), msgtype))
+
+    return upgrade
+

@@ -1,4 +1,8 @@
-"""``bayes-infer make-bag``: simulate the default model and write the sample bag (regenerable bit for bit)."""
+"""``bayes-infer make-bag``: simulate the default model and write the sample bag (regenerable bit for bit).
+
+``--adapters PARAMS.yaml``: the modalities with a sensor adapter in that params file are written as the sensor
+messages it reads (``config/agent_adapters.yaml``: BatteryState, LaserScan, String), values drawn uniformly within
+each level's bin; the same seed simulates the same episode as the categorical bag."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +14,7 @@ from typing import Optional
 from bayes_infer_ros.model import load_model
 
 from .bagio import bag_content_digest, write_episode_bag
+from .sensor_messages import load_adapters
 from .simulate import simulate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -22,11 +27,15 @@ SAMPLE_DT_S = 0.1
 
 
 def make_sample_bag(out: Path, model_path: Path = DEFAULT_MODEL, steps: int = SAMPLE_STEPS,
-                    seed: int = SAMPLE_SEED, dt_s: float = SAMPLE_DT_S) -> Path:
+                    seed: int = SAMPLE_SEED, dt_s: float = SAMPLE_DT_S, adapters: Optional[Path] = None) -> Path:
     model = load_model(model_path)
     rollout = simulate(model, steps, seed)
-    return write_episode_bag(out, model, rollout, dt_s=dt_s,
-                             custom_data={"seed": str(seed), "model_file": Path(model_path).name})
+    custom = {"seed": str(seed), "model_file": Path(model_path).name}
+    specs = {}
+    if adapters is not None:
+        specs = load_adapters(adapters, model)
+        custom["adapters_file"] = Path(adapters).name
+    return write_episode_bag(out, model, rollout, dt_s=dt_s, custom_data=custom, adapters=specs, sensor_seed=seed)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -37,6 +46,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=SAMPLE_SEED)
     parser.add_argument("--dt", type=float, default=SAMPLE_DT_S, help="seconds between steps")
     parser.add_argument("--force", action="store_true", help="replace an existing bag folder")
+    parser.add_argument("--adapters", type=Path, default=None, metavar="PARAMS_YAML",
+                        help="write the adapted modalities as the sensor messages of this params file's adapters.* "
+                             "(e.g. config/agent_adapters.yaml)")
     args = parser.parse_args(argv)
     if args.out.exists():
         if not args.force:
@@ -47,7 +59,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 2
         shutil.rmtree(args.out)
     try:
-        path = make_sample_bag(args.out, args.model, args.steps, args.seed, args.dt)
+        path = make_sample_bag(args.out, args.model, args.steps, args.seed, args.dt, args.adapters)
     except Exception as exc:  # a CLI reports, it does not trace back
         print(f"make-bag: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

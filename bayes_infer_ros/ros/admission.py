@@ -145,8 +145,9 @@ def report(name: str, got: Admission) -> AdmissionReport:
 class Inputs:
     """The modalities of one model: admission of each message, silence, and the row a tick uses."""
 
-    def __init__(self, names: Sequence[str], num_levels: Sequence[int]):
+    def __init__(self, names: Sequence[str], num_levels: Sequence[int], labels: Sequence[Sequence[str]] = ()):
         self.modalities = [ModalityState(n, int(m)) for n, m in zip(names, num_levels)]
+        self.labels = [list(x) for x in labels] or [[str(k) for k in range(int(m))] for m in num_levels]
 
     @property
     def names(self) -> list[str]:
@@ -160,11 +161,16 @@ class Inputs:
         return mod
 
     def observe(self, i: int, level: int, probabilities: Sequence[float], sec: int, nanosec: int, *, now: float,
-                now_ns: int, arrival: float, timeout_s: float, max_future_s: float) -> Admission:
+                now_ns: int, arrival: float, timeout_s: float, max_future_s: float, label: str = "",
+                refused: Optional[tuple[str, str]] = None) -> Admission:
         """Judge and, when valid, store one observation of modality ``i`` (``now``: monotonic s, ``now_ns``: the
-        node clock, ``arrival``: perf_counter at the callback's entry). Never raises."""
+        node clock, ``arrival``: perf_counter at the callback's entry; ``label``: the level by name, see
+        ``conversion.label_level``; ``refused``: (reason, detail) of a message already refused, e.g. by its
+        sensor adapter, counted as any other). Never raises."""
         mod = self.modalities[i]
-        check = observation_to_distribution(level, probabilities, mod.num_levels)
+        if refused is not None:
+            return self._refuse(mod, now, *refused)
+        check = observation_to_distribution(level, probabilities, mod.num_levels, label, self.labels[i])
         if not check.ok:
             return self._refuse(mod, now, check.reason, check.detail)
         decision = admit_stamp(sec, nanosec, last_ns=mod.last_stamp_ns, now_ns=now_ns, timeout_s=timeout_s,

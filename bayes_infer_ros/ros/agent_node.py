@@ -9,6 +9,7 @@ Two modes, one implementation (:class:`_AgentCore`):
 
 Topics (relative to the node's namespace; every QoS but /diagnostics' can be changed with ``qos_overrides``):
   in   observations/<modality>   bayes_infer_ros/CategoricalObservation   SensorDataQoS (best effort), depth param
+       (or adapters.<modality>.topic, of its .type: a sensor message read through an adapter, adapter_inputs.py)
   in   controls                  bayes_infer_ros/Controls (stamped, one control per factor)   reliable, depth 100
   out  beliefs                   bayes_infer_ros/Beliefs                  reliable, transient local, depth param (1)
   out  beliefs/<factor>          bayes_infer_ros/Belief                   reliable, transient local, depth param (1)
@@ -55,37 +56,25 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
-from rclpy.qos_overriding_options import QoSOverridingOptions
 from std_srvs.srv import Trigger
 
 from bayes_infer_ros.inference import VARIANTS
 
 from . import admission, diagnostics, node_help
+from .adapter_inputs import AdapterInputs
 from .engine_host import EngineHost
 from .callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
-from .parameter_declaration import declare_parameters, model_parameter_values, take_overrides
+from .parameter_declaration import declare_parameters, model_parameter_values, prefixed_names, take_overrides
 from .jax_cache import pin_to_cpus
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_cpus
 from .messages import tick_message
+from .qos import overridable as _overridable, profile as _qos
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
 
 NODE_NAME = "agent"
-
-
-def _qos(depth: int, reliable: bool, transient_local: bool = False) -> QoSProfile:
-    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth,
-                      reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-                      durability=DurabilityPolicy.TRANSIENT_LOCAL if transient_local else DurabilityPolicy.VOLATILE)
-
-
-def _overridable() -> QoSOverridingOptions:
-    """qos_overrides.<topic>.publisher|subscription.<policy> replaces these (rclpy's defaults lack durability)."""
-    return QoSOverridingOptions(policy_kinds=(QoSPolicyKind.HISTORY, QoSPolicyKind.DEPTH, QoSPolicyKind.RELIABILITY,
-                                              QoSPolicyKind.DURABILITY))
 
 
 class _AgentCore:
@@ -144,11 +133,13 @@ class _AgentCore:
             return self._configure_failed(f"configure failed: {exc}")
         self._loop = self._host.start(slot, self._revert_parameters)
         self._inputs, self._config_error = self._loop.inputs, ""
-        try:
+        try:  # an adapters.* error names the parameter
+            self._adapters = AdapterInputs.from_parameters(
+                model_parameter_values(self, prefixed_names(self._overrides, "adapters.")), self._host.model)
             self._create_entities()
         except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
             self._cleanup()
-            return self._configure_failed(f"configure failed: topics and services: {exc}")
+            return self._configure_failed(f"configure failed: topics, services and sensor adapters: {exc}")
         self._configured = True
         self._log.info(self._host.configured_message(slot, time.perf_counter() - t0))
         return True
@@ -223,13 +214,15 @@ class _AgentCore:
         self._entities += [(kind, p) for p in pubs]
         # `controls` first: when controls and the observations they precede are ready in the same wait, the
         # executor serves subscriptions in creation order, so an fpi tick they trigger sees the new controls.
-        subscribed = ["controls"] + [f"observations/{name}" for name in self._inputs.names]
+        inputs = [self._adapters.subscription(i, n, CategoricalObservation) for i, n in enumerate(self._inputs.names)]
+        subscribed = ["controls"] + [topic for _, topic in inputs]
         self._entities.append(("sub", self.create_subscription(Controls, "controls", self._guarded(self._on_controls),
                                                                _qos(100, reliable=True), qos_overriding_options=_overridable())))
         depth = int(self._p("observation_qos_depth"))
-        for i, topic in enumerate(subscribed[1:]):
+        for i, (msg_type, topic) in enumerate(inputs):
+            callback = self._on_adapted if i in self._adapters.specs else self._on_observation
             self._entities.append(("sub", self.create_subscription(
-                CategoricalObservation, topic, self._guarded(functools.partial(self._on_observation, i)),
+                msg_type, topic, self._guarded(functools.partial(callback, i)),
                 _qos(depth, reliable=False), qos_overriding_options=_overridable())))
         self._entities.append(("srv", self.create_service(Trigger, "~/reset", self._guarded.service(self._on_reset, Trigger.Response))))
         self._obs_prefix = self.resolve_topic_name("observations") + "/"
@@ -258,6 +251,13 @@ class _AgentCore:
         return self._tick_timer is None and float(self._p("rate_hz")) == 0.0
 
     def _on_observation(self, i: int, msg: CategoricalObservation) -> None:
+        self._admit(i, msg.level, msg.probabilities, msg.header.stamp.sec, msg.header.stamp.nanosec, label=msg.label)
+
+    def _on_adapted(self, i: int, msg: Any) -> None:
+        self._admit(i, **self._adapters.observation(i, msg))
+
+    def _admit(self, i: int, level: int, probabilities: Sequence[float], sec: int, nanosec: int, **judge: Any) -> None:
+        """Admit one observation of modality ``i`` (``judge``: ``label`` or ``refused``, see Inputs.observe)."""
         arrival = time.perf_counter()
         with self._tick_lock:
             now = time.monotonic()
@@ -266,11 +266,10 @@ class _AgentCore:
                 self._count("ignored_inactive")
                 return
             self._handle_reset_request()
-            stamp = msg.header.stamp
-            got = self._inputs.observe(i, msg.level, msg.probabilities, stamp.sec, stamp.nanosec, now=now,
+            got = self._inputs.observe(i, level, probabilities, sec, nanosec, now=now,
                                        now_ns=self.get_clock().now().nanoseconds, arrival=arrival,
                                        timeout_s=float(self._p("observation_timeout")),
-                                       max_future_s=float(self._p("max_future_stamp")))
+                                       max_future_s=float(self._p("max_future_stamp")), **judge)
             self._reporter.admission(admission.report(mod.name, got))
             if got.ok and self._event_mode() and self._inputs.event_ready(now, float(self._p("observation_timeout"))):
                 self._tick()

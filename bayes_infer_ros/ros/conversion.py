@@ -24,6 +24,11 @@ REJECT_REASONS = (
     "future",              # stamped more than max_future_stamp ahead of the node clock (admission.py)
     "bad_stamp",           # negative sec or nanosec >= 10^9: not a time (admission.py)
     "bad_control",         # Controls message with the wrong length, an index out of range or a wrong label
+    "unknown_label",       # CategoricalObservation.label is not a level of the modality
+    "label_mismatch",      # a label, and a level that is neither 0 (unset) nor the label's index
+    "missing_field",       # sensor adapter: the field is missing, or index_range reaches past the sequence
+    "out_of_bins",         # sensor adapter: a number outside every bin
+    "unknown_value",       # sensor adapter: a value (string, enum, boolean) that no level lists
 )
 
 # Probabilities whose sum is off by more than this are renormalised *and* counted ("renormalized").
@@ -55,14 +60,34 @@ def uniform(num_levels: int) -> np.ndarray:
     return _uniform(num_levels, np.float32)
 
 
-def observation_to_distribution(level: int, probabilities: Sequence[float], num_levels: int) -> ObservationCheck:
+def label_level(label: str, level: int, labels: Sequence[str]) -> tuple[int, Optional[str], str]:
+    """(level, reason, detail) of a CategoricalObservation's ``label`` and ``level``. An empty label leaves
+    ``level`` as it is. A label gives the level by name; ``level`` must then be left at its default 0 or name the
+    same level (a message that sets both names one level), else ``label_mismatch``; a label that is not a level of
+    the modality is ``unknown_label``."""
+    if not label:
+        return int(level), None, ""
+    if label not in labels:
+        return -1, "unknown_label", f"label {label!r} is not a level of the modality ({list(labels)})"
+    index = list(labels).index(label)
+    if int(level) not in (0, index):
+        return -1, "label_mismatch", (f"label {label!r} is level {index} but level is {int(level)} (leave level 0 "
+                                      "when giving a label)")
+    return index, None, ""
+
+
+def observation_to_distribution(level: int, probabilities: Sequence[float], num_levels: int, label: str = "",
+                                labels: Sequence[str] = ()) -> ObservationCheck:
     """A CategoricalObservation's fields -> a distribution over the modality's ``num_levels`` levels.
 
+    A non-empty ``label`` gives the level by name (``labels``: the modality's; :func:`label_level`).
     ``level >= 0`` is a one-hot observation (``probabilities`` is then ignored); ``level == -1`` uses
     ``probabilities``, which must have ``num_levels`` finite, non-negative entries with a positive sum;
     a sum off 1 by more than RENORMALIZE_ATOL is renormalised and flagged. Never raises.
     """
-    level = int(level)
+    level, reason, detail = label_level(label, level, labels)
+    if reason is not None:
+        return ObservationCheck(None, reason, detail)
     if level >= 0:
         if level >= num_levels:
             return ObservationCheck(None, "level_out_of_range", f"level {level} but the modality has {num_levels} levels (0..{num_levels - 1})")

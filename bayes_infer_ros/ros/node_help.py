@@ -7,11 +7,14 @@ from __future__ import annotations
 import textwrap
 from typing import Any, Iterable, Mapping, Sequence
 
+from bayes_infer_ros.adapters import PARAMETER_HELP
+
 QOS_PREFIX = "qos_overrides."
 
 INTERFACES = """\
 topics (relative to the namespace):
   sub  observations/<modality>  bayes_infer_ros/msg/CategoricalObservation  best effort (SensorDataQoS)
+                                (level, or label: the level by name); an adapted modality reads its sensor's topic
   sub  controls                 bayes_infer_ros/msg/Controls (stamped: one control index per factor, optional labels)
   pub  beliefs                  bayes_infer_ros/msg/Beliefs      reliable, transient local, depth 1 (latest kept)
   pub  beliefs/<factor>         bayes_infer_ros/msg/Belief       same; most likely state, its label, entropy
@@ -47,7 +50,12 @@ def usage(parameters: Sequence[Any], prog: str = "agent_node") -> str:
         head = f"  {p.name.ljust(width)}  {default}{flags}"
         lines.append(head)
         lines += textwrap.wrap(p.description, 100, initial_indent=" " * (width + 4), subsequent_indent=" " * (width + 4))
-    lines += ["", "model.*: the inline model (see config/agent.yaml); `bayes-infer model validate FILE` checks a model file."]
+    lines += ["", "model.*: the inline model (see config/agent.yaml); `bayes-infer model validate FILE` checks a model file.",
+              "", "adapters.<modality>.*: a sensor adapter, read at configure (README 'Sensor adapters';",
+              "the default model's: config/agent_adapters.yaml):"]
+    for key, text in PARAMETER_HELP:
+        lines.append(f"  adapters.<modality>.{key}")
+        lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
     return "\n".join(lines)
 
 

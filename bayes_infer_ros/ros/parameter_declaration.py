@@ -4,8 +4,8 @@ The command line and params files can hold anything. :func:`take_overrides` read
 ``automatically_declare_parameters_from_overrides=True``, so each override is a declared parameter at first;
 it is read with ``get_parameters_by_prefix('')`` and undeclared again. :func:`declare_parameters` then declares
 each row of the parameter table with its descriptor: a value the table refuses is logged and the default is used,
-``model.*`` overrides are declared read-only for the loader, and every other key is warned about (with a "did you
-mean" when one is close).
+``model.*`` and ``adapters.*`` overrides are declared read-only (``PREFIXED``: read at configure), and every
+other key is warned about (with a "did you mean" when one is close).
 """
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ from rclpy.node import Node
 
 from .parameters import PARAMETERS, unknown_parameters, validate_change
 
+# Nested parameters declared from the params file (read-only, read at configure), with their description.
+PREFIXED = {
+    "model.": "Model structure/tensor (see bayes_infer_ros.model.io); read at configure.",
+    "adapters.": "Sensor adapter of a modality (README, 'Sensor adapters'; bayes_infer_ros.adapters); read at "
+                 "configure.",
+}
 # Declared by rclpy itself (their overrides are rclpy's to apply).
 RCLPY_PARAMETERS = ("use_sim_time", "start_type_description_service")
 
@@ -52,6 +58,11 @@ def take_overrides(node: Node) -> dict[str, Any]:
     return out
 
 
+def prefixed_names(overrides: dict[str, Any], prefix: str) -> list[str]:
+    """The override names under ``prefix`` (``model.``, ``adapters.``), sorted."""
+    return sorted(n for n in overrides if n.startswith(prefix))
+
+
 def model_parameter_values(node: Node, names: Sequence[str]) -> dict[str, Any]:
     """name -> value of the declared ``model.*`` parameters among ``names``; array values as plain lists (rclpy
     gives array.array / lists) for the model loader."""
@@ -65,7 +76,8 @@ def model_parameter_values(node: Node, names: Sequence[str]) -> dict[str, Any]:
 
 def declare_parameters(node: Node, overrides: dict[str, Any], variants: Sequence[str], error: Callable[[str], None],
                        warn: Callable[[str], None], count: Callable[[str], None]) -> list[str]:
-    """Declare the table's parameters and the ``model.*`` overrides; returns the ``model.*`` names."""
+    """Declare the table's parameters and the ``model.*`` / ``adapters.*`` overrides; returns the ``model.*``
+    names."""
     for spec in PARAMETERS:
         value = overrides.get(spec.name)
         if value is not None:  # nonsense in the params file / on the command line: say so, use the default
@@ -81,14 +93,14 @@ def declare_parameters(node: Node, overrides: dict[str, Any], variants: Sequence
             node.declare_parameter(spec.name, spec.default, descriptor(spec))
         except ParameterException as exc:
             _refuse(node, spec, value, str(exc), error, count)
-    model_names = sorted(n for n in overrides if n.startswith("model."))
-    for name in model_names:
-        value = overrides[name]
-        if value is None or (isinstance(value, (list, tuple)) and len(value) == 0):
-            continue
-        node.declare_parameter(name, value, ParameterDescriptor(
-            description="Model structure/tensor (see bayes_infer_ros.model.io); read at configure.", read_only=True))
-    for line in unknown_parameters(overrides.keys(), [s.name for s in PARAMETERS]):
+    model_names = prefixed_names(overrides, "model.")
+    for prefix, description in PREFIXED.items():
+        for name in prefixed_names(overrides, prefix):
+            value = overrides[name]
+            if value is None or (isinstance(value, (list, tuple)) and len(value) == 0):
+                continue
+            node.declare_parameter(name, value, ParameterDescriptor(description=description, read_only=True))
+    for line in unknown_parameters(overrides.keys(), [s.name for s in PARAMETERS], tuple(PREFIXED)):
         warn(line)
         count("unknown_parameters")
     return model_names

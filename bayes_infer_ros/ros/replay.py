@@ -13,10 +13,10 @@ never published).
   ``--continuous`` instead shifts ``/clock`` and every ``header.stamp`` forward by the bag's length on each
   pass, so time keeps increasing (soak runs).
 - ``--namespace NS`` moves every topic except ``/clock`` under NS (``/observations/x`` -> ``NS/observations/x``).
-- ``--wait-for TOPIC`` (lockstep): after each step's observations (a run of ``observations/`` messages of one
-  log time), wait until one ``bayes_infer_ros/msg/Beliefs`` arrives on TOPIC (relative to NS) or
-  ``--wait-timeout`` passes. Used by the tests, which need every step to give exactly one tick regardless of
-  machine load. Until the first Beliefs arrive, a step left unanswered is sent again (up to
+- ``--wait-for TOPIC`` (lockstep): after each step's observations (a run of ``observations/`` messages, and of
+  the sensor topics a ``make-bag --adapters`` bag lists as ``step_topics``, of one log time), wait until one
+  ``bayes_infer_ros/msg/Beliefs`` arrives on TOPIC (relative to NS) or ``--wait-timeout`` passes. Used by the
+  tests, which need every step to give exactly one tick regardless of machine load. Until the first Beliefs arrive, a step left unanswered is sent again (up to
   ``FIRST_STEP_RESENDS`` times): the player sees a subscriber as soon as its writer matched the node's reader,
   but the node's best-effort reader may match the writer a moment later and miss what was sent meanwhile.
 - ``--control-gap S``: pause S seconds after each ``controls`` message. Not needed by this package's node (it
@@ -44,14 +44,15 @@ from rclpy.utilities import remove_ros_args
 from rosbags.rosbag2 import Reader
 from rosgraph_msgs.msg import Clock
 
+from bayes_infer_ros.bags.bagio import step_topic_test
 from bayes_infer_ros.bags.convert import message_class
+from bayes_infer_ros.bags.interfaces import current_cdr
 
 from .recorder import BagRecorder
 from .spinning import SpinThread, stop_spinning
 
 CLOCK_TOPIC = "/clock"
 FIRST_STEP_RESENDS = 5
-STEP_TOPIC_MARK = "/observations/"
 BELIEFS_TYPE = "bayes_infer_ros/msg/Beliefs"
 CONTROL_TOPIC_SUFFIXES = ("/controls", "/actions")  # /actions: bags made before the Controls message
 
@@ -151,6 +152,7 @@ class BagPlayer:
         self._stop = threading.Event()
         self._qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE,
                                durability=DurabilityPolicy.VOLATILE)
+        self._is_step = step_topic_test(self.bag)
         with Reader(self.bag) as reader:
             conns = list(reader.connections)
         keep = set(topics) if topics else None
@@ -159,6 +161,8 @@ class BagPlayer:
             self._connections = [c for c in self._connections if c.topic != CLOCK_TOPIC]
         self._bag_has_clock = any(c.topic == CLOCK_TOPIC for c in self._connections)
         self._classes: dict[int, type] = {}
+        # A bag written before a field was added to our messages: its CDR in the current definition
+        self._upgrade = {c.id: current_cdr(c.msgtype, c.msgdef.data) for c in self._connections}
         self._publishers: dict[int, object] = {}
         for c in self._connections:
             cls = message_class(c.msgtype)
@@ -183,14 +187,14 @@ class BagPlayer:
     # ---- graph readiness ---------------------------------------------------------------------------
     @property
     def observation_topics(self) -> list[str]:
-        return [remap_topic(c.topic, self.namespace) for c in self._connections if STEP_TOPIC_MARK in c.topic]
+        return [remap_topic(c.topic, self.namespace) for c in self._connections if self._is_step(c.topic)]
 
     def wait_for_subscribers(self, timeout: float, every_topic: bool = False) -> bool:
         """Wait until every observation topic has a subscriber (and the lockstep topic a publisher).
 
         ``every_topic`` waits for a subscriber on every played topic and ``/clock`` instead, e.g. for a recorder of
         the whole bag (its subscriptions to ``true_states`` and the rest come up one by one)."""
-        waited = [self._publishers[c.id] for c in self._connections if every_topic or STEP_TOPIC_MARK in c.topic]
+        waited = [self._publishers[c.id] for c in self._connections if every_topic or self._is_step(c.topic)]
         if every_topic and self._clock_pub is not None:
             waited.append(self._clock_pub)
         deadline = time.monotonic() + timeout
@@ -269,7 +273,7 @@ class BagPlayer:
                     if self._stop.is_set():
                         break
                     # a step ends with its last observation: at the first other message after it
-                    if step_has_obs and (STEP_TOPIC_MARK not in conn.topic or ns + offset_ns != step_ns):
+                    if step_has_obs and (not self._is_step(conn.topic) or ns + offset_ns != step_ns):
                         self._finish_step(step_ns)
                         step_has_obs = False
                     if bag_t0 is None:
@@ -287,14 +291,15 @@ class BagPlayer:
                         pass_ns = max(pass_ns, ns - last_ns)  # largest step: the seam between two passes
                     last_ns = ns
                     try:
-                        msg = bytes(rawdata) if self.raw else deserialize_message(bytes(rawdata), self._classes[conn.id])
+                        raw = self._upgrade[conn.id](bytes(rawdata))
+                        msg = raw if self.raw else deserialize_message(raw, self._classes[conn.id])
                         if offset_ns:
                             _shift_stamps(msg, offset_ns)
                     except Exception as exc:  # a corrupt record must not end the replay
                         self.stats.decode_errors[conn.topic] = self.stats.decode_errors.get(conn.topic, 0) + 1
                         self.node.get_logger().warning(f"skipping undecodable message on {conn.topic} at {ns}: {exc}")
                         continue
-                    if STEP_TOPIC_MARK in conn.topic:
+                    if self._is_step(conn.topic):
                         step_has_obs = True
                         step_ns = ns + offset_ns
                         # before publish: a fast subscriber's answer must never see an older time
@@ -302,7 +307,7 @@ class BagPlayer:
                         if len(self.stats.step_published_at) > 8192:  # long loops: keep the recent steps only
                             del self.stats.step_published_at[next(iter(self.stats.step_published_at))]
                     self._publishers[conn.id].publish(msg)
-                    if STEP_TOPIC_MARK in conn.topic:
+                    if self._is_step(conn.topic):
                         self._step_messages.append((self._publishers[conn.id], msg))
                     self.stats.published[conn.topic] = self.stats.published.get(conn.topic, 0) + 1
                     if conn.topic == CLOCK_TOPIC:
@@ -421,9 +426,10 @@ class ReplaySession:
         (and, when recording, until the recorder subscribed ``beliefs``)."""
         deadline = time.monotonic() + timeout
         if observation_topics is None:
+            is_step = step_topic_test(self.bag)
             with Reader(self.bag) as reader:
                 observation_topics = [remap_topic(c.topic, self.namespace) for c in reader.connections
-                                      if STEP_TOPIC_MARK in c.topic]
+                                      if is_step(c.topic)]
         while time.monotonic() < deadline:
             if (all(self.node.count_subscribers(t) > 0 for t in observation_topics)
                     and self.node.count_publishers(self.beliefs_topic) > 0):

@@ -35,7 +35,8 @@ class TickLoop:
     """``model``: the configured model; ``engine`` and ``horizon``: the active engine's."""
 
     def __init__(self, model: Any, engine: Any, horizon: int):
-        self.inputs = Inputs([model.modality_name(i) for i in range(model.num_modalities)], model.num_obs)
+        self.inputs = Inputs([model.modality_name(i) for i in range(model.num_modalities)], model.num_obs,
+                             [model.observation_label_list(i) for i in range(model.num_modalities)])
         self.controls = ControlTimeline(model.num_factors)
         self.filter = BeliefFilter(engine, model.D, horizon, has_B=model.B is not None)
         self.stats = TickStatistics()

@@ -142,7 +142,7 @@ def test_loop_synthesised_clock_and_undecodable_records(two_contexts, tmp_path):
             msg = t["bayes_infer_ros/msg/CategoricalObservation"](
                 header=t["std_msgs/msg/Header"](stamp=t["builtin_interfaces/msg/Time"](sec=5, nanosec=k * 10_000_000),
                                                 frame_id=""),
-                level=k % 3, probabilities=np.zeros(0, np.float32))
+                level=k % 3, probabilities=np.zeros(0, np.float32), label="")
             w.write(conn, ns, b"\x00\x01\x00\x00garbage" if k == 4 else
                     bytes(store.serialize_cdr(msg, "bayes_infer_ros/msg/CategoricalObservation")))
     from rosgraph_msgs.msg import Clock

@@ -1,0 +1,249 @@
+"""Sensor adapters through the node over real DDS (loopback): every tested message type read by the node's adapter
+code, a node fed by sensor messages whose bad values are refused and counted in /diagnostics, a configure refused
+by a bad adapter (naming the parameter), and the adapter bag (``make-bag --adapters``) replayed through the
+adapters with the same beliefs and accuracy as the categorical sample bag."""
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from ros_harness import AgentProcess, default_params, wait_for
+
+pytestmark = pytest.mark.ros
+
+ADAPTERS_FILE = "config/agent_adapters.yaml"
+# "The same accuracy as the categorical bag": within one percentage point per factor.
+ACCURACY_POINT = 0.01
+
+
+def shipped_adapters(repo_root) -> dict:
+    return yaml.safe_load((repo_root / ADAPTERS_FILE).read_text())["/**"]["ros__parameters"]["adapters"]
+
+
+# ---- the node's adapter code on the real message classes ------------------------------------------------
+def _adapters(modality: str, **keys):
+    from bayes_infer_ros.adapters import AdapterConfigError  # noqa: F401  (re-raised by the constructor)
+    from bayes_infer_ros.model import load_model
+    from bayes_infer_ros.ros.adapter_inputs import AdapterInputs
+
+    from ros_harness import REPO_ROOT
+
+    model = load_model(REPO_ROOT / "config" / "agent.yaml")
+    return AdapterInputs.from_parameters({f"adapters.{modality}.{k}": v for k, v in keys.items()}, model)
+
+
+TYPE_CASES = [
+    ("sensor_msgs/msg/BatteryState", "voltage", 24.0, {"bins": [20.0, 23.0, 25.0, 29.4],
+                                                        "bin_levels": ["low", "medium", "high"]}, 1),
+    ("sensor_msgs/msg/BatteryState", "power_supply_status", 4, {"levels.high": [4], "levels.low": [2, 3]}, 0),
+    ("sensor_msgs/msg/Range", "range", 0.3, {"bins": [0.0, 1.0, 2.0, 3.0]}, 0),
+    ("sensor_msgs/msg/Temperature", "temperature", 61.5, {"bins": [-40.0, 40.0, 60.0, 120.0]}, 2),
+    ("std_msgs/msg/Bool", "data", False, {"levels.high": True, "levels.low": False}, 2),
+    ("std_msgs/msg/Int32", "data", -3, {"levels": [-3, 0, 3]}, 0),
+    ("std_msgs/msg/Float32", "data", 2.5, {"bins": [0.0, 1.0, 2.0, 3.0]}, 2),
+    ("std_msgs/msg/Float64", "data", 1.5, {"bins": [0.0, 1.0, 2.0, 3.0]}, 1),
+    ("std_msgs/msg/String", "data", "ok", {"levels.high": "ok", "levels.low": ["fault", "low"]}, 0),
+]
+
+
+def test_the_cases_cover_every_tested_type():
+    from bayes_infer_ros.adapters import TESTED_TYPES
+
+    laser = {"sensor_msgs/msg/LaserScan"}  # its reduction: test_laser_scan_reduction_on_the_real_message
+    assert {case[0] for case in TYPE_CASES} | laser == set(TESTED_TYPES)
+
+
+@pytest.mark.parametrize("msg_type,field,value,keys,level", TYPE_CASES)
+def test_every_tested_message_type_is_read(ros_graph, msg_type, field, value, keys, level):
+    inputs = _adapters("voltage", topic="sensor", type=msg_type, field=field, **keys)
+    cls, topic = inputs.subscription(1, "voltage", object)
+    assert topic == "sensor" and f"{cls.__module__.split('.')[0]}/msg/{cls.__name__}" == msg_type
+    msg = cls()
+    setattr(msg, field, value)
+    if hasattr(msg, "header"):
+        msg.header.stamp.sec, msg.header.stamp.nanosec = 12, 34
+    got = inputs.observation(1, msg)
+    assert got["refused"] is None and got["level"] == level, got
+    assert (got["sec"], got["nanosec"]) == ((12, 34) if hasattr(msg, "header") else (0, 0))  # else: arrival time
+
+
+def test_laser_scan_reduction_on_the_real_message(ros_graph, repo_root):
+    keys = {k: v for k, v in shipped_adapters(repo_root)["lidar_gap"].items()}
+    inputs = _adapters("lidar_gap", **keys)
+    cls, _ = inputs.subscription(2, "lidar_gap", object)
+    scan = cls()
+    scan.ranges = [0.3] * 150 + [5.0] * 60 + [0.3] * 150  # walls outside the door's sector, a gap in it
+    assert inputs.observation(2, scan)["level"] == 0      # gap
+    scan.ranges = [5.0] * 150 + [0.6] + [5.0] * 209
+    assert inputs.observation(2, scan)["level"] == 1      # wall
+    scan.ranges = [5.0] * 100                             # too short for index_range [150, 210)
+    assert inputs.observation(2, scan)["refused"][0] == "missing_field"
+
+
+@pytest.mark.parametrize("keys,param", [
+    ({"type": "sensor_msgs/msg/NoSuchMessage", "field": "voltage", "bins": [0.0, 1.0]}, "adapters.voltage.type"),
+    ({"type": "nosuch_msgs/msg/Battery", "field": "voltage", "bins": [0.0, 1.0]}, "adapters.voltage.type"),
+    ({"type": "sensor_msgs/msg/BatteryState", "field": "volts", "bins": [0.0, 1.0]}, "adapters.voltage.field"),
+    ({"type": "sensor_msgs/msg/LaserScan", "field": "ranges", "bins": [0.0, 1.0]}, "adapters.voltage.reduction"),
+])
+def test_configuration_errors_against_the_message_classes(ros_graph, keys, param):
+    from bayes_infer_ros.adapters import AdapterConfigError
+
+    with pytest.raises(AdapterConfigError) as err:
+        _adapters("voltage", topic="battery_state", **keys)
+    assert str(err.value).startswith(param), str(err.value)
+
+
+# ---- a node fed by sensor messages ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sensor_agent(ros_graph, tmp_path_factory, repo_root):
+    tmp = tmp_path_factory.mktemp("adapters")
+    params = default_params()
+    params.update({"adapters": shipped_adapters(repo_root), "autostart": True, "rate_hz": 0.0,
+                   "variant": "baseline", "observation_timeout": 0.0, "diagnostics_period": 0.1,
+                   "jax_compilation_cache_dir": ros_graph["jax_cache"]})
+    proc = AgentProcess(tmp, "agent", params, namespace="/sensors")
+    yield proc
+    proc.stop()
+
+
+def _diag_values(diags, fqn="/sensors/agent"):
+    for _, arr in reversed(list(diags)):
+        for st in arr.status:
+            if st.hardware_id == fqn:
+                return {kv.key: kv.value for kv in st.values}
+    return {}
+
+
+def test_the_node_reads_sensor_messages_and_counts_bad_values(probe, sensor_agent):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from sensor_msgs.msg import BatteryState, LaserScan
+    from std_msgs.msg import String
+
+    from bayes_infer_ros.msg import Beliefs
+
+    beliefs = probe.record("/sensors/beliefs", Beliefs)
+    diags = probe.record("/diagnostics", DiagnosticArray)
+    pubs = {"battery": probe.publisher("/sensors/battery_state", BatteryState),
+            "scan": probe.publisher("/sensors/scan", LaserScan), "tag": probe.publisher("/sensors/rfid/tag", String)}
+    ready = lambda: all(p.get_subscription_count() >= 1 for p in pubs.values()) or not sensor_agent.alive()  # noqa: E731
+    assert wait_for(ready, 120) and sensor_agent.alive(), sensor_agent.log_tail()
+    assert pubs["battery"].get_subscription_count() == 2  # voltage and charging read the same topic
+
+    def battery(voltage, status):
+        msg = BatteryState(voltage=voltage, power_supply_status=status)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
+        return msg
+
+    def scan(closest):
+        msg = LaserScan(ranges=[5.0] * 150 + [closest] * 60 + [5.0] * 150)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
+        return msg
+
+    def step(voltage=27.0, status=1, closest=0.5, tag="CHARGER-02"):
+        n = len(beliefs)
+        pubs["battery"].publish(battery(voltage, status))
+        pubs["scan"].publish(scan(closest))
+        pubs["tag"].publish(String(data=tag))
+        return beliefs[-1][1] if wait_for(lambda: len(beliefs) > n, 10) else None
+
+    got = None
+    for _ in range(5):  # the first messages may go out before the node's readers matched
+        got = step()
+        if got is not None:
+            break
+    assert got is not None, sensor_agent.log_tail()
+    for _ in range(5):
+        got = step()
+    assert got.factors[0].most_likely_label == "charger"  # the tag CHARGER-02
+    assert wait_for(lambda: all(int(_diag_values(diags).get(f"input.{m}.accepted", 0)) >= 6
+                                for m in ("rfid_tag", "voltage", "lidar_gap", "charging")), 10), _diag_values(diags)
+
+    before = _diag_values(diags)
+    pubs["battery"].publish(battery(math.nan, 1))       # voltage NaN: refused; charging reads this message fine
+    pubs["battery"].publish(battery(31.0, 0))           # out of the bins; status UNKNOWN: no level lists 0
+    pubs["tag"].publish(String(data="PALLET-9"))        # an unknown tag
+    pubs["scan"].publish(LaserScan(ranges=[1.0] * 10))  # too short for the index range
+    expected = {"rejected.non_finite": 1, "rejected.out_of_bins": 1, "rejected.unknown_value": 2,
+                "rejected.missing_field": 1}
+
+    def counted():
+        now = _diag_values(diags)
+        return all(int(now.get(k, 0)) - int(before.get(k, 0)) == v for k, v in expected.items())
+
+    assert wait_for(counted, 10), (_diag_values(diags), before, sensor_agent.log_tail())
+    assert sensor_agent.alive()
+    assert step() is not None  # still ticking on good messages
+
+
+def test_a_bad_adapter_refuses_configure_naming_the_parameter(ros_graph, tmp_path, repo_root):
+    params = default_params()
+    adapters = shipped_adapters(repo_root)
+    adapters["voltage"]["bins"] = [20.0, 25.0, 23.0, 29.4]
+    params.update({"adapters": adapters, "variant": "baseline", "jax_compilation_cache_dir": ros_graph["jax_cache"]})
+    proc = AgentProcess(tmp_path, "agent", params, namespace="/bad_adapter", plain=True)
+    try:
+        assert wait_for(lambda: not proc.alive(), 120), proc.log_tail()
+        assert proc.proc.returncode == 1
+        assert "adapters.voltage.bins: edges must be strictly ascending" in proc.log_text(), proc.log_tail()
+    finally:
+        proc.stop()
+
+
+# ---- the adapter bag replays like the categorical one ---------------------------------------------------------
+def _replay(bag, params_files, tmp_path, tag):
+    from bayes_infer_ros.demo import AgentProcess as Agent
+    from bayes_infer_ros.ros.replay import ReplaySession
+
+    ns = f"adapters_{tag}_{os.getpid()}"
+    node = Agent(params_files[0], parameters={"algorithm": "fpi", "variant": "baseline", "use_sim_time": True,
+                                              "autostart": True, "rate_hz": 0.0, "observation_timeout": 0.0,
+                                              "jax_compilation_cache_dir": str(tmp_path / "jax")},
+                 namespace=ns, env=dict(os.environ), log_path=tmp_path / f"agent_{tag}.log",
+                 extra_ros_args=[a for f in params_files[1:] for a in ("--params-file", str(f))])
+    node.start()
+    try:
+        with ReplaySession(bag, namespace=ns, node_name=f"replay_{tag}") as session:
+            deadline = time.monotonic() + 120
+            while not session.wait_ready(1.0):
+                assert node.alive(), node.log_tail()
+                assert time.monotonic() < deadline, node.log_tail()
+            stats = session.play(rate=0.0, wait_for="beliefs", wait_timeout=10.0)
+            session.drain(stats.steps, timeout=60.0)
+            return stats, list(session.beliefs), node.log_text()
+    finally:
+        node.stop()
+
+
+def test_the_adapter_bag_replays_with_the_categorical_bags_accuracy(ros_graph, tmp_path, repo_root):
+    from bayes_infer_ros.bags import read_episode
+    from bayes_infer_ros.bags.golden import posterior_mode_accuracy
+    from bayes_infer_ros.bags.make_bag import main as make_bag_main
+    from bayes_infer_ros.demo import align_beliefs
+    from bayes_infer_ros.model import load_model
+
+    from tolerances import ROS_FLOAT32_ATOL
+
+    config = repo_root / "config" / "agent.yaml"
+    sensor_bag = tmp_path / "sensor_bag"
+    assert make_bag_main([str(sensor_bag), "--adapters", str(repo_root / ADAPTERS_FILE)]) == 0
+    model = load_model(config)
+    accuracy, beliefs = {}, {}
+    for tag, bag, files in [("categorical", repo_root / "bags" / "agent_sample", [config]),
+                            ("sensors", sensor_bag, [config, repo_root / ADAPTERS_FILE])]:
+        episode = read_episode(bag)
+        stats, samples, log = _replay(bag, files, tmp_path, tag)
+        assert stats.wait_timeouts == 0 and len(samples) == episode.num_steps, f"{tag}: {stats.summary()}\n{log}"
+        beliefs[tag], got = align_beliefs(samples, episode, model.num_states)
+        assert got.all(), tag
+        accuracy[tag] = posterior_mode_accuracy(beliefs[tag], episode.states)
+    print(f"\naccuracy (location, battery, door): categorical {np.round(accuracy['categorical'], 3).tolist()}, "
+          f"sensors {np.round(accuracy['sensors'], 3).tolist()}")
+    np.testing.assert_allclose(accuracy["sensors"], accuracy["categorical"], atol=ACCURACY_POINT)
+    for f in range(model.num_factors):  # binning recovered every level: the very same beliefs
+        np.testing.assert_allclose(beliefs["sensors"][f], beliefs["categorical"][f], rtol=0, atol=ROS_FLOAT32_ATOL)

@@ -1,0 +1,82 @@
+"""Bags without ROS for the sensor adapters and the label field: ``make-bag --adapters`` writes the real message
+types whose adapters read back the simulated levels, and a bag written before ``CategoricalObservation.label``
+still reads (and converts to the current definition for the replay)."""
+from __future__ import annotations
+
+import numpy as np
+from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+from bayes_infer_ros.adapters import read_level
+from bayes_infer_ros.bags import make_typestore, read_custom_data, read_episode, simulate
+from bayes_infer_ros.bags.interfaces import OBSERVATION_TYPE, current_cdr, recorded_decoder
+from bayes_infer_ros.bags.make_bag import SAMPLE_SEED, SAMPLE_STEPS, main as make_bag_main
+from bayes_infer_ros.bags.sensor_messages import load_adapters
+from bayes_infer_ros.model import load_model
+
+# CategoricalObservation as it was before `label` (the committed sample bag had this until it was regenerated)
+OLD_OBSERVATION = "std_msgs/Header header\nint32 level\nfloat32[] probabilities\n"
+
+
+def test_make_bag_with_adapters_writes_sensor_messages_that_read_back_the_levels(tmp_path, repo_root):
+    out = tmp_path / "sensors"
+    assert make_bag_main([str(out), "--adapters", str(repo_root / "config" / "agent_adapters.yaml")]) == 0
+    model = load_model(repo_root / "config" / "agent.yaml")
+    specs = load_adapters(repo_root / "config" / "agent_adapters.yaml", model)
+    rollout = simulate(model, SAMPLE_STEPS, SAMPLE_SEED)
+    store = make_typestore()
+    levels = {name: [] for name in specs}
+    with Reader(out) as reader:
+        types = {c.topic: c.msgtype for c in reader.connections}
+        for conn, ns, raw in reader.messages():
+            for name, spec in specs.items():
+                if conn.topic == "/" + spec.topic:
+                    msg = store.deserialize_cdr(raw, conn.msgtype)
+                    if hasattr(msg, "header"):  # stamped with the step's time
+                        assert msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec == ns
+                    levels[name].append(read_level(msg, spec).level)
+    assert types["/battery_state"] == "sensor_msgs/msg/BatteryState"
+    assert types["/scan"] == "sensor_msgs/msg/LaserScan"
+    assert types["/rfid/tag"] == "std_msgs/msg/String"
+    assert not any(t.startswith("/observations/") for t in types)
+    assert read_custom_data(out)["step_topics"] == "/battery_state,/rfid/tag,/scan"
+    for name, spec in specs.items():  # binning recovers every simulated level
+        np.testing.assert_array_equal(levels[name], rollout.observations[:, spec.modality_index], err_msg=name)
+    episode = read_episode(out)
+    categorical = read_episode(repo_root / "bags" / "agent_sample")
+    np.testing.assert_array_equal(episode.stamps_ns, categorical.stamps_ns)
+    np.testing.assert_array_equal(episode.states, categorical.states)
+    np.testing.assert_array_equal(episode.actions, categorical.actions)
+
+
+def test_a_bag_written_before_the_label_field_still_reads(tmp_path, repo_root):
+    old_store = get_typestore(Stores.ROS2_KILTED)
+    old_store.register(get_types_from_msg(OLD_OBSERVATION, OBSERVATION_TYPE))
+    new = read_episode(repo_root / "bags" / "agent_sample")
+    with Reader(repo_root / "bags" / "agent_sample") as reader, \
+            Writer(tmp_path / "old", version=8, storage_plugin=StoragePlugin.MCAP) as writer:
+        for key, value in read_custom_data(repo_root / "bags" / "agent_sample").items():
+            writer.set_custom_data(key, value)
+        conns = {c.id: writer.add_connection(c.topic, c.msgtype,
+                                             typestore=old_store if c.msgtype == OBSERVATION_TYPE else make_typestore())
+                 for c in reader.connections}
+        store = make_typestore()
+        for c, ns, raw in reader.messages():
+            if c.msgtype == OBSERVATION_TYPE:
+                msg = store.deserialize_cdr(raw, c.msgtype)
+                raw = old_store.serialize_cdr(old_store.types[OBSERVATION_TYPE](
+                    header=msg.header, level=msg.level, probabilities=msg.probabilities), OBSERVATION_TYPE)
+            writer.write(conns[c.id], ns, raw)
+    old = read_episode(tmp_path / "old")
+    np.testing.assert_array_equal(old.observations, new.observations)
+    np.testing.assert_array_equal(old.states, new.states)
+    with Reader(tmp_path / "old") as reader:
+        conn = next(c for c in reader.connections if c.msgtype == OBSERVATION_TYPE)
+        assert recorded_decoder(conn.msgtype, conn.msgdef.data) is not None
+        raw = next(raw for c, _, raw in reader.messages(connections=[conn]))
+    upgraded = make_typestore().deserialize_cdr(current_cdr(conn.msgtype, conn.msgdef.data)(bytes(raw)),
+                                                OBSERVATION_TYPE)
+    assert upgraded.label == "" and upgraded.level == new.observations[0, 0]
+    with Reader(repo_root / "bags" / "agent_sample") as reader:  # the current definition: nothing to convert
+        conn = next(c for c in reader.connections if c.msgtype == OBSERVATION_TYPE)
+        assert recorded_decoder(conn.msgtype, conn.msgdef.data) is None

@@ -1,0 +1,169 @@
+"""Sensor adapters' pure part (bayes_infer_ros.adapters), without a ROS graph: the parameters and their errors,
+field paths, binning, level maps, reductions, the inverse used by make-bag, and the shipped
+config/agent_adapters.yaml against the default model."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+
+from bayes_infer_ros.adapters import (
+    AdapterConfigError, NotSampleable, check_template, flatten, parse_adapters, read_level, sample_value,
+)
+from bayes_infer_ros.adapters.reading import bin_level, reduce_values, resolve_field
+
+NAMES = ["rfid_tag", "voltage", "lidar_gap", "charging"]
+LABELS = [["dock", "aisle_a", "aisle_b", "charger", "none"], ["high", "medium", "low"], ["gap", "wall"],
+          ["charging", "idle"]]
+
+
+def spec(modality: str = "voltage", **keys):
+    base = {"topic": "battery_state", "type": "sensor_msgs/msg/BatteryState", "field": "voltage"}
+    base.update(keys)
+    return parse_adapters({f"adapters.{modality}.{k}": v for k, v in base.items()}, NAMES, LABELS)[modality]
+
+
+def shipped(repo_root):
+    doc = yaml.safe_load((repo_root / "config" / "agent_adapters.yaml").read_text())
+    return parse_adapters(flatten(doc["/**"]["ros__parameters"]), NAMES, LABELS)
+
+
+# ---- configuration errors name the parameter ---------------------------------------------------------------
+@pytest.mark.parametrize("modality,keys,param", [
+    ("speed", {"bins": [0.0, 1.0]}, "adapters.speed"),                                  # no such modality
+    ("voltage", {"bins": [0.0, 2.0, 1.0]}, "adapters.voltage.bins"),                     # not ascending
+    ("voltage", {"bins": [0.0, 1.0, 1.0]}, "adapters.voltage.bins"),                     # not strictly
+    ("voltage", {"bins": [0.0]}, "adapters.voltage.bins"),                               # one edge
+    ("voltage", {"bins": [0.0, 1.0, 2.0, 3.0, 4.0]}, "adapters.voltage.bins"),           # 4 intervals, 3 levels
+    ("voltage", {"bins": [0.0, 1.0], "bin_levels": ["empty"]}, "adapters.voltage.bin_levels"),  # unknown label
+    ("voltage", {"bins": [0.0, 1.0], "bin_levels": [3]}, "adapters.voltage.bin_levels"),  # level out of range
+    ("voltage", {"bins": [0.0, 1.0], "bin_levels": [0, 1]}, "adapters.voltage.bin_levels"),  # one per interval
+    ("voltage", {"levels.huge": [30.0]}, "adapters.voltage.levels.huge"),                # level out of range
+    ("voltage", {"levels.7": [30.0]}, "adapters.voltage.levels.7"),
+    ("voltage", {"levels.high": [1], "levels.low": [1]}, "adapters.voltage.levels"),     # one value, two levels
+    ("voltage", {"bins": [0.0, 1.0], "levels.high": [1]}, "adapters.voltage"),          # both
+    ("voltage", {}, "adapters.voltage"),                                                 # neither
+    ("voltage", {"field": "voltage..x", "bins": [0.0, 1.0]}, "adapters.voltage.field"),  # bad path
+    ("voltage", {"field": "cell-voltage", "bins": [0.0, 1.0]}, "adapters.voltage.field"),
+    ("voltage", {"type": "BatteryState", "bins": [0.0, 1.0]}, "adapters.voltage.type"),  # not pkg/msg/Name
+    ("voltage", {"topic": "", "bins": [0.0, 1.0]}, "adapters.voltage.topic"),
+    ("voltage", {"bins": [0.0, 1.0], "reduction": "median"}, "adapters.voltage.reduction"),
+    ("voltage", {"bins": [0.0, 1.0], "index_range": [0, 10]}, "adapters.voltage.index_range"),  # no reduction
+    ("voltage", {"bins": [0.0, 1.0], "reduction": "min", "index_range": [5, 5]}, "adapters.voltage.index_range"),
+    ("voltage", {"bins": [0.0, 1.0], "treshold": 3}, "adapters.voltage.treshold"),      # unknown key
+])
+def test_configuration_errors_name_the_parameter(modality, keys, param):
+    with pytest.raises(AdapterConfigError) as err:
+        spec(modality, **keys)
+    assert str(err.value).startswith(param), str(err.value)
+
+
+def test_template_checks_the_field_against_the_message_type():
+    battery = SimpleNamespace(header=SimpleNamespace(frame_id=""), voltage=0.0, power_supply_status=0, present=False,
+                              cell_voltage=[], location="")
+    check_template(spec(bins=[20.0, 23.0, 25.0]), battery)
+    check_template(spec("charging", field="power_supply_status", **{"levels.charging": [1, 4]}), battery)
+    check_template(spec(field="cell_voltage", reduction="mean", bins=[0.0, 5.0]), battery)
+    for keys, param in [({"field": "volts", "bins": [0.0, 1.0]}, ".field"),             # no such field
+                        ({"field": "header", "bins": [0.0, 1.0]}, ".field"),            # a message, not a value
+                        ({"field": "cell_voltage", "bins": [0.0, 1.0]}, ".reduction"),  # a sequence needs one
+                        ({"reduction": "min", "bins": [0.0, 1.0]}, ".reduction"),       # a value cannot have one
+                        ({"field": "location", "bins": [0.0, 1.0]}, ".bins"),           # a string is not binned
+                        ({"field": "present", "levels.high": ["yes"]}, ".levels")]:     # a bool's values are bools
+        with pytest.raises(AdapterConfigError) as err:
+            check_template(spec(**keys), battery)
+        assert str(err.value).startswith("adapters.voltage" + param), str(err.value)
+
+
+# ---- reading ----------------------------------------------------------------------------------------------
+def test_field_paths_resolve_through_nested_messages():
+    msg = SimpleNamespace(header=SimpleNamespace(frame_id="base_link"), data=3)
+    assert resolve_field(msg, "header.frame_id") == "base_link"
+    assert resolve_field(msg, "data") == 3
+    assert read_level(msg, spec(field="header.missing", bins=[0.0, 1.0])).reason == "missing_field"
+
+
+def test_bins_edges_and_refusals():
+    s = spec(bins=[20.0, 23.0, 25.0, 29.4], bin_levels=["low", "medium", "high"])
+    cases = {20.0: 2, 22.999: 2, 23.0: 1, 24.5: 1, 25.0: 0, 29.4: 0}  # [e_k, e_k+1), the last closed
+    for value, level in cases.items():
+        assert read_level(SimpleNamespace(voltage=value), s).level == level, value
+    for value, reason in [(19.99, "out_of_bins"), (29.5, "out_of_bins"), (float("inf"), "out_of_bins"),
+                          (float("nan"), "non_finite"), ("24", "unknown_value")]:
+        got = read_level(SimpleNamespace(voltage=value), s)
+        assert not got.ok and got.reason == reason and got.level is None, (value, got)
+    # default bin_levels: interval k -> level k
+    assert read_level(SimpleNamespace(voltage=0.5), spec(bins=[0.0, 1.0, 2.0])).level == 0
+    assert bin_level(1.0, (0.0, 1.0, 2.0), (0, 1)) == 1
+
+
+def test_levels_map_strings_enums_and_booleans_exactly():
+    tag = spec("rfid_tag", type="std_msgs/String", field="data",
+               **{"levels.dock": ["DOCK-01"], "levels.aisle_a": ["A-7", "A-8"], "levels.none": ""})
+    assert [read_level(SimpleNamespace(data=v), tag).level for v in ("DOCK-01", "A-7", "A-8", "")] == [0, 1, 1, 4]
+    assert read_level(SimpleNamespace(data="dock-01"), tag).reason == "unknown_value"
+    status = spec("charging", field="power_supply_status", **{"levels.charging": [1, 4], "levels.idle": [2, 3]})
+    assert [read_level(SimpleNamespace(power_supply_status=v), status).level for v in (1, 2, 3, 4)] == [0, 1, 1, 0]
+    assert read_level(SimpleNamespace(power_supply_status=0), status).reason == "unknown_value"
+    flag = spec("charging", type="std_msgs/Bool", field="data", **{"levels.charging": True, "levels.idle": False})
+    assert read_level(SimpleNamespace(data=True), flag).level == 0
+    assert read_level(SimpleNamespace(data=False), flag).level == 1
+    assert read_level(SimpleNamespace(data=1), flag).reason == "unknown_value"  # 1 is not True here
+    # a list: entry k is the value of level k
+    listed = spec("charging", type="std_msgs/Int32", field="data", levels=[7, 9])
+    assert read_level(SimpleNamespace(data=9), listed).level == 1
+
+
+def test_reductions_over_an_index_range():
+    ranges = np.array([5.0, 0.5, 2.0, 3.0, 9.0], dtype=np.float32)
+    assert reduce_values(ranges, "min", (2, 4)) == 2.0
+    assert reduce_values(ranges, "max", (2, 4)) == 3.0
+    assert reduce_values(ranges, "mean", (2, 4)) == 2.5
+    assert reduce_values(ranges, "min", None) == 0.5
+    assert reduce_values(ranges, "min", (3, 6)) is None  # past the end
+    gap = spec("lidar_gap", type="sensor_msgs/LaserScan", field="ranges", reduction="min", index_range=[2, 4],
+               bins=[0.05, 1.0, 30.0], bin_levels=["wall", "gap"])
+    assert read_level(SimpleNamespace(ranges=ranges), gap).level == 0           # min 2.0 m: a gap
+    ranges[3] = 0.4
+    assert read_level(SimpleNamespace(ranges=ranges), gap).level == 1           # min 0.4 m: a wall
+    assert read_level(SimpleNamespace(ranges=ranges[:3]), gap).reason == "missing_field"
+    ranges[2] = np.nan
+    assert read_level(SimpleNamespace(ranges=ranges), gap).reason == "non_finite"
+
+
+# ---- the inverse (make-bag) and the shipped file ---------------------------------------------------------
+def test_sampled_values_read_back_as_their_level(repo_root):
+    rng = np.random.default_rng(0)
+    specs = shipped(repo_root)
+    assert sorted(specs) == sorted(NAMES)  # every modality of the default model has an adapter
+    fields = {"voltage": "voltage", "charging": "power_supply_status", "lidar_gap": "ranges", "rfid_tag": "data"}
+    for name, s in specs.items():
+        assert s.field == fields[name]
+        for level in range(s.num_levels):
+            for _ in range(50):
+                value = sample_value(s, level, rng)
+                if isinstance(value, np.ndarray):
+                    value = value.astype(np.float32)  # what a float32[] field holds
+                elif isinstance(value, float):
+                    value = float(np.float32(value))
+                assert read_level(SimpleNamespace(**{s.field: value}), s).level == level, (name, level, value)
+
+
+def test_a_level_no_bin_gives_cannot_be_sampled():
+    s = spec(bins=[20.0, 25.0], bin_levels=["low"])
+    with pytest.raises(NotSampleable):
+        sample_value(s, 0, np.random.default_rng(0))
+
+
+def test_help_and_readme_document_every_adapter_key(repo_root):
+    from bayes_infer_ros.adapters import KEYS
+    from bayes_infer_ros.ros.node_help import usage
+    from bayes_infer_ros.ros.parameters import PARAMETERS
+
+    text, readme = usage(PARAMETERS), (repo_root / "README.md").read_text()
+    for key in KEYS:
+        assert f"adapters.<modality>.{key}" in text, key
+        assert f"`{key}`" in readme, key
+    assert "label" in text and "`label`" in readme
