@@ -1,0 +1,96 @@
+"""The docs' numbers and names against the committed files: README.md's and benchmarks/README.md's generated tables
+equal what the CSVs give, no commit hash of this repository appears in README, docs/ or benchmarks/README.md, and
+every file the docs name under benchmarks/ or autotune/models/ exists."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bayes_infer_ros.bench import readme_tables
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+DOCS = [ROOT / "README.md", BENCH / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+GENERATED = [ROOT / "README.md", BENCH / "README.md", ROOT / "docs" / "autotune.md"]
+
+
+@pytest.mark.parametrize("path", GENERATED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_generated_tables_match_the_committed_files(path):
+    found = readme_tables.blocks(path.read_text())
+    assert found, f"{path.name} has no generated table"
+    assert readme_tables.stale(path, BENCH) == [], (
+        f"{path.relative_to(ROOT)}: tables out of date; run PYTHONPATH=. python benchmarks/make_readme_tables.py")
+
+
+def test_readme_speed_table_is_generated():
+    assert "readme_speed" in readme_tables.blocks((ROOT / "README.md").read_text())
+
+
+def test_a_changed_csv_makes_its_table_stale(tmp_path):
+    """The check can fail: a CSV whose numbers changed no longer gives the committed table."""
+    bench = tmp_path / "benchmarks"
+    shutil.copytree(BENCH, bench, ignore=shutil.ignore_patterns("*.png", "archive"))
+    summary = bench / "summary_engine_cpu.csv"
+    lines = summary.read_text().splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith("fpi,fused_numba,"))
+    cells = lines[i].split(",")
+    cells[5] = str(float(cells[5]) * 2)  # median_ratio
+    lines[i] = ",".join(cells)
+    summary.write_text("\n".join(lines) + "\n")
+    assert readme_tables.stale(BENCH / "README.md", bench) == ["sweep"]
+    assert readme_tables.stale(ROOT / "README.md", bench) == ["readme_speed"]
+    updated = readme_tables.update((BENCH / "README.md").read_text(), bench)
+    (tmp_path / "README.md").write_text(updated)
+    assert readme_tables.stale(tmp_path / "README.md", bench) == []
+
+
+def test_unknown_table_is_refused_by_name():
+    with pytest.raises(ValueError, match="no_such_table"):
+        readme_tables.render("no_such_table", BENCH)
+
+
+HEX_WORD = re.compile(r"(?<![0-9A-Za-z_./-])([0-9a-f]{7,12})(?![0-9A-Za-z_-])")
+
+
+def _is_commit(word: str) -> bool:
+    r = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{word}^{{commit}}"], capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_commit_hash_in_the_docs(path):
+    words = {w for w in HEX_WORD.findall(path.read_text()) if re.search(r"[0-9]", w) and re.search(r"[a-f]", w)}
+    commits = sorted(w for w in words if _is_commit(w))
+    assert commits == [], f"{path.relative_to(ROOT)} names commits {commits}: say what the code does, not when"
+
+
+def test_the_hash_check_finds_a_commit():
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=8", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    assert HEX_WORD.findall(f"as run at {head.stdout.strip()}, quiet") == [head.stdout.strip()]
+    assert _is_commit(head.stdout.strip())
+
+
+NAMED_FILE = re.compile(r"(?:benchmarks/|autotune/models/)([A-Za-z0-9_.*<>/-]+\.(?:csv|md|txt|json|png|py|sh))")
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_named_result_file_exists(path):
+    """Files named as ``benchmarks/...`` or ``autotune/models/...`` (no placeholders) exist."""
+    missing = []
+    for m in NAMED_FILE.finditer(path.read_text()):
+        name = m.group(1)
+        if any(c in name for c in "*<>") or "jetson" in name or "gpu" in name:
+            continue  # a pattern or a file the reader makes (retraining on a device)
+        where = BENCH if m.group(0).startswith("benchmarks/") else ROOT / "bayes_infer_ros" / "autotune" / "models"
+        if not (where / name).exists():
+            missing.append(m.group(0))
+    assert missing == [], f"{path.relative_to(ROOT)} names files that do not exist: {missing}"
