@@ -28,8 +28,10 @@ def test_generated_tables_match_the_committed_files(path):
         f"{path.relative_to(ROOT)}: tables out of date; run PYTHONPATH=. python benchmarks/make_readme_tables.py")
 
 
-def test_readme_speed_table_is_generated():
-    assert "readme_speed" in readme_tables.blocks((ROOT / "README.md").read_text())
+def test_readme_speed_table_is_generated_and_readme_is_short():
+    text = (ROOT / "README.md").read_text()
+    assert "readme_speed" in readme_tables.blocks(text)
+    assert len(text.splitlines()) <= 180, "README.md: at most 180 lines; details go to docs/"
 
 
 def test_a_changed_csv_makes_its_table_stale(tmp_path):
