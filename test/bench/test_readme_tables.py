@@ -96,3 +96,39 @@ def test_every_named_result_file_exists(path):
         if not (where / name).exists():
             missing.append(m.group(0))
     assert missing == [], f"{path.relative_to(ROOT)} names files that do not exist: {missing}"
+
+
+def _facts(name: str) -> dict:
+    rows = readme_tables._rows(BENCH / name)
+    params = [float(r["param_count"]) for r in rows if r["variant"] == "pymdp" and r["param_count"]]
+    return {"configs": len({r["config_id"] for r in rows}), "strata": len({r["stratum"] for r in rows}),
+            "max_fm": max(max(int(r["F"]), int(r["M"])) for r in rows),
+            "params": (f"{min(params):.1g}" if params else "", f"{max(params):.2g}" if params else ""),
+            "per_alg": {a: len({r["config_id"] for r in rows if r["algorithm"] == a}) for a in ("fpi", "vmp", "mmp")}}
+
+
+def _prose(path: Path) -> str:
+    return " ".join(path.read_text().split())
+
+
+def test_prose_numbers_match_the_csvs():
+    """The counts and sizes the docs give in words, against the CSVs they describe."""
+    bench, readme = _prose(BENCH / "README.md"), _prose(ROOT / "README.md")
+    sweep = _facts("sweep_engine_cpu.csv")
+    phrase = f"{sweep['configs']} configurations from {sweep['strata']} of the paper's 20"
+    assert phrase in bench and sweep["max_fm"] == 25 and "F and M up to 25" in bench
+    assert f"On {sweep['configs']} generated models from {sweep['strata']} of the paper's 20 strata" in readme
+    m125 = _facts("sweep_engine_m125_cpu.csv")
+    assert f"up to {float(m125['params'][1]):.1e} parameters".replace("e+0", "e") in bench
+    variants = _facts("variants_cpu.csv")
+    assert variants["configs"] == 12
+    lo, hi = f"{float(variants['params'][0]):.0f}", f"{float(variants['params'][1]):.1e}".replace("e+0", "e")
+    assert f"from {lo} to {hi} A elements" in bench and f"{lo} to {hi} A elements" in readme
+    assert _facts("noise_a_engine_cpu.csv")["configs"] == _facts("noise_b_engine_cpu.csv")["configs"] == 6
+    assert "the same 6 configurations timed twice" in bench
+    gpu = _facts("variants_nvidia_h100_80gb_hbm3.csv")
+    assert gpu["per_alg"] == {"fpi": 6, "vmp": 5, "mmp": 5}
+    assert f"6 of the dozen models (60 to {float(gpu['params'][1]):.1e} A elements; 5 for VMP/MMP)".replace(
+        "e+0", "e") in bench
+    unseen = {r["config_id"] for r in readme_tables._rows(BENCH / "unseen_vs_baseline_cpu.csv")}
+    assert f"{len(unseen)} models from another generator seed" in bench
