@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The new engine's CPU benchmarks (execution modes, fused family, numba, round-robin timing), as run for the
-# committed files (from the repository root, venv active and install/setup.bash sourced; resumable like run_cpu.sh).
+# committed files (from the repository root, venv active and install/setup.bash sourced; every bench step resumes
+# where it stopped when rerun).
 set -euo pipefail
 export JAX_PLATFORMS=cpu
 CACHE=.cache/pomdp_configs

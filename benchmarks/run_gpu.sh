@@ -34,5 +34,5 @@ fi
 if [[ " $STEPS " == *" bench "* ]]; then
 # 3. the variants benchmark, time-boxed (resumable: rerun to extend)
 timeout $(( MINUTES * 60 + 240 )) python3 -m bayes_infer_ros.cli bench-variants --out "$OUT/variants_$dev.csv" \
-    --max-minutes "$MINUTES" --no-progress --min-time 0.1 --max-time 1.0 2>&1 | tail -40
+    --max-minutes "$MINUTES" --no-progress --rounds 30 --max-time 1.0 2>&1 | tail -40
 fi

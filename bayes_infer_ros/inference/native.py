@@ -1,9 +1,8 @@
 """``fused_numba``: the fused form of FPI, VMP and MMP as numba-compiled CPU kernels (optional: needs numba).
 
-On a CPU, a jitted JAX program of this size spends most of its time outside the arithmetic: one tick of the
-default model is about 8k flops (1-2 us) while XLA:CPU needs 15-25 us to run its few dozen steps. The same
-maths as plain loops, compiled once by numba, runs in a few microseconds and is called with numpy arrays
-directly (no dispatch, no device buffers).
+The same maths as the JAX variants, written as plain loops compiled once by numba (``native_kernels.py``) and
+called with numpy arrays directly (no dispatch, no device buffers). Why the kernels are shaped as they are, with
+the measurements: ``NATIVE_TUNING.md`` beside this file.
 
 The maths is pymdp 1.0.4's, term by term:
 
@@ -22,11 +21,6 @@ The maths is pymdp 1.0.4's, term by term:
 
 Only the summation order differs from pymdp (rounding level); the oracle tests hold it to the tolerance
 table.
-
-Noticed, not explained: full test-suite runs died inside an XLA:CPU compile three times (SIGSEGV / SIGABRT in
-``backend_compile_and_load``, late in a process that had compiled thousands of programs), twice with numba loaded
-and once without it; the same tests pass in a fresh process. ``make test`` therefore runs the suite in several
-processes, numba's tests apart. ``fused_numba`` is opt-in.
 
 ``NativeEngine`` implements the :class:`~.api.Engine` contract (list and packed calls, ``predict``, ``tick``,
 ``tick_prepared``, ``warmup``, ``layout``, ``structure``, ``batch_size``, ``device`` "cpu").

@@ -7,26 +7,18 @@ Arrays are float32 or float64 (each dtype compiles once); int arrays are int64, 
 Per-state arrays are (rows, n_max), row ``t * F + f`` (t = 0 for FPI); ``ll`` holds every step's log likelihood,
 step t at ``t * L``.
 
-The iteration loops call no helper inside a loop over steps or factors. numba passes each array argument of an
-inlined helper with an atomic reference-count increment and decrement, and in kernels this size its pruning pass
-does not remove them: on a five-factor model, calling the transition helpers once per (step, factor) spent about
-40% of a VMP call in ``NRT_incref`` / ``NRT_decref`` (perf). Helpers therefore loop over all steps themselves
+The iteration loops call no helper inside a loop over steps or factors: helpers loop over all steps themselves
 (``add_messages``, ``softmax_rows``), the one-dependency transition messages are written out in ``sequence``, and
-only factors with several B-dependencies call ``forward`` / ``backward``.
-
-Long loops vectorise only under two conditions. numba wraps negative indices, so ``x[off + r]`` with an ``off`` LLVM
-cannot prove non-negative becomes a select (or a gather) per element. Long loops therefore index views by the loop
-counter; where a view's reference counts would cost more (inside the iterations), the offset is written ``max(off,
-0)``, a no-op on valid offsets that lets LLVM drop the wrap (0.67-0.96x on ten generator models, the same bits). And
-a float sum vectorises only when it may be reassociated: ``_contract_long``, the contraction of modalities of
-``LONG_CONTRACTION`` or more log-likelihood elements, is compiled with ``fastmath={"reassoc"}`` (its sums stay
-float64). Together: 1.6-2.7x on the generator's models with long contractions (c0247, c0704, c0510).
+only factors with several B-dependencies call ``forward`` / ``backward``. Long loops index views by the loop
+counter; inside the iterations offsets are written ``max(off, 0)`` (a no-op on valid offsets); ``_contract_long``,
+the contraction of modalities of ``LONG_CONTRACTION`` or more log-likelihood elements, is compiled with
+``fastmath={"reassoc"}`` (its sums stay float64).
 
 On x86-64 and AArch64 every kernel runs with subnormal floats flushed to zero (``flush_subnormals`` /
-``restore_fp_mode``), the floating-point mode XLA:CPU, and so pymdp, runs its programs in. Beliefs of unlikely
-states underflow into the subnormal range under ordinary observations (about 1e-45 on the default model), and x86
-and ARM cores take a slow path on each subnormal operand: without the flush, default-model VMP took 60 us instead of
-44 us.
+``restore_fp_mode``), the floating-point mode XLA:CPU, and so pymdp, runs its programs in.
+
+Why each of these (numba's reference counts, index wrapping, subnormal slow paths), with the measurements:
+``NATIVE_TUNING.md`` beside this file.
 """
 import platform
 
@@ -156,8 +148,7 @@ def scratch_sizes(ll_off, dims, ks):
 
 
 # Modalities with at least this many log-likelihood elements (and three or more dependencies) contract in
-# ``_contract_long``, a separate function: its call passes seven arrays with reference counts, which costs more
-# than it saves on small modalities (at 64: c0374 and c0459 7-9% slower; at 256 c0459 3-5% faster than at 1024).
+# ``_contract_long``, a separate function (the threshold: NATIVE_TUNING.md).
 LONG_CONTRACTION = 256
 
 
@@ -667,8 +658,7 @@ def _predict_into(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q,
             out[s_off[f] + a] = tmp[0, a]
 
 
-# The entry points. Each sets the floating-point mode around a call of its kernel: with the mode set inside the
-# kernel itself, LLVM compiled the long contractions 10-20% slower (c0247, c0704).
+# The entry points. Each sets the floating-point mode around a call of its kernel (not inside it: NATIVE_TUNING.md).
 
 
 @njit
@@ -697,10 +687,8 @@ def predict(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, actio
     restore_fp_mode(mode)
 
 
-# The node's FPI tick. A cold call (the node's caches are cold between ticks) costs by the number of its arguments
-# and allocations, so the model's arrays come packed in two (``pack_tick_model``) and the scratch in one buffer.
-# The results go into the caller's array: arrays allocated in the kernel and boxed on return cost about 9 us of a
-# cold call in the node, a numpy allocation by the caller about 2.
+# The node's FPI tick: the model's arrays packed in two (``pack_tick_model``), the scratch in one buffer, the results
+# written into the caller's array (why: NATIVE_TUNING.md, "The node's tick").
 
 
 def pack_tick_model(index_arrays, log_A, B):
@@ -759,7 +747,7 @@ def fpi_tick(ints, floats, n_log_A, obs, prior, num_iter, minval, action, out):
 
 def fpi_tick_entry(dtype):
     """``fpi_tick``'s compiled entry point for ``dtype`` (float32 or float64), loaded from numba's cache or compiled:
-    a call without the dispatcher's type resolution (7 us of a cold 43 us call in the node). The caller passes
+    a call without the dispatcher's type resolution. The caller passes
     exactly the signature's types: C-contiguous 1-D arrays of ``dtype`` (int64 / int32 where the signature says)."""
     vec = lambda dt: numba.types.Array(numba.from_dtype(np.dtype(dt)), 1, "C")  # noqa: E731
     f = numba.from_dtype(np.dtype(dtype))

@@ -1,0 +1,214 @@
+"""The result tables of README.md and benchmarks/README.md, rendered from the committed result files.
+
+Each table sits between marker comments in a markdown file::
+
+    <!-- table:sweep -->
+    ...generated...
+    <!-- /table:sweep -->
+
+``render(name, bench_dir)`` builds one table from the files in ``bench_dir`` (``benchmarks/``) and the shipped
+autotuner models; ``update(text, bench_dir)`` replaces every marked block of a file's text; ``stale(path,
+bench_dir)`` names the blocks whose text differs from what the files give. ``benchmarks/make_readme_tables.py``
+rewrites the files, and a test fails when a committed table and its source disagree.
+
+Ratios are pymdp's time over the variant's (> 1: faster than pymdp), per (configuration, algorithm), summarised
+over configurations: median (p5, min) for sweeps, median (worst) for the variants benchmark.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..autotune.pickable import auto_variants_table
+from ..inference.registry import PAPER_VARIANTS
+from . import report
+
+ALGORITHMS = ("fpi", "vmp", "mmp")
+MODEL_DIR = Path(__file__).resolve().parents[1] / "autotune" / "models"
+BLOCK = re.compile(r"(<!-- table:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /table:(?P=name) -->)", re.S)
+
+
+def _rows(path: Path) -> list[dict]:
+    with Path(path).open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _summary(path: Path) -> dict[tuple[str, str], dict]:
+    """A ``bayes-infer report`` summary CSV: {(algorithm, variant): row with float ratios}."""
+    out = {}
+    for r in _rows(path):
+        out[(r["algorithm"], r["variant"])] = {k: (float(v) if k.endswith("_ratio") else v) for k, v in r.items()}
+    return out
+
+
+def _x(v: float) -> str:
+    return "-" if not math.isfinite(v) else f"{v:.2f}x"
+
+
+def _spread(r: dict) -> str:
+    return f"{_x(r['median_ratio'])} ({_x(r['p5_ratio'])}, {_x(r['min_ratio'])})"
+
+
+def _best_paper(summary: dict, alg: str) -> tuple[str, dict]:
+    named = [(v, summary[(alg, v)]) for v in PAPER_VARIANTS if (alg, v) in summary]
+    return max(named, key=lambda t: t[1]["median_ratio"] if math.isfinite(t[1]["median_ratio"]) else -1.0)
+
+
+def fastest_counts(rows: Sequence[dict], metric: str = "time_s") -> tuple[dict[str, int], int]:
+    """({variant: (configuration, algorithm) pairs where it was the fastest variant}, pairs) over ok rows."""
+    lat, _, _ = report.latency_tables(rows, metric)
+    wins: dict[str, int] = {}
+    pairs = 0
+    for alg in lat:
+        for by_v in lat[alg].values():
+            ours = {v: t for v, t in by_v.items() if v != report.PYMDP and math.isfinite(t)}
+            if ours:
+                pairs += 1
+                best = min(ours, key=ours.get)
+                wins[best] = wins.get(best, 0) + 1
+    return wins, pairs
+
+
+def sweep_table(summary_csv: Path, sweep_csv: Path, autotuner: bool = True) -> str:
+    """Per algorithm: baseline, the best of the paper's variants, fused_numba and (``autotuner``) ``variant: auto``
+    as shipped (out-of-fold, top 3 + baseline timed), each median (p5, min) of pymdp / variant."""
+    s = _summary(summary_csv)
+    head = "| algorithm | configurations | baseline | best of the paper's variants | fused_numba |"
+    rule = "|---|---|---|---|---|"
+    if autotuner:
+        head, rule = head + " `variant: auto` |", rule + "---|"
+    lines = [head, rule]
+    for alg in ALGORITHMS:
+        name, paper = _best_paper(s, alg)
+        numba = s[(alg, "fused_numba")]
+        cells = [alg, str(numba["configs"]), _spread(s[(alg, "baseline")]), f"{name} {_spread(paper)}",
+                 f"**{_spread(numba)}**"]
+        if autotuner:
+            cells.append(_spread(s[(alg, report.AUTOTUNER_VERIFY)]))
+        lines.append("| " + " | ".join(cells) + " |")
+    wins, pairs = fastest_counts(_rows(sweep_csv))
+    numba_wins = wins.get("fused_numba", 0)
+    others = ", ".join(f"{v} {n}" for v, n in sorted(wins.items()) if v != "fused_numba")
+    lines.append("")
+    lines.append(f"fused_numba is the fastest variant on {numba_wins} of {pairs} (configuration, algorithm) pairs"
+                 + (f" (the others: {others})." if others else "."))
+    return "\n".join(lines) + "\n"
+
+
+def variants_table(variants_csv: Path) -> str:
+    """The variants benchmark's packed call (what the node runs): pymdp / variant, median (worst), per algorithm."""
+    rows = _rows(variants_csv)
+    lat, _, status = report.latency_tables(rows, "packed_median_s")
+    s = {(r["algorithm"], r["variant"]): r for r in report.summary_rows(report.ratios(lat, {}), status)}
+    lines = ["| algorithm | models | baseline | best of the paper's variants | fused_dense | fused_pairwise | fused_numba |",
+             "|---|---|---|---|---|---|---|"]
+    cell = lambda r: f"{_x(r['median_ratio'])} ({_x(r['min_ratio'])})"  # noqa: E731
+    for alg in ALGORITHMS:
+        name, paper = _best_paper(s, alg)
+        lines.append(f"| {alg} | {s[(alg, 'fused_numba')]['configs']} | {cell(s[(alg, 'baseline')])} | "
+                     f"{name} {cell(paper)} | {cell(s[(alg, 'fused_dense')])} | {cell(s[(alg, 'fused_pairwise')])} | "
+                     f"**{cell(s[(alg, 'fused_numba')])}** |")
+    wins, pairs = fastest_counts(rows, "packed_median_s")
+    lines += ["", f"fused_numba's packed call is the fastest variant on {wins.get('fused_numba', 0)} of {pairs} "
+                  "(model, algorithm) pairs."]
+    return "\n".join(lines) + "\n"
+
+
+def gpu_table(summary_csv: Path) -> str:
+    """A GPU run's list call: pymdp / variant, median over its models, for the variants the findings name."""
+    s = _summary(summary_csv)
+    names = ("baseline", "clustered_end_to_end", "fused_dense", "fused_pairwise", "fused_numba")
+    lines = ["| algorithm | models | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for alg in ALGORITHMS:
+        lines.append(f"| {alg} | {s[(alg, 'baseline')]['configs']} | "
+                     + " | ".join(_x(s[(alg, v)]["median_ratio"]) for v in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def unseen_table(unseen_csv: Path) -> str:
+    """``variant: auto`` on unseen models: what it picked, the pick's time over baseline's, configure time."""
+    rows = _rows(unseen_csv)
+    lines = ["| algorithm | models | picks | pick / baseline: median | worst | configure s: median | max |",
+             "|---|---|---|---|---|---|---|"]
+    for alg in ALGORITHMS:
+        rs = [r for r in rows if r["algorithm"] == alg]
+        picks: dict[str, int] = {}
+        for r in rs:
+            picks[r["pick"]] = picks.get(r["pick"], 0) + 1
+        ratio = np.array([float(r["pick_over_baseline"]) for r in rs])
+        conf = np.array([float(r["configure_s"]) for r in rs])
+        lines.append(f"| {alg} | {len(rs)} | " + ", ".join(f"{v} {n}" for v, n in sorted(picks.items()))
+                     + f" | {np.median(ratio):.2f} | {ratio.max():.2f} | {np.median(conf):.1f} | {conf.max():.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def regret_table(model_dir: Path = MODEL_DIR) -> str:
+    """Out-of-fold mean regret of the shipped models (their meta files), per algorithm."""
+    cpu = json.loads((Path(model_dir) / "cpu_meta.json").read_text())["algorithms"]
+    port = json.loads((Path(model_dir) / "cpu_portable_meta.json").read_text())["algorithms"]
+    pct = lambda v: f"{100 * v:.1f}%"  # noqa: E731
+    lines = ["| algorithm | configurations | `cpu` (with numba) | its model | `cpu_portable`: XGBoost + guard "
+             "| + verify top 3 | always baseline (without numba) |", "|---|---|---|---|---|---|---|"]
+    for alg in ALGORITHMS:
+        c, p = cpu[alg], port[alg]
+        model = f"constant `{c['constant']}`" if "constant" in c else "XGBoost"
+        lines.append(f"| {alg} | {c['configs']} | {pct(c['regret_xgboost_verify3'])} | {model} | "
+                     f"{pct(p['regret_xgboost'])} | {pct(p['regret_xgboost_verify3'])} | "
+                     f"{pct(p['regret_always_baseline'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def readme_speed_table(bench_dir: Path) -> str:
+    """README's table: the sweep's fused_numba and ``variant: auto``, the variants benchmark's packed fused_numba."""
+    s = _summary(bench_dir / "summary_engine_cpu.csv")
+    rows = _rows(bench_dir / "variants_cpu.csv")
+    lat, _, status = report.latency_tables(rows, "packed_median_s")
+    v = {(r["algorithm"], r["variant"]): r for r in report.summary_rows(report.ratios(lat, {}), status)}
+    lines = ["| algorithm | generated models: `variant: auto` | fused_numba | baseline (JAX) "
+             "| a dozen models, 60 to 1.3e6 A elements: fused_numba |", "|---|---|---|---|---|"]
+    for alg in ALGORITHMS:
+        r = v[(alg, "fused_numba")]
+        lines.append(f"| {alg} | **{_spread(s[(alg, report.AUTOTUNER_VERIFY)])}** | {_spread(s[(alg, 'fused_numba')])}"
+                     f" | {_spread(s[(alg, 'baseline')])} | {_x(r['median_ratio'])} (worst {_x(r['min_ratio'])}) |")
+    return "\n".join(lines) + "\n"
+
+
+TABLES: dict[str, Callable[[Path], str]] = {
+    "readme_speed": readme_speed_table,
+    "sweep": lambda d: sweep_table(d / "summary_engine_cpu.csv", d / "sweep_engine_cpu.csv"),
+    "sweep_m125": lambda d: sweep_table(d / "summary_engine_m125_cpu.csv", d / "sweep_engine_m125_cpu.csv",
+                                        autotuner=False),
+    "variants": lambda d: variants_table(d / "variants_cpu.csv"),
+    "gpu_h100": lambda d: gpu_table(d / "summary_nvidia_h100_80gb_hbm3.csv"),
+    "unseen": lambda d: unseen_table(d / "unseen_vs_baseline_cpu.csv"),
+    "regret": lambda d: regret_table(),
+    "auto_variants": lambda d: auto_variants_table(),
+}
+
+
+def render(name: str, bench_dir: Path) -> str:
+    """The markdown of table ``name`` (a key of ``TABLES``) from the files in ``bench_dir``."""
+    if name not in TABLES:
+        raise ValueError(f"table: unknown {name!r}; expected one of {sorted(TABLES)}")
+    return TABLES[name](Path(bench_dir))
+
+
+def update(text: str, bench_dir: Path) -> str:
+    """``text`` with every marked table re-rendered."""
+    return BLOCK.sub(lambda m: m.group(1) + render(m.group("name"), bench_dir) + m.group(4), text)
+
+
+def blocks(text: str) -> dict[str, str]:
+    """{table name: its committed body} of every marked block in ``text``."""
+    return {m.group("name"): m.group("body") for m in BLOCK.finditer(text)}
+
+
+def stale(path: Path, bench_dir: Path) -> list[str]:
+    """The tables of the markdown file ``path`` whose text is not what ``bench_dir``'s files give."""
+    return [name for name, body in blocks(Path(path).read_text()).items() if body != render(name, bench_dir)]
