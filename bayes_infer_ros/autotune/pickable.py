@@ -17,7 +17,7 @@ import os
 from typing import Optional
 
 from ..inference.registry import NATIVE_VARIANTS, VARIANTS
-from .select import FALLBACK, _model_dir
+from .select import FALLBACK, _model_dir, model_tags
 
 #: The installs ``auto_variants`` describes: (label, numba installed, platform).
 INSTALLS: tuple[tuple[str, bool, str], ...] = (
@@ -25,14 +25,6 @@ INSTALLS: tuple[tuple[str, bool, str], ...] = (
     ("CPU, without numba", False, "cpu"),
     ("GPU (no model of its own shipped)", True, "gpu"),
 )
-
-
-def model_tags(platform: str, numba: bool) -> tuple[str, ...]:
-    """The model files tried, in order, for ``platform`` on an install with or without numba (``select._tags``'s
-    order: a device without a model of its own uses the CPU's portable model)."""
-    if platform != "cpu":
-        return (f"{platform}_portable", platform, "cpu_portable", "cpu")
-    return ("cpu",) if numba else ("cpu_portable", "cpu")
 
 
 def shipped_model(algorithm: str, platform: str, numba: bool,

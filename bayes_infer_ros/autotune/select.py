@@ -47,16 +47,21 @@ def _model_dir(model_dir: Optional[os.PathLike]) -> Path:
     return Path(env) if env else DEFAULT_MODEL_DIR
 
 
-def _tags(backend: str) -> tuple[str, ...]:
-    """Model names to try, in order. Where numba is not installed, each backend's model trained without the native
-    variants (``<backend>_portable``) comes before its full model, whose ranking below the native winner was
-    learned from few rows. A device other than the CPU without a model of its own ranks the JAX variants by the
-    CPU's portable model (the CPU's native variant does not run there)."""
+def model_tags(backend: str, numba: Optional[bool] = None) -> tuple[str, ...]:
+    """Model names to try, in order (``numba``: whether it is installed; default: look). Where numba is not
+    installed, each backend's model trained without the native variants (``<backend>_portable``) comes before its
+    full model, whose ranking below the native winner was learned from few rows. A device other than the CPU without
+    a model of its own ranks the JAX variants by the CPU's portable model (the CPU's native variant does not run
+    there)."""
     if backend != "cpu":
         return (f"{backend}_portable", backend, "cpu_portable", "cpu")
-    if numba_available():
+    if numba if numba is not None else numba_available():
         return ("cpu",)
     return ("cpu_portable", "cpu")
+
+
+def _tags(backend: str) -> tuple[str, ...]:
+    return model_tags(backend)
 
 
 @lru_cache(maxsize=32)
