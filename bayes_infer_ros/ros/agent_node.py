@@ -68,7 +68,7 @@ from .companion import CompanionServices
 from .compat import add_parameter_callbacks
 from .parameter_declaration import declare_parameters, model_parameter_values, take_overrides
 from .jax_cache import pin_to_cpus
-from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_cpus
+from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_cpus, read_at_configure
 from .messages import tick_message
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
@@ -379,6 +379,8 @@ class _AgentCore:
 
     def _post_set_parameters(self, params: list[Parameter]) -> None:
         names = {p.name for p in params}
+        if self._configured and any(read_at_configure(n) for n in names):
+            self._log.info(f"{sorted(n for n in names if read_at_configure(n))}: read at the next configure")
         if "rate_hz" in names and self._active:
             self._make_tick_timer()
             self._log.info(f"tick: {self._tick_mode()}")

@@ -4,7 +4,7 @@ The command line and params files can hold anything. :func:`take_overrides` read
 ``automatically_declare_parameters_from_overrides=True``, so each override is a declared parameter at first;
 it is read with ``get_parameters_by_prefix('')`` and undeclared again. :func:`declare_parameters` then declares
 each row of the parameter table with its descriptor: a value the table refuses is logged and the default is used,
-``model.*`` overrides are declared read-only for the loader, and every other key is warned about (with a "did you
+``model.*`` overrides are declared for the loader (read at configure: a change applies at the next configure), and every other key is warned about (with a "did you
 mean" when one is close).
 """
 from __future__ import annotations
@@ -87,7 +87,8 @@ def declare_parameters(node: Node, overrides: dict[str, Any], variants: Sequence
         if value is None or (isinstance(value, (list, tuple)) and len(value) == 0):
             continue
         node.declare_parameter(name, value, ParameterDescriptor(
-            description="Model structure/tensor (see bayes_infer_ros.model.io); read at configure.", read_only=True))
+            description="Model structure/tensor (see bayes_infer_ros.model.io). Read at configure: cleanup, set, "
+                        "configure loads the new values; a change while configured applies at the next configure."))
     for line in unknown_parameters(overrides.keys(), [s.name for s in PARAMETERS]):
         warn(line)
         count("unknown_parameters")

@@ -35,7 +35,8 @@ class ParamSpec:
 
 PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("model_file", "", "Model file (.npz or params .yaml with a model: block). Empty: the inline model.* parameters. "
-              "Read at configure.", read_only=True),
+              "Read at configure: cleanup, set it (or model.*), configure loads the new model; a change while configured "
+              "takes effect at the next configure. A file that does not exist is refused when set."),
     ParamSpec("algorithm", "fpi", "Inference algorithm: fpi (one step, empirical prior carried as pymdp's Agent does), "
               "vmp or mmp (over a window of `horizon` steps; need B).", choices=ALGORITHMS),
     ParamSpec("variant", "auto", "Engine variant: auto (the autotuner's choice; 'baseline' if it is unavailable), "
@@ -117,6 +118,10 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
                 f"`--ros-args -p {name}:=VALUE` and restart the node")
     if spec.choices is not None and value not in spec.choices:
         return f"{name}: {value!r} is not one of {list(spec.choices)}"
+    if name == "model_file" and not startup:
+        reason = model_file_refused(value)
+        if reason is not None:
+            return reason
     if name == "cpu_affinity":
         try:
             parse_cpus(value)
@@ -141,6 +146,21 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
         if name == "rate_hz" and 0 < value < MIN_RATE_HZ:
             return (f"rate_hz: expected 0 (event-driven) or at least {MIN_RATE_HZ:g} Hz (a tick period of at most "
                     f"{1 / MIN_RATE_HZ:g} s), got {value!r}")
+    return None
+
+
+def read_at_configure(name: str) -> bool:
+    """``model_file`` and ``model.*``: read by configure only (a change applies at the next configure)."""
+    return name == "model_file" or name.startswith("model.")
+
+
+def model_file_refused(value: Any) -> Optional[str]:
+    """Why ``model_file`` cannot be set to ``value`` at runtime (None: accepted; its contents are checked at
+    configure): not a string, or a path that does not exist."""
+    if not isinstance(value, str):
+        return f"model_file: expected a path string, got {value!r}"
+    if value and not os.path.isfile(os.path.expanduser(value)):
+        return f"model_file: {value!r} does not exist (or is not a file); the model in use is kept"
     return None
 
 

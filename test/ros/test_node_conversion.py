@@ -192,8 +192,9 @@ def test_every_parameter_is_described():
         assert spec.description and len(spec.description) > 15, spec.name
     for name in ("algorithm", "variant", "num_iter", "tau", "horizon", "rate_hz"):
         assert not SPECS[name].read_only, f"{name} must be runtime-tunable"
-    for name in ("model_file", "device", "observation_qos_depth", "jax_compilation_cache_dir"):
+    for name in ("device", "observation_qos_depth", "jax_compilation_cache_dir"):
         assert SPECS[name].read_only
+    assert not SPECS["model_file"].read_only, "model_file is read at configure (cleanup, set, configure)"
 
 
 @pytest.mark.parametrize("name,value,fragment", [
@@ -208,7 +209,8 @@ def test_every_parameter_is_described():
     ("rate_hz", -1.0, "rate_hz"),
     ("observation_timeout", math.inf, "finite"),
     ("device", "tpu", "read-only"),
-    ("model_file", "x.npz", "read-only"),
+    ("model_file", "/nonexistent/x.npz", "does not exist"),
+    ("model_file", 3, "path string"),
 ])
 def test_nonsense_parameters_are_refused(name, value, fragment):
     reason = validate_change(name, value, variants=VARIANTS, has_B=True)

@@ -131,7 +131,7 @@ def _diag(probe, fqn, buf, timeout=5.0):
     wait_for(lambda: len(buf) > n, timeout)
     for _, arr in reversed(buf):
         for st in arr.status:
-            if st.hardware_id == fqn:
+            if st.name == f"{fqn}: inference":
                 return {kv.key: kv.value for kv in st.values} | {"_level": st.level, "_message": st.message}
     return {}
 
