@@ -55,13 +55,11 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSPolicyKind, QoSProfile, ReliabilityPolicy
-from rclpy.qos_overriding_options import QoSOverridingOptions
 from std_srvs.srv import Trigger
 
 from bayes_infer_ros.inference import VARIANTS
 
-from . import admission, diagnostics, node_help
+from . import admission, bond, diagnostics, node_help
 from .engine_host import EngineHost
 from .callbacks import CallbackGuard
 from .companion import CompanionServices
@@ -70,22 +68,11 @@ from .parameter_declaration import declare_parameters, model_parameter_values, t
 from .jax_cache import pin_to_cpus
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_cpus, read_at_configure
 from .messages import tick_message
+from .qos import overridable, qos
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
 
 NODE_NAME = "agent"
-
-
-def _qos(depth: int, reliable: bool, transient_local: bool = False) -> QoSProfile:
-    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth,
-                      reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-                      durability=DurabilityPolicy.TRANSIENT_LOCAL if transient_local else DurabilityPolicy.VOLATILE)
-
-
-def _overridable() -> QoSOverridingOptions:
-    """qos_overrides.<topic>.publisher|subscription.<policy> replaces these (rclpy's defaults lack durability)."""
-    return QoSOverridingOptions(policy_kinds=(QoSPolicyKind.HISTORY, QoSPolicyKind.DEPTH, QoSPolicyKind.RELIABILITY,
-                                              QoSPolicyKind.DURABILITY))
 
 
 class _AgentCore:
@@ -102,7 +89,7 @@ class _AgentCore:
         self._tick_lock = threading.RLock()     # held by a tick, reset and an engine swap: one writer at a time
         self._build_wanted = self._closed = self._suppress_rebuild = self._active = self._configured = False
         self._config_error, self._started_mono = "", time.monotonic()
-        self._reset_request, self._tick_timer, self._entities = None, None, []
+        self._reset_request, self._tick_timer, self._entities, self._bond = None, None, [], None
         self._host = EngineHost(self._p, lambda: model_parameter_values(self, self._model_override_names), self._log,
                                 self._count, self._tick_lock, lambda: self._closed)
         self._overrides = take_overrides(self)
@@ -167,7 +154,7 @@ class _AgentCore:
         self._log.info(f"active: tick {self._tick_mode()}")
 
     def _deactivate(self) -> None:
-        self._active = False
+        self._active, self._bond = False, bond.stop_bond(self._bond)
         self._make_tick_timer()  # inactive: destroys the tick timer
 
     def _cleanup(self) -> None:
@@ -213,11 +200,11 @@ class _AgentCore:
     def _create_entities(self) -> None:
         # Each profile is a default that qos_overrides in the params file replace. Beliefs are transient local,
         # depth 1 by default: a subscriber that joins late (rviz, a logger) gets the latest ones.
-        out_qos = lambda: _qos(int(self._p("beliefs_qos_depth")), reliable=True, transient_local=True)  # noqa: E731
+        out_qos = lambda: qos(int(self._p("beliefs_qos_depth")), reliable=True, transient_local=True)  # noqa: E731
         make_pub = getattr(self, "create_lifecycle_publisher", None) if self.lifecycle_mode else None
         kind, make_pub = ("lpub", make_pub) if make_pub else ("pub", self.create_publisher)
         published = ["beliefs"] + [f"beliefs/{n}" for n in self._loop.factor_names]
-        pubs = [make_pub(Belief if i else Beliefs, topic, out_qos(), qos_overriding_options=_overridable())
+        pubs = [make_pub(Belief if i else Beliefs, topic, out_qos(), qos_overriding_options=overridable())
                 for i, topic in enumerate(published)]
         self._beliefs_pub, self._factor_pubs = pubs[0], pubs[1:]
         self._entities += [(kind, p) for p in pubs]
@@ -225,12 +212,12 @@ class _AgentCore:
         # executor serves subscriptions in creation order, so an fpi tick they trigger sees the new controls.
         subscribed = ["controls"] + [f"observations/{name}" for name in self._inputs.names]
         self._entities.append(("sub", self.create_subscription(Controls, "controls", self._guarded(self._on_controls),
-                                                               _qos(100, reliable=True), qos_overriding_options=_overridable())))
+                                                               qos(100, reliable=True), qos_overriding_options=overridable())))
         depth = int(self._p("observation_qos_depth"))
         for i, topic in enumerate(subscribed[1:]):
             self._entities.append(("sub", self.create_subscription(
                 CategoricalObservation, topic, self._guarded(functools.partial(self._on_observation, i)),
-                _qos(depth, reliable=False), qos_overriding_options=_overridable())))
+                qos(depth, reliable=False), qos_overriding_options=overridable())))
         self._entities.append(("srv", self.create_service(Trigger, "~/reset", self._guarded.service(self._on_reset, Trigger.Response))))
         self._obs_prefix = self.resolve_topic_name("observations") + "/"
         self._legacy_actions_topic = self.resolve_topic_name("actions")
@@ -413,6 +400,7 @@ class AgentLifecycleNode(_AgentCore, LifecycleNode):
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._activate()
+        self._bond = bond.start_bond(self)  # Nav2's lifecycle manager: only when bondpy is importable
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
