@@ -61,12 +61,13 @@ from bayes_infer_ros.inference import VARIANTS
 
 from . import admission, bond, diagnostics, node_help
 from .engine_host import EngineHost
+from .fleet import Fleet
 from .callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
 from .parameter_declaration import declare_parameters, model_parameter_values, take_overrides
 from .jax_cache import pin_to_cpus
-from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_cpus, read_at_configure
+from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_agents, parse_cpus, read_at_configure
 from .messages import tick_message
 from .qos import overridable, qos
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
@@ -89,7 +90,7 @@ class _AgentCore:
         self._tick_lock = threading.RLock()     # held by a tick, reset and an engine swap: one writer at a time
         self._build_wanted = self._closed = self._suppress_rebuild = self._active = self._configured = False
         self._config_error, self._started_mono = "", time.monotonic()
-        self._reset_request, self._tick_timer, self._entities, self._bond = None, None, [], None
+        self._reset_request, self._tick_timer, self._entities, self._bond, self._fleet = None, None, [], None, None
         self._host = EngineHost(self._p, lambda: model_parameter_values(self, self._model_override_names), self._log,
                                 self._count, self._tick_lock, lambda: self._closed)
         self._overrides = take_overrides(self)
@@ -125,6 +126,7 @@ class _AgentCore:
         thread waits for it, publishing diagnostics that say "configuring", and gives up when ROS shuts down."""
         t0 = time.perf_counter()
         try:
+            self._host.agents = parse_agents(self._p("agents"))
             slot = self._host.configure(float(self._p("diagnostics_period")),
                                         lambda: self.context.ok() and (self._publish_diagnostics() or True))
         except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
@@ -132,7 +134,9 @@ class _AgentCore:
         self._loop = self._host.start(slot, self._revert_parameters)
         self._inputs, self._config_error = self._loop.inputs, ""
         try:
-            self._create_entities()
+            self._fleet = Fleet(self, self._loop, self._entities) if self._host.agents else None  # agents: fleet.py
+            if self._fleet is None:
+                self._create_entities()
         except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
             self._cleanup()
             return self._configure_failed(f"configure failed: topics and services: {exc}")
@@ -162,7 +166,7 @@ class _AgentCore:
         for kind, obj in self._entities:
             {"pub": self.destroy_publisher, "sub": self.destroy_subscription, "srv": self.destroy_service,
              "lpub": getattr(self, "destroy_lifecycle_publisher", self.destroy_publisher)}[kind](obj)
-        self._entities = []
+        self._entities, self._fleet = [], None
         self._host.close("the node was cleaned up (lifecycle cleanup) before the new engine was ready")
         self._configured = False
 
@@ -273,7 +277,8 @@ class _AgentCore:
             return
         with self._tick_lock:
             self._report_silence()
-            if self._event_mode() and self._inputs.event_ready(time.monotonic(), float(self._p("observation_timeout"))):
+            if self._event_mode() and (self._fleet.any_ready() if self._fleet else self._inputs.event_ready(
+                    time.monotonic(), float(self._p("observation_timeout")))):
                 self._tick()
 
     def _on_controls(self, msg: Controls) -> None:
@@ -303,6 +308,8 @@ class _AgentCore:
 
     # ---- the tick -----------------------------------------------------------------------------------
     def _tick(self) -> None:
+        if self._fleet is not None:  # several agents: one batched step (fleet.py)
+            return self._fleet.tick()
         with self._tick_lock:
             t_start = time.perf_counter()
             if not self._active:
@@ -382,7 +389,7 @@ class _AgentCore:
             self.get_name(), self.get_fully_qualified_name(), self._host, self._config_error,
             self._loop if self._configured else None, self._reporter.counters, active=self._active, param=self._p,
             clock_ns=self.get_clock().now().nanoseconds, since_start_s=time.monotonic() - self._started_mono)
-        if self._configured:  # topics a user may have meant for this node
+        if self._configured and self._fleet is None:  # topics a user may have meant for this node
             self._reporter.warnings(node_help.unknown_topics(self, self._obs_prefix, self._inputs.names,
                                                              self._legacy_actions_topic, self._unknown_topics_warned))
         self._diag_pub.publish(diagnostics.diagnostic_array(status, self.get_clock().now().to_msg()))

@@ -144,7 +144,7 @@ def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stat
         values[f"input.{mod.name}.pending"] = int(mod.fresh is not None)  # accepted, waiting for a tick
         values[f"input.{mod.name}.rejected"] = sum(mod.rejected.values())
     values.update(sorted(counters.items()))
-    values["dropped_total"] = sum(v for k, v in counters.items() if k.startswith("rejected."))
+    values["dropped_total"] = sum(v for k, v in counters.items() if k.rsplit("/", 1)[-1].startswith("rejected."))
     rejecting = inputs.rejecting(now) if health.active else {}
     values["rejecting"] = ", ".join(f"{k} ({v})" for k, v in rejecting.items())
     p99 = stats.tick.percentile_ms(99)

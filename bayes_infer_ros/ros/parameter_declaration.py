@@ -23,7 +23,9 @@ RCLPY_PARAMETERS = ("use_sim_time", "start_type_description_service")
 
 def descriptor(spec: Any) -> ParameterDescriptor:
     """The ParameterDescriptor of one row of the parameter table."""
-    d = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
+    # an empty list default has no ROS type of its own (rclpy would make it a byte array): typed by its first value
+    d = ParameterDescriptor(description=spec.description, read_only=spec.read_only,
+                            dynamic_typing=isinstance(spec.default, list))
     constraints = []
     if spec.choices:
         constraints.append("one of: " + ", ".join(spec.choices))
