@@ -15,6 +15,8 @@ Topics (relative to the node's namespace; every QoS but /diagnostics' can be cha
   out  /diagnostics              diagnostic_msgs/DiagnosticArray          reliable, depth 10
 Services (private: under the node's name, remappable): ~/reset (std_srvs/Trigger),
 ~/switch_variant (bayes_infer_ros/SwitchVariant), plus the lifecycle services.
+Several agents of one model (``agents``): each agent's topics above under ``<agent>/`` plus ``<agent>/reset``,
+one batched tick for all (``fleet.py``); ~/reset resets them all.
 
 The node holds parameters, entities and callbacks; the rest lives in modules that say what they hold: the tick's
 semantics in ``inference/belief_filter.py``, one configured node's tick in ``tick_loop.py``, the model, the engine,

@@ -188,7 +188,7 @@ def test_help_prints_usage_and_exits():
     assert out.stdout.startswith("usage: agent_node")
     for spec in PARAMETERS:
         assert f"  {spec.name} " in out.stdout, spec.name
-    for needle in ("~/reset", "~/switch_variant", "controls", "transient local", "qos_overrides"):
+    for needle in ("~/reset", "~/switch_variant", "controls", "transient local", "qos_overrides", "a/reset"):
         assert needle in out.stdout, needle
     assert "rclpy" not in out.stderr  # no node was started
 
