@@ -55,13 +55,16 @@ def run_config(probe, tmp: Path, mode: str, n: int, args, rnd: int) -> dict:
     base = ros_harness.default_params()
     base.update({"jax_compilation_cache_dir": str(tmp / "jax_cache"), "variant": args.variant, "rate_hz": 10.0,
                  "tick_without_observations": True, "observation_timeout": 0.0, "autostart": True})
-    if mode == "one_node":
-        procs = [start(tmp / f"{mode}{n}_{rnd}", {**base, "agents": [f"a{k}" for k in range(n)]}, f"/fleet{n}_{rnd}")]
-        topics = [f"/fleet{n}_{rnd}/a0/beliefs"]
-    else:
-        procs = [start(tmp / f"{mode}{n}_{rnd}_{k}", base, f"/sep{n}_{rnd}_{k}") for k in range(n)]
-        topics = [f"/sep{n}_{rnd}_{k}/beliefs" for k in range(n)]
+    procs: list = []
     try:
+        if mode == "one_node":
+            procs.append(start(tmp / f"{mode}{n}_{rnd}", {**base, "agents": [f"a{k}" for k in range(n)]},
+                               f"/fleet{n}_{rnd}"))
+            topics = [f"/fleet{n}_{rnd}/a0/beliefs"]
+        else:
+            for k in range(n):
+                procs.append(start(tmp / f"{mode}{n}_{rnd}_{k}", base, f"/sep{n}_{rnd}_{k}"))
+            topics = [f"/sep{n}_{rnd}_{k}/beliefs" for k in range(n)]
         for p in procs:
             if not p.wait_log("active: tick", 600):
                 raise RuntimeError(f"{p.fqn} did not start:\n{p.log_tail()}")
