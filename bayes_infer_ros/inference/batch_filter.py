@@ -146,7 +146,8 @@ class BatchBeliefFilter:
         out = {}
         for k in agents:
             out[k] = self._last_q[k] = np.asarray(q[k], dtype=self.dtype)
-            self._next[k] = (up[k].tobytes(), self._engine, np.asarray(nxt[k], dtype=self.dtype)) if self.has_B else None
+            self._next[k] = ((up[k].tobytes(), self._engine, np.asarray(nxt[k], dtype=self.dtype)) if self.has_B
+                             else None)
         return out
 
     def _infer_sequence(self, agents: Sequence[int]) -> dict[int, np.ndarray]:

@@ -177,7 +177,8 @@ def hardware_id(device: str) -> str:
     return f"{host}/{device}" if device else host
 
 
-def _status(name: str, fqn: str, level: Any, message: str, values: dict[str, Any], device: str = "") -> DiagnosticStatus:
+def _status(name: str, fqn: str, level: Any, message: str, values: dict[str, Any],
+            device: str = "") -> DiagnosticStatus:
     status = DiagnosticStatus()
     status.name, status.hardware_id = status_name(fqn), hardware_id(device)
     status.level, status.message = level, message

@@ -51,7 +51,8 @@ class EngineHost:
         self.configure_thread: Optional[threading.Thread] = None
         self.agents: list[str] = []  # the ``agents`` parameter at configure: one batch row each (empty: one agent)
 
-    def _build(self, config: EngineConfig, generation: int, checkpoint: Callable[[], None] = lambda: None) -> EngineSlot:
+    def _build(self, config: EngineConfig, generation: int,
+               checkpoint: Callable[[], None] = lambda: None) -> EngineSlot:
         """The engine of ``config``: for one agent, or batched with one row per agent (fleet_build.py)."""
         budget = float(self._param("memory_budget_mb"))
         if self.agents:

@@ -22,7 +22,8 @@ from . import admission
 from .fleet_loop import FleetLoop
 from .messages import beliefs_message
 from .qos import overridable, qos
-from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
+# after ros/__init__'s path fix
+from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402
 
 
 class Fleet:
@@ -40,8 +41,9 @@ class Fleet:
         entities.append(("srv", node.create_service(Trigger, "~/reset",  # every agent (the node's own reset)
                                                     guarded.service(node._on_reset, Trigger.Response))))
         for k, agent in enumerate(loop.agents):
+            topics = [f"{agent}/beliefs"] + [f"{agent}/beliefs/{f}" for f in loop.factor_names]
             pubs = [make_pub(Belief if i else Beliefs, topic, out_qos, qos_overriding_options=overridable())
-                    for i, topic in enumerate([f"{agent}/beliefs"] + [f"{agent}/beliefs/{f}" for f in loop.factor_names])]
+                    for i, topic in enumerate(topics)]
             self._pubs.append((pubs[0], pubs[1:]))
             self.entities += [(kind, p) for p in pubs]
             self.entities.append(("sub", node.create_subscription(
@@ -86,7 +88,8 @@ class Fleet:
         agent = self.loop.agents[k]
         if reason is not None:
             node._count(f"{agent}/rejected.bad_control")
-            node._warn_throttled((agent, "controls", "bad_control"), f"{agent}/controls: dropped (bad_control): {reason}")
+            node._warn_throttled((agent, "controls", "bad_control"),
+                                 f"{agent}/controls: dropped (bad_control): {reason}")
             return
         node._count(f"{agent}/controls")
 
