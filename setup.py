@@ -10,7 +10,8 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/bayes_infer_ros"]),
         ("share/bayes_infer_ros", ["package.xml"]),
         ("share/bayes_infer_ros/config", ["config/agent.yaml", "config/agent_adapters.yaml",
-                                                "config/plotjuggler_beliefs.xml"]),
+                                          "config/plotjuggler_beliefs.xml", "config/diagnostics_analyzers.yaml",
+                                          "config/nav2_lifecycle.yaml"]),
         ("share/bayes_infer_ros/launch", ["launch/agent.launch.py"]),
     ],
 )

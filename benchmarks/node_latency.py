@@ -79,7 +79,7 @@ class ObservationStream:
 def diag(probe_buf, fqn):
     for _, arr in reversed(probe_buf):
         for st in arr.status:
-            if st.hardware_id == fqn:
+            if st.name == f"{fqn}: inference":
                 return {kv.key: kv.value for kv in st.values}
     return {}
 

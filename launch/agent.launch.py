@@ -1,48 +1,97 @@
-"""Launch the bayes_infer_ros agent as a managed (lifecycle) node.
+"""Launch the bayes_infer_ros agent as a managed (lifecycle) node, optionally under Nav2's lifecycle manager.
 
-    ros2 launch bayes_infer_ros agent.launch.py [params_file:=...] [namespace:=...] [use_sim_time:=true]
-                                                [log_level:=info] [autostart:=true]
+    ros2 launch bayes_infer_ros agent.launch.py [params_file:=...] [namespace:=/robot1] [use_sim_time:=true]
+        [log_level:=info] [autostart:=true] [remappings:='beliefs:=/fleet/beliefs controls:=cmd_controls']
+        [use_lifecycle_manager:=false] [lifecycle_params_file:=<share>/config/nav2_lifecycle.yaml]
 
-``autostart`` is passed to the node as a parameter: the node walks configure -> activate itself (so this
-works the same with every launch_ros version and without a lifecycle manager). With ``autostart:=false``
-drive it with ``ros2 lifecycle set /agent configure`` then ``activate``.
+- ``use_lifecycle_manager:=false`` (default): ``autostart`` is passed to the node as a parameter; the node walks
+  configure -> activate itself (the same with every launch_ros version, no manager needed). With
+  ``autostart:=false`` drive it with ``ros2 lifecycle set <namespace>/agent configure`` then ``activate`` (the
+  launch logs the command with the namespace filled in).
+- ``use_lifecycle_manager:=true``: also starts ``nav2_lifecycle_manager`` (``lifecycle_manager_agent``, in the same
+  namespace) with ``lifecycle_params_file`` (``node_names: [agent]``, ``bond_timeout: 0.0``: the node has no bond
+  unless bondpy is importable); the node gets ``autostart:=false`` and the manager brings it up (docs/nav2.md).
+- ``remappings``: space- or comma-separated ``from:=to`` pairs, as ``--ros-args -r`` takes them.
 """
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import LifecycleNode
-from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.actions import LifecycleNode, Node
+
+NODE_NAME = "agent"
+MANAGER_NAME = "lifecycle_manager_agent"
+
+
+def parse_remappings(text):
+    """``"a:=b c:=d"`` (or comma-separated) -> [("a", "b"), ("c", "d")]; ValueError naming the argument."""
+    pairs = []
+    for item in text.replace(",", " ").split():
+        source, sep, target = item.partition(":=")
+        if not sep or not source or not target:
+            raise ValueError(f"remappings: expected from:=to pairs separated by spaces or commas, got {item!r}")
+        pairs.append((source, target))
+    return pairs
+
+
+def _true(text):
+    return text.strip().lower() in ("true", "1", "yes", "on")
+
+
+def launch_setup(context, *args, **kwargs):
+    value = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
+    namespace, use_sim_time = value("namespace"), _true(value("use_sim_time"))
+    managed = _true(value("use_lifecycle_manager"))
+    autostart = _true(value("autostart")) and not managed  # the manager walks the transitions itself
+    actions = [LifecycleNode(
+        package="bayes_infer_ros",
+        executable="agent_node",
+        name=NODE_NAME,
+        namespace=namespace,
+        output="screen",
+        parameters=[value("params_file"), {"use_sim_time": use_sim_time, "autostart": autostart}],
+        remappings=parse_remappings(value("remappings")),
+        arguments=["--ros-args", "--log-level", value("log_level")],
+    )]
+    fqn = "/".join(p for p in (namespace.strip("/"), NODE_NAME) if p)
+    if managed:
+        actions.append(Node(
+            package="nav2_lifecycle_manager",
+            executable="lifecycle_manager",
+            name=MANAGER_NAME,
+            namespace=namespace,
+            output="screen",
+            parameters=[value("lifecycle_params_file"),
+                        {"use_sim_time": use_sim_time, "autostart": True, "node_names": [NODE_NAME]}],
+            arguments=["--ros-args", "--log-level", value("log_level")],
+        ))
+    elif not autostart:
+        actions.append(LogInfo(msg=f"agent: unconfigured; bring it up with `ros2 lifecycle set /{fqn} configure`, "
+                                   f"then `ros2 lifecycle set /{fqn} activate`"))
+    return actions
 
 
 def generate_launch_description():
-    default_params = os.path.join(get_package_share_directory("bayes_infer_ros"), "config", "agent.yaml")
-    params_file = LaunchConfiguration("params_file")
-    namespace = LaunchConfiguration("namespace")
-    use_sim_time = LaunchConfiguration("use_sim_time")
-    log_level = LaunchConfiguration("log_level")
-    autostart = LaunchConfiguration("autostart")
-
+    share = get_package_share_directory("bayes_infer_ros")
     return LaunchDescription([
-        DeclareLaunchArgument("params_file", default_value=default_params,
+        DeclareLaunchArgument("params_file", default_value=os.path.join(share, "config", "agent.yaml"),
                               description="ROS 2 params file with the model and the node parameters"),
         DeclareLaunchArgument("namespace", default_value="", description="Namespace of the node and its topics"),
-        DeclareLaunchArgument("use_sim_time", default_value="false", description="Use /clock (simulation or bag replay)"),
-        DeclareLaunchArgument("log_level", default_value="info", description="Logging level (debug, info, warn, error)"),
-        DeclareLaunchArgument("autostart", default_value="true", description="Configure and activate at start"),
-        LifecycleNode(
-            package="bayes_infer_ros",
-            executable="agent_node",
-            name="agent",
-            namespace=namespace,
-            output="screen",
-            parameters=[
-                params_file,
-                {"use_sim_time": ParameterValue(use_sim_time, value_type=bool),
-                 "autostart": ParameterValue(autostart, value_type=bool)},
-            ],
-            arguments=["--ros-args", "--log-level", log_level],
-        ),
+        DeclareLaunchArgument("use_sim_time", default_value="false",
+                              description="Use /clock (simulation or bag replay)"),
+        DeclareLaunchArgument("log_level", default_value="info",
+                              description="Logging level (debug, info, warn, error)"),
+        DeclareLaunchArgument("autostart", default_value="true",
+                              description="Configure and activate at start (ignored with use_lifecycle_manager)"),
+        DeclareLaunchArgument("remappings", default_value="",
+                              description="Topic/service remappings: from:=to pairs separated by spaces or commas"),
+        DeclareLaunchArgument("use_lifecycle_manager", default_value="false",
+                              description="Start nav2_lifecycle_manager to bring the node up (autostart off for the "
+                                          "node)"),
+        DeclareLaunchArgument("lifecycle_params_file",
+                              default_value=os.path.join(share, "config", "nav2_lifecycle.yaml"),
+                              description="Params file of the lifecycle manager (node_names, bond_timeout: 0.0)"),
+        OpaqueFunction(function=launch_setup),
     ])

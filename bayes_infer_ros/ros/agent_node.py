@@ -16,6 +16,8 @@ Topics (relative to the node's namespace; every QoS but /diagnostics' can be cha
   out  /diagnostics              diagnostic_msgs/DiagnosticArray          reliable, depth 10
 Services (private: under the node's name, remappable): ~/reset (std_srvs/Trigger),
 ~/switch_variant (bayes_infer_ros/SwitchVariant), plus the lifecycle services.
+Several agents of one model (``agents``): each agent's topics above under ``<agent>/`` plus ``<agent>/reset``,
+one batched tick for all (``fleet.py``); ~/reset resets them all.
 
 The node holds parameters, entities and callbacks; the rest lives in modules that say what they hold: the tick's
 semantics in ``inference/belief_filter.py``, one configured node's tick in ``tick_loop.py``, the model, the engine,
@@ -60,17 +62,18 @@ from std_srvs.srv import Trigger
 
 from bayes_infer_ros.inference import VARIANTS
 
-from . import admission, diagnostics, node_help
+from . import admission, bond, diagnostics, node_help
 from .adapter_inputs import AdapterInputs
 from .engine_host import EngineHost
+from .fleet import Fleet
 from .callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
 from .parameter_declaration import declare_parameters, model_parameter_values, prefixed_names, take_overrides
 from .jax_cache import pin_to_cpus
-from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_cpus
+from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_agents, parse_cpus, read_at_configure
 from .messages import tick_message
-from .qos import overridable as _overridable, profile as _qos
+from .qos import overridable, profile as qos
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
 
@@ -91,7 +94,7 @@ class _AgentCore:
         self._tick_lock = threading.RLock()     # held by a tick, reset and an engine swap: one writer at a time
         self._build_wanted = self._closed = self._suppress_rebuild = self._active = self._configured = False
         self._config_error, self._started_mono = "", time.monotonic()
-        self._reset_request, self._tick_timer, self._entities = None, None, []
+        self._reset_request, self._tick_timer, self._entities, self._bond, self._fleet = None, None, [], None, None
         self._host = EngineHost(self._p, lambda: model_parameter_values(self, self._model_override_names), self._log,
                                 self._count, self._tick_lock, lambda: self._closed)
         self._overrides = take_overrides(self)
@@ -127,6 +130,7 @@ class _AgentCore:
         thread waits for it, publishing diagnostics that say "configuring", and gives up when ROS shuts down."""
         t0 = time.perf_counter()
         try:
+            self._host.agents = parse_agents(self._p("agents"))
             slot = self._host.configure(float(self._p("diagnostics_period")),
                                         lambda: self.context.ok() and (self._publish_diagnostics() or True))
         except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
@@ -136,7 +140,11 @@ class _AgentCore:
         try:  # an adapters.* error names the parameter
             self._adapters = AdapterInputs.from_parameters(
                 model_parameter_values(self, prefixed_names(self._overrides, "adapters.")), self._host.model)
-            self._create_entities()
+            if self._host.agents and self._adapters.specs:
+                raise ValueError("adapters.*: not available with agents (each agent reads <agent>/observations/*)")
+            self._fleet = Fleet(self, self._loop, self._entities) if self._host.agents else None  # agents: fleet.py
+            if self._fleet is None:
+                self._create_entities()
         except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
             self._cleanup()
             return self._configure_failed(f"configure failed: topics, services and sensor adapters: {exc}")
@@ -158,7 +166,7 @@ class _AgentCore:
         self._log.info(f"active: tick {self._tick_mode()}")
 
     def _deactivate(self) -> None:
-        self._active = False
+        self._active, self._bond = False, bond.stop_bond(self._bond)
         self._make_tick_timer()  # inactive: destroys the tick timer
 
     def _cleanup(self) -> None:
@@ -166,7 +174,7 @@ class _AgentCore:
         for kind, obj in self._entities:
             {"pub": self.destroy_publisher, "sub": self.destroy_subscription, "srv": self.destroy_service,
              "lpub": getattr(self, "destroy_lifecycle_publisher", self.destroy_publisher)}[kind](obj)
-        self._entities = []
+        self._entities, self._fleet = [], None
         self._host.close("the node was cleaned up (lifecycle cleanup) before the new engine was ready")
         self._configured = False
 
@@ -204,11 +212,11 @@ class _AgentCore:
     def _create_entities(self) -> None:
         # Each profile is a default that qos_overrides in the params file replace. Beliefs are transient local,
         # depth 1 by default: a subscriber that joins late (rviz, a logger) gets the latest ones.
-        out_qos = lambda: _qos(int(self._p("beliefs_qos_depth")), reliable=True, transient_local=True)  # noqa: E731
+        out_qos = lambda: qos(int(self._p("beliefs_qos_depth")), reliable=True, transient_local=True)  # noqa: E731
         make_pub = getattr(self, "create_lifecycle_publisher", None) if self.lifecycle_mode else None
         kind, make_pub = ("lpub", make_pub) if make_pub else ("pub", self.create_publisher)
         published = ["beliefs"] + [f"beliefs/{n}" for n in self._loop.factor_names]
-        pubs = [make_pub(Belief if i else Beliefs, topic, out_qos(), qos_overriding_options=_overridable())
+        pubs = [make_pub(Belief if i else Beliefs, topic, outqos(), qos_overriding_options=overridable())
                 for i, topic in enumerate(published)]
         self._beliefs_pub, self._factor_pubs = pubs[0], pubs[1:]
         self._entities += [(kind, p) for p in pubs]
@@ -217,13 +225,13 @@ class _AgentCore:
         inputs = [self._adapters.subscription(i, n, CategoricalObservation) for i, n in enumerate(self._inputs.names)]
         subscribed = ["controls"] + [topic for _, topic in inputs]
         self._entities.append(("sub", self.create_subscription(Controls, "controls", self._guarded(self._on_controls),
-                                                               _qos(100, reliable=True), qos_overriding_options=_overridable())))
+                                                               qos(100, reliable=True), qos_overriding_options=overridable())))
         depth = int(self._p("observation_qos_depth"))
         for i, (msg_type, topic) in enumerate(inputs):
             callback = self._on_adapted if i in self._adapters.specs else self._on_observation
             self._entities.append(("sub", self.create_subscription(
                 msg_type, topic, self._guarded(functools.partial(callback, i)),
-                _qos(depth, reliable=False), qos_overriding_options=_overridable())))
+                qos(depth, reliable=False), qos_overriding_options=overridable())))
         self._entities.append(("srv", self.create_service(Trigger, "~/reset", self._guarded.service(self._on_reset, Trigger.Response))))
         self._obs_prefix = self.resolve_topic_name("observations") + "/"
         self._legacy_actions_topic = self.resolve_topic_name("actions")
@@ -285,7 +293,8 @@ class _AgentCore:
             return
         with self._tick_lock:
             self._report_silence()
-            if self._event_mode() and self._inputs.event_ready(time.monotonic(), float(self._p("observation_timeout"))):
+            if self._event_mode() and (self._fleet.any_ready() if self._fleet else self._inputs.event_ready(
+                    time.monotonic(), float(self._p("observation_timeout")))):
                 self._tick()
 
     def _on_controls(self, msg: Controls) -> None:
@@ -315,6 +324,8 @@ class _AgentCore:
 
     # ---- the tick -----------------------------------------------------------------------------------
     def _tick(self) -> None:
+        if self._fleet is not None:  # several agents: one batched step (fleet.py)
+            return self._fleet.tick()
         with self._tick_lock:
             t_start = time.perf_counter()
             if not self._active:
@@ -378,6 +389,8 @@ class _AgentCore:
 
     def _post_set_parameters(self, params: list[Parameter]) -> None:
         names = {p.name for p in params}
+        if self._configured and any(read_at_configure(n) for n in names):
+            self._log.info(f"{sorted(n for n in names if read_at_configure(n))}: read at the next configure")
         if "rate_hz" in names and self._active:
             self._make_tick_timer()
             self._log.info(f"tick: {self._tick_mode()}")
@@ -392,7 +405,7 @@ class _AgentCore:
             self.get_name(), self.get_fully_qualified_name(), self._host, self._config_error,
             self._loop if self._configured else None, self._reporter.counters, active=self._active, param=self._p,
             clock_ns=self.get_clock().now().nanoseconds, since_start_s=time.monotonic() - self._started_mono)
-        if self._configured:  # topics a user may have meant for this node
+        if self._configured and self._fleet is None:  # topics a user may have meant for this node
             self._reporter.warnings(node_help.unknown_topics(self, self._obs_prefix, self._inputs.names,
                                                              self._legacy_actions_topic, self._unknown_topics_warned))
         self._diag_pub.publish(diagnostics.diagnostic_array(status, self.get_clock().now().to_msg()))
@@ -410,6 +423,7 @@ class AgentLifecycleNode(_AgentCore, LifecycleNode):
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._activate()
+        self._bond = bond.start_bond(self)  # Nav2's lifecycle manager: only when bondpy is importable
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:

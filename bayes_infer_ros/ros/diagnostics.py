@@ -3,6 +3,7 @@ and throttled warnings (a log throttle that says how many messages it swallowed)
 changes no state."""
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
@@ -143,7 +144,7 @@ def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stat
         values[f"input.{mod.name}.pending"] = int(mod.fresh is not None)  # accepted, waiting for a tick
         values[f"input.{mod.name}.rejected"] = sum(mod.rejected.values())
     values.update(sorted(counters.items()))
-    values["dropped_total"] = sum(v for k, v in counters.items() if k.startswith("rejected."))
+    values["dropped_total"] = sum(v for k, v in counters.items() if k.rsplit("/", 1)[-1].startswith("rejected."))
     rejecting = inputs.rejecting(now) if health.active else {}
     values["rejecting"] = ", ".join(f"{k} ({v})" for k, v in rejecting.items())
     p99 = stats.tick.percentile_ms(99)
@@ -161,12 +162,25 @@ def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stat
         level, message = DiagnosticStatus.WARN, f"last engine build failed: {health.build_error[:200]}"
     elif not health.active:
         message = "inactive"
-    return _status(name, fqn, level, message, values)
+    return _status(name, fqn, level, message, values, health.device)
 
 
-def _status(name: str, fqn: str, level: Any, message: str, values: dict[str, Any]) -> DiagnosticStatus:
+def status_name(fqn: str) -> str:
+    """The status name: the node's fully qualified name, so agents in different namespaces never merge in the
+    aggregator (``/robot1/agent: inference``; config/diagnostics_analyzers.yaml groups them)."""
+    return f"{fqn}: inference"
+
+
+def hardware_id(device: str) -> str:
+    """The machine and the device the engine runs on (``host/cpu``); ``host`` alone before configure."""
+    host = socket.gethostname() or "localhost"
+    return f"{host}/{device}" if device else host
+
+
+def _status(name: str, fqn: str, level: Any, message: str, values: dict[str, Any],
+            device: str = "") -> DiagnosticStatus:
     status = DiagnosticStatus()
-    status.name, status.hardware_id = f"{name}: inference", fqn
+    status.name, status.hardware_id = status_name(fqn), hardware_id(device)
     status.level, status.message = level, message
     status.values = [KeyValue(key=str(k), value=str(v)) for k, v in values.items()]
     return status

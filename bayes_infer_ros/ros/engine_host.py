@@ -16,6 +16,8 @@ from bayes_infer_ros.model import load_model, model_from_parameters
 
 from . import jax_cache
 from .builder import Builder, BuildCancelled, EngineSlot, Ticket, build_slot, node_budget
+from .fleet_build import build_fleet_slot
+from .fleet_loop import FleetLoop
 from .parameters import ENGINE_PARAMETERS, allowed_model_keys, validate_change
 from .tick_loop import TickLoop
 
@@ -47,6 +49,15 @@ class EngineHost:
         self.build_error = ""
         self.stage = ""  # what configure is doing ("" when it is not)
         self.configure_thread: Optional[threading.Thread] = None
+        self.agents: list[str] = []  # the ``agents`` parameter at configure: one batch row each (empty: one agent)
+
+    def _build(self, config: EngineConfig, generation: int,
+               checkpoint: Callable[[], None] = lambda: None) -> EngineSlot:
+        """The engine of ``config``: for one agent, or batched with one row per agent (fleet_build.py)."""
+        budget = float(self._param("memory_budget_mb"))
+        if self.agents:
+            return build_fleet_slot(self.model, config, generation, budget, checkpoint, agents=len(self.agents))
+        return build_slot(self.model, config, generation, budget, checkpoint)
 
     @property
     def device(self) -> str:
@@ -70,7 +81,7 @@ class EngineHost:
             raise ValueError(f"algorithm: {config.algorithm} needs transition tensors B; the model has none (set "
                              "algorithm: fpi, or add B to the model, then configure again)")
         try:
-            slot = build_slot(self.model, config, 0, float(self._param("memory_budget_mb")))
+            slot = self._build(config, 0)
         except Exception as exc:  # noqa: BLE001
             raise RuntimeError(f"engine build: {exc}") from exc
         for warning in slot.warnings:
@@ -150,10 +161,11 @@ class EngineHost:
             self._count("unknown_parameters")
         return model
 
-    def start(self, slot: EngineSlot, on_failed: Callable[[dict[str, Any]], None]) -> TickLoop:
+    def start(self, slot: EngineSlot, on_failed: Callable[[dict[str, Any]], None]) -> TickLoop | FleetLoop:
         """Run ``slot`` in a new :class:`~.tick_loop.TickLoop` (returned; a build is swapped into it under the tick
         lock) and accept build requests."""
-        self._loop = TickLoop(self.model, slot.engine, slot.config.horizon)
+        self._loop = (FleetLoop(self.model, slot.engine, slot.config.horizon, self.agents) if self.agents
+                      else TickLoop(self.model, slot.engine, slot.config.horizon))
         self.slot, self._on_failed = slot, on_failed
         self.builder = Builder(self._build_in_worker, self._install_built, self._build_failed)
         return self._loop
@@ -234,7 +246,7 @@ class EngineHost:
             self._generation += 1
             generation = self._generation
         try:
-            slot = build_slot(self.model, config, generation, float(self._param("memory_budget_mb")), checkpoint)
+            slot = self._build(config, generation, checkpoint)
         finally:
             self.prune_cache()  # a cancelled or failed build may have compiled, too
         self._count("engine_builds_compiled")

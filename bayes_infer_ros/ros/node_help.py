@@ -22,6 +22,8 @@ topics (relative to the namespace):
 services (private, under the node's name; remap with -r ~/reset:=NAME):
   ~/reset           std_srvs/srv/Trigger               beliefs back to D, VMP/MMP window cleared
   ~/switch_variant  bayes_infer_ros/srv/SwitchVariant  answers when the new engine is active
+several agents (agents: [a, b]): each agent's topics under <agent>/ (a/observations/<modality>, a/controls,
+a/beliefs, a/beliefs/<factor>) and a/reset (std_srvs/srv/Trigger, that agent only); ~/reset resets every agent.
 QoS: qos_overrides.<resolved topic>.publisher|subscription.<depth|durability|history|reliability> in a params
 file replaces the defaults above (e.g. qos_overrides./beliefs.publisher.durability: volatile)."""
 
@@ -38,6 +40,7 @@ def usage(parameters: Sequence[Any], prog: str = "agent_node") -> str:
         "examples:",
         f"  {prog} --ros-args --params-file config/agent.yaml -p autostart:=true",
         f"  {prog} --plain --ros-args -p model_file:=my_model.yaml -r __ns:=/robot1",
+        f"  {prog} --ros-args --params-file config/agent.yaml -p autostart:=true -p 'agents:=[robot1, robot2]'",
         "",
         INTERFACES,
         "",

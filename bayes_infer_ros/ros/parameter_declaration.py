@@ -4,8 +4,8 @@ The command line and params files can hold anything. :func:`take_overrides` read
 ``automatically_declare_parameters_from_overrides=True``, so each override is a declared parameter at first;
 it is read with ``get_parameters_by_prefix('')`` and undeclared again. :func:`declare_parameters` then declares
 each row of the parameter table with its descriptor: a value the table refuses is logged and the default is used,
-``model.*`` and ``adapters.*`` overrides are declared read-only (``PREFIXED``: read at configure), and every
-other key is warned about (with a "did you mean" when one is close).
+``model.*`` and ``adapters.*`` overrides are declared for the loader (``PREFIXED``: read at configure, so a change
+applies at the next configure), and every other key is warned about (with a "did you mean" when one is close).
 """
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from rclpy.node import Node
 
 from .parameters import PARAMETERS, unknown_parameters, validate_change
 
-# Nested parameters declared from the params file (read-only, read at configure), with their description.
+# Nested parameters declared from the params file (read at configure), with their description.
 PREFIXED = {
-    "model.": "Model structure/tensor (see bayes_infer_ros.model.io); read at configure.",
-    "adapters.": "Sensor adapter of a modality (README, 'Sensor adapters'; bayes_infer_ros.adapters); read at "
-                 "configure.",
+    "model.": "Model structure/tensor (see bayes_infer_ros.model.io). Read at configure: cleanup, set, configure "
+              "loads the new values; a change while configured applies at the next configure.",
+    "adapters.": "Sensor adapter of a modality (docs/node.md, 'Sensor adapters'; bayes_infer_ros.adapters). Read at "
+                 "configure: a change applies at the next configure.",
 }
 # Declared by rclpy itself (their overrides are rclpy's to apply).
 RCLPY_PARAMETERS = ("use_sim_time", "start_type_description_service")
@@ -29,7 +30,9 @@ RCLPY_PARAMETERS = ("use_sim_time", "start_type_description_service")
 
 def descriptor(spec: Any) -> ParameterDescriptor:
     """The ParameterDescriptor of one row of the parameter table."""
-    d = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
+    # an empty list default has no ROS type of its own (rclpy would make it a byte array): typed by its first value
+    d = ParameterDescriptor(description=spec.description, read_only=spec.read_only,
+                            dynamic_typing=isinstance(spec.default, list))
     constraints = []
     if spec.choices:
         constraints.append("one of: " + ", ".join(spec.choices))
@@ -99,7 +102,7 @@ def declare_parameters(node: Node, overrides: dict[str, Any], variants: Sequence
             value = overrides[name]
             if value is None or (isinstance(value, (list, tuple)) and len(value) == 0):
                 continue
-            node.declare_parameter(name, value, ParameterDescriptor(description=description, read_only=True))
+            node.declare_parameter(name, value, ParameterDescriptor(description=description))
     for line in unknown_parameters(overrides.keys(), [s.name for s in PARAMETERS], tuple(PREFIXED)):
         warn(line)
         count("unknown_parameters")

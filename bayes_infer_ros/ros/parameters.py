@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -35,7 +36,13 @@ class ParamSpec:
 
 PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("model_file", "", "Model file (.npz or params .yaml with a model: block). Empty: the inline model.* parameters. "
-              "Read at configure.", read_only=True),
+              "Read at configure: cleanup, set it (or model.*), configure loads the new model; a change while configured "
+              "takes effect at the next configure. A file that does not exist is refused when set."),
+    ParamSpec("agents", [], "Names of the agents this node serves, one model for all (string array, e.g. [robot1, "
+              "robot2]). Each gets <agent>/observations/<modality>, <agent>/controls, <agent>/beliefs[/<factor>] and "
+              "<agent>/reset under the node's namespace, its own beliefs and window; one tick steps them all in one "
+              "batched engine call. Empty (the default; leave it out of a params file, rcl cannot read []): one agent "
+              "at the node's namespace. Read at configure."),
     ParamSpec("algorithm", "fpi", "Inference algorithm: fpi (one step, empirical prior carried as pymdp's Agent does), "
               "vmp or mmp (over a window of `horizon` steps; need B).", choices=ALGORITHMS),
     ParamSpec("variant", "auto", "Engine variant: auto (the autotuner's choice; 'baseline' if it is unavailable), "
@@ -121,6 +128,15 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
                 f"`--ros-args -p {name}:=VALUE` and restart the node")
     if spec.choices is not None and value not in spec.choices:
         return f"{name}: {value!r} is not one of {list(spec.choices)}"
+    if name == "agents":
+        try:
+            parse_agents(value)
+        except ValueError as exc:
+            return str(exc)
+    if name == "model_file" and not startup:
+        reason = model_file_refused(value)
+        if reason is not None:
+            return reason
     if name == "cpu_affinity":
         try:
             parse_cpus(value)
@@ -145,6 +161,40 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
         if name == "rate_hz" and 0 < value < MIN_RATE_HZ:
             return (f"rate_hz: expected 0 (event-driven) or at least {MIN_RATE_HZ:g} Hz (a tick period of at most "
                     f"{1 / MIN_RATE_HZ:g} s), got {value!r}")
+    return None
+
+
+def read_at_configure(name: str) -> bool:
+    """``model_file``, ``model.*`` and ``agents``: read by configure only (a change applies at the next configure)."""
+    return name in ("model_file", "agents") or name.startswith("model.")
+
+
+_AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(/[A-Za-z][A-Za-z0-9_]*)*$")
+
+
+def parse_agents(value: Any) -> list[str]:
+    """The ``agents`` parameter as a list of names (empty: one agent at the node's namespace); ValueError naming
+    the field for a value that is not a list of relative ROS names (letters, digits, ``_``; ``/`` between
+    tokens) or a name that repeats."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) and type(value).__name__ != "array":
+        raise ValueError(f"agents: expected a list of names such as [robot1, robot2], got {value!r}")
+    names = list(value)
+    for name in names:
+        if not isinstance(name, str) or not _AGENT_NAME.match(name):
+            raise ValueError(f"agents: {name!r} is not a relative ROS name (e.g. robot1 or fleet/robot1)")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"agents: names must be unique; {repeated} repeat")
+    return names
+
+
+def model_file_refused(value: Any) -> Optional[str]:
+    """Why ``model_file`` cannot be set to ``value`` at runtime (None: accepted; its contents are checked at
+    configure): not a string, or a path that does not exist."""
+    if not isinstance(value, str):
+        return f"model_file: expected a path string, got {value!r}"
+    if value and not os.path.isfile(os.path.expanduser(value)):
+        return f"model_file: {value!r} does not exist (or is not a file); the model in use is kept"
     return None
 
 

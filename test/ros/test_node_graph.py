@@ -230,7 +230,7 @@ def diag_values(io, timeout=5.0) -> dict:
     wait_for(lambda: len(io["diags"]) > n, timeout)
     for _, arr in reversed(io["diags"]):
         for st in arr.status:
-            if st.hardware_id == f"{NS}/{NAME}":
+            if st.name == f"{NS}/{NAME}: inference":
                 d = {kv.key: kv.value for kv in st.values}
                 d["_level"], d["_message"] = st.level, st.message
                 return d

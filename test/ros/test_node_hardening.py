@@ -109,7 +109,7 @@ def statuses(io, fqn=f"{NS}/{NAME}", since=0):
     out = []
     for _, arr in list(io["diags"])[since:]:
         for st in arr.status:
-            if st.hardware_id == fqn:
+            if st.name == f"{fqn}: inference":
                 out.append(({kv.key: kv.value for kv in st.values}, st.level, st.message))
     return out
 

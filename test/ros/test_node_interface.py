@@ -79,7 +79,7 @@ def _controls_counted(diags) -> int:
     """The node's `controls` counter in its newest /diagnostics status (-1 before one arrived)."""
     for _, arr in reversed(diags):
         for st in arr.status:
-            if st.hardware_id == f"{NS}/{NAME}":
+            if st.name == f"{NS}/{NAME}: inference":
                 return int({kv.key: kv.value for kv in st.values}.get("controls", 0))
     return -1
 
@@ -188,7 +188,7 @@ def test_help_prints_usage_and_exits():
     assert out.stdout.startswith("usage: agent_node")
     for spec in PARAMETERS:
         assert f"  {spec.name} " in out.stdout, spec.name
-    for needle in ("~/reset", "~/switch_variant", "controls", "transient local", "qos_overrides"):
+    for needle in ("~/reset", "~/switch_variant", "controls", "transient local", "qos_overrides", "a/reset"):
         assert needle in out.stdout, needle
     assert "rclpy" not in out.stderr  # no node was started
 
@@ -197,7 +197,7 @@ def test_read_only_parameters_say_how_to_set_them(probe, agent):
     from rcl_interfaces.srv import DescribeParameters, SetParameters
     from rclpy.parameter import Parameter
 
-    req = DescribeParameters.Request(names=["device", "model_file"])
+    req = DescribeParameters.Request(names=["device", "observation_qos_depth"])
     desc = probe.call(DescribeParameters, f"{NS}/{NAME}/describe_parameters", req, idempotent=True).descriptors
     for d in desc:
         assert d.read_only and f"--ros-args -p {d.name}:=VALUE` and restart the node" in d.additional_constraints

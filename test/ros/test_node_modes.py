@@ -33,10 +33,8 @@ class _LaunchConfiguration:
     def __init__(self, name):
         self.name = name
 
-
-class _ParameterValue:
-    def __init__(self, value, value_type=None):
-        self.value, self.value_type = value, value_type
+    def perform(self, context):
+        return context.launch_configurations[self.name]
 
 
 def load_launch_description():
@@ -44,13 +42,13 @@ def load_launch_description():
         "launch": types.ModuleType("launch"), "launch.actions": types.ModuleType("launch.actions"),
         "launch.substitutions": types.ModuleType("launch.substitutions"),
         "launch_ros": types.ModuleType("launch_ros"), "launch_ros.actions": types.ModuleType("launch_ros.actions"),
-        "launch_ros.parameter_descriptions": types.ModuleType("launch_ros.parameter_descriptions"),
     }
     stubs["launch"].LaunchDescription = lambda entities: list(entities)
-    stubs["launch.actions"].DeclareLaunchArgument = type("DeclareLaunchArgument", (_Recorder,), {})
+    for name in ("DeclareLaunchArgument", "LogInfo", "OpaqueFunction"):
+        setattr(stubs["launch.actions"], name, type(name, (_Recorder,), {}))
     stubs["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
-    stubs["launch_ros.actions"].LifecycleNode = type("LifecycleNode", (_Recorder,), {})
-    stubs["launch_ros.parameter_descriptions"].ParameterValue = _ParameterValue
+    for name in ("LifecycleNode", "Node"):
+        setattr(stubs["launch_ros.actions"], name, type(name, (_Recorder,), {}))
     saved = {k: sys.modules.get(k) for k in stubs}
     sys.modules.update(stubs)
     try:
@@ -66,41 +64,47 @@ def load_launch_description():
                 sys.modules[k] = v
 
 
-def node_command(launch_args: dict) -> tuple[dict, list[str], str]:
-    """What launch_ros would run for these launch arguments: (node kwargs, --ros-args list, params_file)."""
+def launch_actions(launch_args: dict) -> list:
+    """The actions the launch file's OpaqueFunction returns for these launch arguments (defaults filled in)."""
     entities = load_launch_description()
     declared = {e.args[0]: e.kwargs["default_value"] for e in entities if type(e).__name__ == "DeclareLaunchArgument"}
-    values = {**declared, **launch_args}
-    (node,) = [e for e in entities if type(e).__name__ == "LifecycleNode"]
+    (setup,) = [e for e in entities if type(e).__name__ == "OpaqueFunction"]
+    context = types.SimpleNamespace(launch_configurations={**declared, **launch_args})
+    return setup.kwargs["function"](context)
+
+
+def node_command(launch_args: dict) -> tuple[dict, list[str], str]:
+    """What launch_ros would run for these launch arguments: (node kwargs, --ros-args list, params_file)."""
+    (node,) = [a for a in launch_actions(launch_args) if type(a).__name__ == "LifecycleNode"]
     kw = node.kwargs
-
-    def subst(x):
-        return values[x.name] if isinstance(x, _LaunchConfiguration) else x
-
     ros_args: list[str] = []
     params_file = None
     for p in kw["parameters"]:
         if isinstance(p, dict):
             for k, v in p.items():
-                v = subst(v.value) if isinstance(v, _ParameterValue) else subst(v)
-                ros_args += ["-p", f"{k}:={v}"]
+                ros_args += ["-p", f"{k}:={str(v).lower() if isinstance(v, bool) else v}"]
         else:
-            params_file = subst(p)
-    args = [subst(a) for a in kw.get("arguments", [])]
+            params_file = p
+    for source, target in kw["remappings"]:
+        ros_args += ["-r", f"{source}:={target}"]
+    args = list(kw.get("arguments", []))
     assert args[0] == "--ros-args"
     ros_args += args[1:]
-    return {**kw, "namespace": subst(kw["namespace"])}, ros_args, params_file
+    return kw, ros_args, params_file
 
 
 def test_launch_file_declares_the_standard_arguments():
     entities = load_launch_description()
     declared = {e.args[0]: e.kwargs for e in entities if type(e).__name__ == "DeclareLaunchArgument"}
-    assert set(declared) == {"params_file", "namespace", "use_sim_time", "log_level", "autostart"}
+    assert set(declared) == {"params_file", "namespace", "use_sim_time", "log_level", "autostart", "remappings",
+                             "use_lifecycle_manager", "lifecycle_params_file"}
     assert all(d.get("description") for d in declared.values())
     default_params_file = Path(declared["params_file"]["default_value"])
     assert default_params_file.name == "agent.yaml" and default_params_file.is_file()
     assert default_params_file.parent.name == "config"  # <share>/bayes_infer_ros/config/agent.yaml, installed
+    assert Path(declared["lifecycle_params_file"]["default_value"]).is_file()
     assert declared["use_sim_time"]["default_value"] == "false" and declared["autostart"]["default_value"] == "true"
+    assert declared["use_lifecycle_manager"]["default_value"] == "false"
     kw, ros_args, params_file = node_command({})
     assert (kw["package"], kw["executable"], kw["name"]) == ("bayes_infer_ros", "agent_node", "agent")
     assert params_file == str(default_params_file)
@@ -108,6 +112,29 @@ def test_launch_file_declares_the_standard_arguments():
     from ament_index_python import get_package_share_directory
 
     assert Path(get_package_share_directory("bayes_infer_ros"), "launch", "agent.launch.py").is_file()
+
+
+def test_launch_file_with_nav2s_lifecycle_manager():
+    """use_lifecycle_manager: the manager in the node's namespace, with the shipped params (bond_timeout 0.0) and
+    this node's name; autostart off for the node. Without it and without autostart: the hint names the namespace."""
+    actions = launch_actions({"namespace": "/robot1", "use_lifecycle_manager": "true",
+                              "remappings": "beliefs:=/fleet/robot1/beliefs, controls:=cmd"})
+    node, manager = actions
+    assert type(manager).__name__ == "Node" and manager.kwargs["package"] == "nav2_lifecycle_manager"
+    assert manager.kwargs["executable"] == "lifecycle_manager" and manager.kwargs["namespace"] == "/robot1"
+    mfile, mparams = manager.kwargs["parameters"]
+    assert Path(mfile).name == "nav2_lifecycle.yaml"
+    manager_params = yaml.safe_load(Path(mfile).read_text())[manager.kwargs["name"]]["ros__parameters"]
+    assert manager_params["bond_timeout"] == 0.0 and mparams["node_names"] == [node.kwargs["name"]]
+    assert mparams["autostart"] is True and node.kwargs["parameters"][1]["autostart"] is False
+    assert node.kwargs["namespace"] == "/robot1"
+    assert node.kwargs["remappings"] == [("beliefs", "/fleet/robot1/beliefs"), ("controls", "cmd")]
+    (hint,) = [a for a in launch_actions({"namespace": "/robot1", "autostart": "false"})
+               if type(a).__name__ == "LogInfo"]
+    assert "ros2 lifecycle set /robot1/agent configure" in hint.kwargs["msg"]
+    assert not [a for a in launch_actions({}) if type(a).__name__ == "LogInfo"]  # autostart: no hint
+    with pytest.raises(ValueError, match="remappings"):
+        launch_actions({"remappings": "beliefs=/x"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,7 +158,7 @@ def _diag(probe, fqn, buf, timeout=5.0):
     wait_for(lambda: len(buf) > n, timeout)
     for _, arr in reversed(buf):
         for st in arr.status:
-            if st.hardware_id == fqn:
+            if st.name == f"{fqn}: inference":
                 return {kv.key: kv.value for kv in st.values} | {"_level": st.level, "_message": st.message}
     return {}
 

@@ -3,6 +3,8 @@ warnings, the reporter (counters, throttled warnings), the node's /diagnostics s
 answers that need no engine (``~/switch_variant`` before a build, parameter checks without a model)."""
 from __future__ import annotations
 
+import socket
+
 from types import SimpleNamespace
 
 import pytest
@@ -135,8 +137,8 @@ def test_an_unconfigured_node_says_what_it_waits_for_and_a_failed_configure_is_a
     host = _host({})
     kw = dict(active=False, param=lambda n: None, clock_ns=0, since_start_s=0.0)
     waiting = diagnostics.node_status("agent", "/ns/agent", host, "", None, {}, **kw)
-    assert waiting.level == DiagnosticStatus.WARN and waiting.name == "agent: inference"
-    assert waiting.hardware_id == "/ns/agent" and "ros2 lifecycle set /ns/agent configure" in waiting.message
+    assert waiting.level == DiagnosticStatus.WARN and waiting.name == "/ns/agent: inference"
+    assert waiting.hardware_id == socket.gethostname() and "ros2 lifecycle set /ns/agent configure" in waiting.message
     failed = diagnostics.node_status("agent", "/ns/agent", host, "configure failed: no model", None, {}, **kw)
     assert failed.level == DiagnosticStatus.ERROR and failed.message == "configure failed: no model"
     host.stage = "configuring: loading the model"  # configuring again after a failure: not an error

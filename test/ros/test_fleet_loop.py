@@ -1,0 +1,65 @@
+"""FleetLoop (no ROS graph): three agents stepped together equal three TickLoops fed the same observations and
+controls, for vmp (window, late controls written onto their transition) and fpi; a refused observation of one
+agent is recorded for that agent only."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bayes_infer_ros.model import load_model
+from bayes_infer_ros.ros.builder import EngineConfig, new_engine
+from bayes_infer_ros.ros.fleet_build import batched_engine
+from bayes_infer_ros.ros.fleet_loop import FleetLoop
+from bayes_infer_ros.ros.tick_loop import TickLoop
+from tolerances import FLOAT32_ATOL
+
+AGENTS = ("a", "b", "c")
+S = 10**9
+
+
+@pytest.fixture(scope="module")
+def model(repo_root):
+    return load_model(repo_root / "config" / "agent.yaml")
+
+
+def _observe(inputs, rng, model, t):
+    for i, m in enumerate(model.num_obs):
+        got = inputs.observe(i, int(rng.integers(0, m)), [], t, 0, now=float(t), now_ns=t * S, arrival=0.0,
+                             timeout_s=0.0, max_future_s=1e9)
+        assert got.ok
+
+
+@pytest.mark.parametrize("algorithm", ["fpi", "vmp"])
+def test_fleet_loop_equals_one_tick_loop_per_agent(model, algorithm):
+    config = EngineConfig(algorithm, "baseline", 8, 1.0, 3, 0)
+    fleet = FleetLoop(model, batched_engine(model, config, "baseline", len(AGENTS)), 3, AGENTS)
+    single = new_engine(model, config, "baseline")
+    alone = [TickLoop(model, single, 3) for _ in AGENTS]
+    rng = np.random.default_rng(1)
+    for t in range(1, 7):
+        stepping = [k for k in range(len(AGENTS)) if rng.random() < 0.8] or [0]
+        for k in stepping:
+            seed = int(rng.integers(0, 2**31))
+            _observe(fleet.agent_inputs[k], np.random.default_rng(seed), model, t)
+            _observe(alone[k].inputs, np.random.default_rng(seed), model, t)
+            control = [int(rng.integers(0, u)) for u in model.num_controls]
+            stamp = t * S - S // 2 if rng.random() < 0.7 else t * S - 3 * S // 2  # some arrive late
+            assert fleet.add_control(k, control, [], *divmod(stamp, S), now_ns=t * S) is None
+            assert alone[k].add_control(control, [], *divmod(stamp, S), now_ns=t * S) is None
+        outs = dict(fleet.step(t * S, stepping))
+        assert sorted(outs) == stepping
+        for k in stepping:
+            want = alone[k].step(t * S)
+            np.testing.assert_allclose(outs[k].posterior, want.posterior, atol=FLOAT32_ATOL)
+            assert outs[k].stamp_ns == want.stamp_ns
+
+
+def test_a_refused_observation_is_its_agents_alone(model):
+    config = EngineConfig("fpi", "baseline", 8, 1.0, 1, 0)
+    fleet = FleetLoop(model, batched_engine(model, config, "baseline", len(AGENTS)), 1, AGENTS)
+    got = fleet.agent_inputs[2].observe(1, 99, [], 0, 0, now=1.0, now_ns=S, arrival=0.0, timeout_s=0.0,
+                                        max_future_s=1.0)
+    assert not got.ok
+    rejected = {m.name: sum(m.rejected.values()) for m in fleet.inputs.modalities}
+    assert rejected["c/voltage"] == 1 and sum(rejected.values()) == 1
+    assert "a/voltage" in rejected and "b/rfid_tag" in rejected
