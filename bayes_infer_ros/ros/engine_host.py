@@ -2,9 +2,11 @@
 build, the :class:`~.tick_loop.TickLoop` that runs it), builds off the tick path (a :class:`~.builder.Builder`:
 coalesced, cancellable), the atomic swap under the node's tick lock, which parameter changes the engine accepts,
 ``~/switch_variant``'s wait for the engine it asked for, and the compilation-cache cap. The node hands it its
-parameters (``param(name)``), the ``model.*`` parameters, its logger and its counter."""
+parameters (``param(name)``), the ``model.*`` parameters, its logger and its counter. The caches' warnings
+(``kernel_cache``, ``jax_cache``: Python logging, once per process) are forwarded to the newest host's logger."""
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -17,6 +19,34 @@ from . import jax_cache
 from .builder import Builder, BuildCancelled, EngineConfig, EngineSlot, Ticket, build_slot, check_memory_budget
 from .parameters import ENGINE_PARAMETERS, allowed_model_keys, validate_change
 from .tick_loop import TickLoop
+
+
+CACHE_LOGGERS = ("bayes_infer_ros.inference.kernel_cache", "bayes_infer_ros.ros.jax_cache")
+
+
+class _ToNodeLog(logging.Handler):
+    """Python logging records (WARNING and above) to a node's logger (``target``: the newest host's)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.target: Any = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        target = self.target
+        if target is not None:
+            (target.error if record.levelno >= logging.ERROR else target.warning)(record.getMessage())
+
+
+_TO_NODE_LOG = _ToNodeLog()
+
+
+def forward_cache_warnings(log: Any) -> None:
+    """Send the cache modules' warnings to ``log`` (an rclpy logger) from now on."""
+    _TO_NODE_LOG.target = log
+    for name in CACHE_LOGGERS:
+        logger = logging.getLogger(name)
+        if _TO_NODE_LOG not in logger.handlers:
+            logger.addHandler(_TO_NODE_LOG)
 
 
 @dataclass(frozen=True)
@@ -47,6 +77,7 @@ class EngineHost:
         self.build_error = ""
         self.stage = ""  # what configure is doing ("" when it is not)
         self.configure_thread: Optional[threading.Thread] = None
+        forward_cache_warnings(log)
 
     # ---- configure ----------------------------------------------------------------------------------
     def load_and_build(self) -> EngineSlot:
