@@ -149,9 +149,8 @@ def _tolerant_cache_class() -> type:
 def enable_disk_cache(module: ModuleType) -> Optional[Path]:
     """Give every numba dispatcher in ``module`` its on-disk cache in :func:`numba_cache_folder` (once per
     module and process); returns the folder, None when the kernels run without a cache."""
-    # optional dependency: numba (only fused_numba's kernels get here)
-    import numba
-    from numba.core.dispatcher import Dispatcher
+    import numba  # optional dependency: numba (only fused_numba's kernels get here)
+    from numba.core.dispatcher import Dispatcher  # optional (numba)
 
     with _lock:
         if module.__name__ in _enabled:
