@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from .inference.kernel_cache import numba_cache_folder
+from .inference.kernel_cache import resolved_folder
 from .model.io import read_parameters_yaml
 from .ros.engine_host import EngineHost, forward_cache_warnings
 from .ros.parameters import PARAMETERS
@@ -70,8 +70,10 @@ def warm(params_file: Path) -> dict[str, Any]:
     forward_cache_warnings(None)  # the cache modules' warnings reach the console once, through the root logger
     t0 = time.perf_counter()
     slot = host.load_and_build()
+    used, numba_folder = resolved_folder()
     return {"seconds": time.perf_counter() - t0, "variant": slot.variant, "note": slot.note,
-            "numba_cache": numba_cache_folder(), "jax_cache": os.path.expanduser(str(values.get("jax_compilation_cache_dir") or "(off)"))}
+            "numba_cache": (str(numba_folder) if numba_folder else "(none)") if used else "(not used)",
+            "jax_cache": os.path.expanduser(str(values.get("jax_compilation_cache_dir") or "(off)"))}
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -88,7 +90,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"warmup: FAILED for {params_file}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(f"warmup: configured {params_file} in {out['seconds']:.2f} s: variant {out['variant']}"
-          f"{' (' + out['note'] + ')' if out['note'] else ''}; numba cache {out['numba_cache'] or '(none)'}, "
+          f"{' (' + out['note'] + ')' if out['note'] else ''}; numba cache {out['numba_cache']}, "
           f"JAX cache {out['jax_cache']}")
     return 0
 

@@ -46,15 +46,15 @@ CONFIGURE = textwrap.dedent("""
     print(json.dumps({"variant": slot.variant, "note": slot.note}))
 """)
 
-# A disk that fills after the folders were checked: every numba cache file (.nbi/.nbc) and JAX cache entry
-# (<key>-cache) under HOME refuses to be written.
+# A disk that fills after the folders were checked: every numba cache file (.nbi/.nbc, wherever numba keeps them)
+# and JAX cache entry (<key>-cache under HOME) refuses to be written.
 FULL_DISK = textwrap.dedent("""
     import builtins, errno, io, os
     _open = io.open
     def full(file, mode="r", *args, **kwargs):
         name = os.fspath(file) if isinstance(file, (str, bytes, os.PathLike)) else ""
-        if isinstance(name, str) and name.startswith(os.environ["HOME"]) and any(c in mode for c in "wax") and (
-                ".nb" in name or name.endswith("-cache")):
+        if isinstance(name, str) and any(c in mode for c in "wax") and (
+                ".nb" in name or (name.startswith(os.environ["HOME"]) and name.endswith("-cache"))):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), name)
         return _open(file, mode, *args, **kwargs)
     builtins.open = io.open = full
@@ -185,3 +185,31 @@ def test_configure_on_a_disk_that_fills_keeps_fused_numba_and_warns_once_per_cac
     assert len(numba_warns) == 1 and "disk is full" in numba_warns[0], warns
     assert len(jax_warns) == 1 and "No space left" in jax_warns[0], warns
     assert "Error writing persistent compilation cache entry" not in out.replace(jax_warns[0], "")
+
+
+# ---- bayes-infer warmup ------------------------------------------------------------------------------------------
+def test_warmup_with_an_unwritable_jax_cache_exits_0_with_one_warning(tmp_path):
+    """The CLI runs configure's work (variant baseline here: no numba) and exits 0; the unwritable cache folder is
+    one WARNING naming jax_compilation_cache_dir."""
+    import yaml
+
+    (tmp_path / "file").write_text("x")
+    doc = yaml.safe_load((REPO / "config" / "agent.yaml").read_text())
+    doc["/**"]["ros__parameters"].update({"variant": "baseline",
+                                          "jax_compilation_cache_dir": str(tmp_path / "file" / "jax")})
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(doc))
+    proc = subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "warmup", "--params-file", str(params)],
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "variant baseline" in proc.stdout
+    warnings = [line for line in proc.stderr.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1 and "jax_compilation_cache_dir" in warnings[0] and "Not a directory" in warnings[0]
+
+
+def test_warmup_reports_a_broken_params_file_with_exit_1(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text("/**:\n  ros__parameters:\n    variant: baseline\n")  # no model
+    proc = subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "warmup", "--params-file", str(params)],
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "no model" in proc.stderr

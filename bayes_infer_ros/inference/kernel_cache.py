@@ -110,6 +110,12 @@ def numba_cache_folder() -> Optional[Path]:
     return chosen
 
 
+def resolved_folder() -> tuple[bool, Optional[Path]]:
+    """(whether this process resolved the numba cache folder, i.e. built fused_numba; the folder or None)."""
+    with _lock:
+        return "folder" in _resolved, _resolved.get("folder")
+
+
 def _turn_off(action: str, exc: BaseException) -> None:
     """A cache read/write failed: every kernel cache off for the rest of the process, logged once."""
     with _lock:
