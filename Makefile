@@ -17,18 +17,20 @@ export XLA_PYTHON_CLIENT_PREALLOCATE ?= false
 
 SETUP_STAMP := $(VENV)/.bayes_infer_ros-setup
 BUILD_STAMP := install/.bayes_infer_ros-build
+WARMUP_STAMP := install/.bayes_infer_ros-warmup
 REQS := requirements/core.txt requirements/dev.txt requirements/ros-kilted.txt
 
-.PHONY: help setup venv build demo test test-core test-slow test-jazzy test-colcon bench clean
+.PHONY: help setup venv build warmup demo test test-core test-slow test-jazzy test-colcon bench clean
 help:
 	@echo "make demo   - run the agent on the default model (config/agent.yaml); sets up first if needed"
 	@echo "make test   - run the whole test suite; sets up first if needed"
-	@echo "make setup  - idempotent: .venv with pinned deps, ROS 2 Kilted wheels, CMake fix-up, colcon build"
+	@echo "make setup  - idempotent: .venv with pinned deps, ROS 2 Kilted wheels, CMake fix-up, colcon build, warmup"
+	@echo "make warmup - compile the kernels and fill the caches the node's first start reads (bayes-infer warmup)"
 	@echo "make test-jazzy  - the ROS tests on ROS 2 Jazzy (ros-jazzy-* wheels, Python 3.12) in .venv-jazzy/"
 	@echo "make test-colcon - the suite through colcon test (ament_cmake_pytest) + colcon test-result"
 
 VENV_CLI := $(VENV)/bin/bayes-infer
-setup: $(SETUP_STAMP) $(BUILD_STAMP) $(VENV_CLI)
+setup: $(SETUP_STAMP) $(BUILD_STAMP) $(VENV_CLI) $(WARMUP_STAMP)
 
 $(SETUP_STAMP): $(REQS) scripts/fix_ros_wheel_cmake.py scripts/ros_pip_deps.py
 	@test -x $(PY) || $(PYTHON) -m venv $(if $(filter 1,$(USE_SYSTEM_ROS)),--system-site-packages) $(VENV)
@@ -58,8 +60,18 @@ $(BUILD_STAMP): $(SETUP_STAMP) CMakeLists.txt package.xml setup.py $(wildcard ms
 	source $(VENV)/bin/activate && \
 	  $(if $(filter 0,$(USE_SYSTEM_ROS)),AMENT_PREFIX_PATH=$$VIRTUAL_ENV CMAKE_PREFIX_PATH=$$VIRTUAL_ENV) \
 	  colcon --log-base log build --paths . --symlink-install --event-handlers console_direct- \
-	  --cmake-args -DPython3_EXECUTABLE=$(abspath $(PY)) -DBUILD_TESTING=OFF
+	  --cmake-args -DPython3_EXECUTABLE=$(abspath $(PY)) -DBUILD_TESTING=OFF -DBAYES_INFER_ROS_WARMUP=OFF
 	touch $@
+
+# The node's configure work once, after each build (the numba kernels and JAX programs of the shipped model into
+# the per-user cache folders: bayes_infer_ros/warmup.py), so the node's first start is a warm start. A failure is a
+# warning: the node then compiles at its first start.
+$(WARMUP_STAMP): $(BUILD_STAMP) | $(VENV_CLI)
+	$(RUN) bayes-infer warmup || echo "warning: bayes-infer warmup failed; the node's first start compiles instead"
+	touch $@
+
+warmup: $(BUILD_STAMP) | $(VENV_CLI)
+	$(RUN) bayes-infer warmup
 
 # Run a command inside the built workspace (venv + install/setup.bash).
 RUN := source $(VENV)/bin/activate && source install/setup.bash &&

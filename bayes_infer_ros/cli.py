@@ -13,6 +13,7 @@ COMMANDS = {
     "infer": ("bayes_infer_ros.infer_cli", "offline inference on a model file with a random observation stream"),
     "model": ("bayes_infer_ros.model_cli", "your own model: from-pymdp, validate, show (docs/your-model.md)"),
     "node": ("bayes_infer_ros.ros.agent_node", "run the agent node (ROS args after --ros-args)"),
+    "warmup": ("bayes_infer_ros.warmup", "compile the kernels and fill the caches the node's configure reads"),
     "demo": ("bayes_infer_ros.demo", "the live demo: node + sample bag replay + summary and plot"),
     "generate": ("bayes_infer_ros.bench.generator", "generate the paper's POMDP configurations into a cache"),
     "bench": ("bayes_infer_ros.bench.harness", "benchmark every variant x algorithm vs pymdp (resumable CSV)"),

@@ -41,6 +41,7 @@ MODULE_LAYERS = {
     f"{PACKAGE}.msg": "ros",
     f"{PACKAGE}.srv": "ros",
     f"{PACKAGE}.demo": "ros",             # starts the node and the replay
+    f"{PACKAGE}.warmup": "ros",           # runs the node's configure work (ros.engine_host) without ROS
     f"{PACKAGE}.model_cli": "ros",        # checks parameter files against the node's table (ros.parameters)
 }
 

@@ -37,6 +37,7 @@ import numpy as np
 from ..model.generative_model import ModelStructure
 from .api import EngineFlags, PackedLayout
 from .errors import VariantUnsupported
+from .kernel_cache import enable_disk_cache
 from .numerics import MINVAL, log_stable_np
 from .sizes import unmerged_elements
 
@@ -68,11 +69,13 @@ class NativePlan:
 
 
 def _kernels() -> Any:
-    """The numba kernels' module (its functions compile on first use and are cached on disk)."""
+    """The numba kernels' module (its functions compile on first use): cached on disk in
+    ``kernel_cache.numba_cache_folder()``, or in memory only when no folder can be written (logged once)."""
     try:  # imported here: the kernels need numba, an optional dependency
         from . import native_kernels
     except ImportError as exc:
         raise ImportError(NUMBA_HINT) from exc
+    enable_disk_cache(native_kernels)
     return native_kernels
 
 

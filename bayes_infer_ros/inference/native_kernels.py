@@ -1,6 +1,8 @@
 """numba kernels of ``fused_numba`` (see ``native.py``): imported only when that variant is built.
 
-Module-level functions so that numba's on-disk cache (``cache=True``) can keep them across processes.
+Module-level functions so that numba's on-disk cache can keep them across processes. They are decorated without
+``cache=True``: the loader (``native._kernels``) gives each its cache in a folder that can be written, or none
+(``kernel_cache``), so an unwritable cache never stops the import.
 Arrays are float32 or float64 (each dtype compiles once); int arrays are int64, except ``fpi_tick``'s action
 (int32, as the node's controls).
 
@@ -28,10 +30,10 @@ from llvmlite import ir
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-njit = numba.njit(cache=True, nogil=True)
+njit = numba.njit(nogil=True)
 # Helpers are inlined at numba's IR level: a plain call costs more than a small helper's work. Inlining keeps the
 # reference counts of their array arguments (see above), so they are called outside the kernels' inner loops.
-inline = numba.njit(cache=True, nogil=True, inline="always")
+inline = numba.njit(nogil=True, inline="always")
 
 
 _MACHINE = platform.machine().lower()
@@ -152,7 +154,7 @@ def scratch_sizes(ll_off, dims, ks):
 LONG_CONTRACTION = 256
 
 
-@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
+@numba.njit(nogil=True, fastmath={"reassoc"})
 def _contract_long(G, dbuf, wv, idx, deps, dims, m, k, qr, Q, out):
     """``add_messages``'s k >= 3 messages of modality m from its log likelihood G (P,), w_j at wv[idx[j]:]."""
     size = G.shape[0]

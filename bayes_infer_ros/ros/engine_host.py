@@ -2,9 +2,11 @@
 build, the :class:`~.tick_loop.TickLoop` that runs it), builds off the tick path (a :class:`~.builder.Builder`:
 coalesced, cancellable), the atomic swap under the node's tick lock, which parameter changes the engine accepts,
 ``~/switch_variant``'s wait for the engine it asked for, and the compilation-cache cap. The node hands it its
-parameters (``param(name)``), the ``model.*`` parameters, its logger and its counter."""
+parameters (``param(name)``), the ``model.*`` parameters, its logger and its counter. The caches' warnings
+(``kernel_cache``, ``jax_cache``: Python logging, once per process) are forwarded to the newest host's logger."""
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -20,6 +22,34 @@ from .fleet_build import build_fleet_slot
 from .fleet_loop import FleetLoop
 from .parameters import ENGINE_PARAMETERS, allowed_model_keys, validate_change
 from .tick_loop import TickLoop
+
+
+CACHE_LOGGERS = ("bayes_infer_ros.inference.kernel_cache", "bayes_infer_ros.ros.jax_cache")
+
+
+class _ToNodeLog(logging.Handler):
+    """Python logging records (WARNING and above) to a node's logger (``target``: the newest host's)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.target: Any = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        target = self.target
+        if target is not None:
+            (target.error if record.levelno >= logging.ERROR else target.warning)(record.getMessage())
+
+
+_TO_NODE_LOG = _ToNodeLog()
+
+
+def forward_cache_warnings(log: Any) -> None:
+    """Send the cache modules' warnings to ``log`` (an rclpy logger) from now on."""
+    _TO_NODE_LOG.target = log
+    for name in CACHE_LOGGERS:
+        logger = logging.getLogger(name)
+        if _TO_NODE_LOG not in logger.handlers:
+            logger.addHandler(_TO_NODE_LOG)
 
 
 @dataclass(frozen=True)
@@ -50,6 +80,7 @@ class EngineHost:
         self.stage = ""  # what configure is doing ("" when it is not)
         self.configure_thread: Optional[threading.Thread] = None
         self.agents: list[str] = []  # the ``agents`` parameter at configure: one batch row each (empty: one agent)
+        forward_cache_warnings(log)
 
     def _build(self, config: EngineConfig, generation: int,
                checkpoint: Callable[[], None] = lambda: None) -> EngineSlot:

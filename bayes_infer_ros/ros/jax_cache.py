@@ -5,13 +5,34 @@ JAX writes one ``<key>-cache`` file per compiled program (and, when it evicts it
 JAX's own cap (``jax_compilation_cache_max_size``) needs the ``filelock`` package; :func:`prune` works without it:
 it deletes whole entries, least recently used first (the newest of the entry's files' access/modification
 times), until the folder holds at most ``max_bytes``. Only files named like cache entries are touched.
+
+The cache is optional. A folder that cannot be written (a read-only HOME, ``/proc/...``, a path under a regular
+file, a full disk) is logged once per process and folder as a WARNING on this module's logger (the node forwards
+it to its own log) naming ``jax_compilation_cache_dir`` and the fix, and JAX runs without the cache. A write that
+fails later (the disk fills up) reaches JAX's own "Error writing persistent compilation cache entry" warning:
+:func:`setup_jax` turns the first such warning into one WARNING and the cache off, and drops the rest.
 """
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import warnings
 from pathlib import Path
 
 import jax
+from jax.experimental.compilation_cache import compilation_cache
+
+from ..inference.kernel_cache import unwritable
+
+log = logging.getLogger(__name__)
+
+PARAMETER = "jax_compilation_cache_dir"
+FIX = f"set {PARAMETER} to a writable folder, or to '' to turn the cache off"
+_JAX_CACHE_WARNING = "persistent compilation cache entry"  # in JAX's "Error reading/writing ..." warnings
+_lock = threading.Lock()
+_warned: set[str] = set()
+_guard = {"installed": False, "tripped": False}
 
 _SUFFIXES = ("-cache", "-atime")
 
@@ -73,15 +94,56 @@ def pin_to_cpus(cpus: frozenset[int]) -> None:
         os.sched_setaffinity(0, cpus)
 
 
+def _warn_once(key: str, message: str) -> None:
+    with _lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning(message)
+
+
+def _on_warning(previous):
+    """A ``warnings.showwarning`` that turns JAX's first cache read/write error into one WARNING and the cache
+    off (the rest are dropped), and hands every other warning to ``previous``."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        if _JAX_CACHE_WARNING not in str(message):
+            return previous(message, category, filename, lineno, file, line)
+        with _lock:
+            tripped, _guard["tripped"] = _guard["tripped"], True
+        if not tripped:
+            jax.config.update("jax_enable_compilation_cache", False)
+            compilation_cache.reset_cache()
+            folder = jax.config.jax_compilation_cache_dir
+            _warn_once(f"io:{folder}", f"{PARAMETER} {folder}: JAX could not use the compilation cache ({message}); "
+                       f"running without it for the rest of this process. Fix: free space, or {FIX}")
+    return show
+
+
+def enable_cache(cache_dir: str) -> bool:
+    """Point JAX's persistent compilation cache at ``cache_dir`` (``~`` expanded), keeping every program; False
+    (logged once, nothing raised) when the folder cannot be written."""
+    folder = os.path.expanduser(cache_dir)
+    reason = unwritable(folder)
+    if reason is not None:
+        _warn_once(f"folder:{folder}", f"{PARAMETER} {cache_dir!r} cannot be written ({reason}); running without "
+                   f"JAX's compilation cache: every start compiles its programs again. Fix: {FIX}")
+        return False
+    with _lock:
+        if not _guard["installed"]:
+            warnings.showwarning = _on_warning(warnings.showwarning)
+            _guard["installed"] = True
+    jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return True
+
+
 def setup_jax(device: str, cache_dir: str = "") -> str:
     """Point JAX at ``device`` ("auto": its first) and, with ``cache_dir``, at a persistent compilation cache that
-    keeps every program; returns the device as ``platform:id``."""
+    keeps every program (:func:`enable_cache`: an unwritable folder is logged, never raised); returns the device
+    as ``platform:id``."""
     if cache_dir:
-        cache_dir = os.path.expanduser(cache_dir)
-        os.makedirs(cache_dir, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", cache_dir)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        enable_cache(cache_dir)
     if device == "auto":
         dev = jax.devices()[0]
     else:

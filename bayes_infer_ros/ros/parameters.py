@@ -84,7 +84,8 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "VMP/MMP programs that XLA runs on its pool (XLA sizes the pool to it); FPI programs run inline and do "
               "not change (benchmarks/README.md, Threads). Empty: the OS schedules every thread.", read_only=True),
     ParamSpec("jax_compilation_cache_dir", "~/.cache/bayes_infer_ros/jax", "JAX persistent compilation cache folder "
-              "(a second start reuses compiled programs). Empty disables it.", read_only=True),
+              "(a second start reuses compiled programs). Empty disables it. A folder that cannot be written is a warning; the "
+              "node then runs without the cache.", read_only=True),
     ParamSpec("jax_compilation_cache_max_mb", 1024, "MiB. The compilation cache folder is pruned (least recently used "
               "entries first) to this size at configure and after each engine build.", read_only=True,
               int_range=(1, 1048576)),

@@ -1,0 +1,183 @@
+"""Where ``fused_numba``'s compiled kernels are kept on disk, and what happens when they cannot be (no rclpy).
+
+The folder, resolved once per process by :func:`numba_cache_folder`, is the first of these that can be written:
+
+1. ``NUMBA_CACHE_DIR``, when set (numba's own variable);
+2. the per-user folder :func:`user_cache_root` ``/ "numba"``: ``$XDG_CACHE_HOME/bayes_infer_ros/numba``,
+   by default ``~/.cache/bayes_infer_ros/numba`` (next to the node's JAX compilation cache);
+3. none: the kernels compile in memory at every process start (about 8 s on a 2-core x86 VM).
+
+The install tree is never written, so a read-only install (``/opt``, a read-only root filesystem) keeps its
+cache as long as one folder above is writable; the node and ``bayes-infer warmup`` resolve the same folder
+when they run as the same user with the same environment. A folder skipped, and a cache read or write that fails
+later (a disk that fills up), are each logged once as a WARNING on this module's logger (the node forwards it to
+its own log) naming ``NUMBA_CACHE_DIR`` and the fix; a failure turns the cache off for the rest of the process.
+A cache is an optimisation: nothing here raises.
+
+The kernels are decorated without ``cache=True`` (numba refuses to import a ``cache=True`` function when no
+folder is writable: "cannot cache function ... no locator available"); :func:`enable_disk_cache` gives each of
+a module's dispatchers its cache afterwards, as ``cache=True`` would, with a cache that logs instead of raising.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import pickle
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Optional
+
+log = logging.getLogger(__name__)
+
+NUMBA_ENV = "NUMBA_CACHE_DIR"
+PROBE_BYTES = 4096  # written and removed by unwritable(): a full disk refuses it
+
+_lock = threading.RLock()
+_resolved: dict[str, Optional[Path]] = {}  # "folder" -> the numba cache folder (None: no cache), once resolved
+_enabled: dict[str, Optional[Path]] = {}   # module name -> its kernels' folder (None: no cache)
+_caches: list[Any] = []                    # every cache enable_disk_cache made (turned off together)
+_warned: set[str] = set()
+
+
+def warn_once(key: str, message: str) -> bool:
+    """Log ``message`` as a WARNING unless ``key`` was logged before in this process; True when logged."""
+    with _lock:
+        if key in _warned:
+            return False
+        _warned.add(key)
+    log.warning(message)
+    return True
+
+
+def user_cache_root() -> Path:
+    """The per-user cache folder of this package: ``$XDG_CACHE_HOME/bayes_infer_ros`` (an absolute
+    XDG_CACHE_HOME), else ``~/.cache/bayes_infer_ros``."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".cache"
+    return base / "bayes_infer_ros"
+
+
+def unwritable(folder: os.PathLike) -> Optional[str]:
+    """Why ``folder`` cannot hold a cache (None: it can). The folder is created when missing, then a
+    PROBE_BYTES file is written, flushed to disk and removed: a read-only or full file system, a path under a
+    regular file and a folder without write permission all give the OS's reason."""
+    probe = Path(folder) / f".write-probe-{os.getpid()}-{threading.get_ident()}"
+    try:
+        os.makedirs(folder, exist_ok=True)
+        try:
+            with open(probe, "wb") as f:
+                f.write(b"\0" * PROBE_BYTES)
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            if probe.exists():
+                probe.unlink()
+    except OSError as exc:
+        return f"{exc.strerror or type(exc).__name__}" + (f" ({exc.filename})" if exc.filename else "")
+    return None
+
+
+def numba_cache_folder() -> Optional[Path]:
+    """The folder fused_numba's kernels are cached in (None: no cache), resolved once per process; a folder
+    that was skipped is logged once (see the module docstring)."""
+    with _lock:
+        if "folder" in _resolved:
+            return _resolved["folder"]
+        user_set = os.environ.get(NUMBA_ENV, "")
+        default = user_cache_root() / "numba"
+        candidates = ([(f"{NUMBA_ENV}={user_set}", Path(os.path.expanduser(user_set)))] if user_set else []) + [
+            (f"the per-user folder {default}", default)]
+        skipped = []
+        chosen = None
+        for what, folder in candidates:
+            reason = unwritable(folder)
+            if reason is None:
+                chosen = folder
+                break
+            skipped.append(f"{what} cannot be written: {reason}")
+        _resolved["folder"] = chosen
+    if skipped:
+        fix = (f"set {NUMBA_ENV} to a writable folder (or XDG_CACHE_HOME; the same for `bayes-infer warmup` and "
+               "the node)")
+        if chosen is not None:
+            warn_once("numba-folder", f"numba kernel cache: {'; '.join(skipped)}; using {chosen}. To use your "
+                      f"folder: make it writable, or {fix}")
+        else:
+            warn_once("numba-folder", f"numba kernel cache: {'; '.join(skipped)}; running without it: "
+                      f"fused_numba's kernels compile at every start (seconds). Fix: {fix}")
+    return chosen
+
+
+def resolved_folder() -> tuple[bool, Optional[Path]]:
+    """(whether this process resolved the numba cache folder, i.e. built fused_numba; the folder or None)."""
+    with _lock:
+        return "folder" in _resolved, _resolved.get("folder")
+
+
+def _turn_off(action: str, exc: BaseException) -> None:
+    """A cache read/write failed: every kernel cache off for the rest of the process, logged once."""
+    with _lock:
+        for cache in _caches:
+            cache.disable()
+    folder = _resolved.get("folder")
+    full = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+    warn_once("numba-io", f"numba kernel cache: could not {action} {folder} ({type(exc).__name__}: {exc}); running "
+              f"without it for the rest of this process{': the disk is full' if full else ''}. Fix: free space or "
+              f"make it writable, or set {NUMBA_ENV} to a writable folder")
+
+
+def _tolerant_cache_class() -> type:
+    # optional dependency: numba (only fused_numba's kernels get here)
+    from numba.core.caching import FunctionCache
+
+    class TolerantFunctionCache(FunctionCache):
+        """numba's per-function disk cache (what ``cache=True`` makes), with a failed load read as a miss and a
+        failed save dropped; either turns every kernel cache off (:func:`_turn_off`)."""
+
+        def load_overload(self, sig: Any, target_context: Any) -> Any:
+            try:
+                return super().load_overload(sig, target_context)
+            except (OSError, EOFError, pickle.UnpicklingError) as exc:
+                _turn_off("read", exc)
+                return None
+
+        def save_overload(self, sig: Any, data: Any) -> None:
+            try:
+                super().save_overload(sig, data)
+            except OSError as exc:
+                _turn_off("write", exc)
+
+    return TolerantFunctionCache
+
+
+def enable_disk_cache(module: ModuleType) -> Optional[Path]:
+    """Give every numba dispatcher in ``module`` its on-disk cache in :func:`numba_cache_folder` (once per
+    module and process); returns the folder, None when the kernels run without a cache."""
+    import numba  # optional dependency: numba (only fused_numba's kernels get here)
+    from numba.core.dispatcher import Dispatcher  # optional (numba)
+
+    with _lock:
+        if module.__name__ in _enabled:
+            return _enabled[module.__name__]
+        folder = numba_cache_folder()
+        dispatchers = [v for v in vars(module).values() if isinstance(v, Dispatcher) and hasattr(v, "_cache")]
+        if folder is not None:
+            cls = _tolerant_cache_class()
+            saved = numba.config.CACHE_DIR
+            numba.config.CACHE_DIR = str(folder)  # read by numba's locator when each cache is made, only here
+            try:
+                caches = [cls(d.py_func) for d in dispatchers]
+            except (RuntimeError, OSError) as exc:  # numba found no folder it can write after all
+                folder = None
+                warn_once("numba-folder", f"numba kernel cache: numba could not use {numba.config.CACHE_DIR} "
+                          f"({exc}); running without it. Fix: set {NUMBA_ENV} to a writable folder")
+            finally:
+                numba.config.CACHE_DIR = saved
+            if folder is not None:
+                for d, cache in zip(dispatchers, caches):
+                    d._cache = cache  # what Dispatcher.enable_caching() sets, with the tolerant class
+                _caches.extend(caches)
+        _enabled[module.__name__] = folder
+        return folder

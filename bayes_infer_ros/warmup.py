@@ -1,0 +1,99 @@
+"""``bayes-infer warmup``: fill the caches the node's configure reads, so that the first start after an install is
+a warm start.
+
+It runs the node's configure work itself (:meth:`~.ros.engine_host.EngineHost.load_and_build`: JAX set-up with
+``jax_compilation_cache_dir``, the model, ``build_slot`` with ``variant: auto``'s verify step) on the parameters a
+params file gives the node (default: the installed ``config/agent.yaml``, the shipped model and the node's
+defaults), in this process, without ROS. What it fills:
+
+- numba's kernel cache (``inference.kernel_cache``): ``NUMBA_CACHE_DIR``, else ``$XDG_CACHE_HOME/bayes_infer_ros/numba``
+  (default ``~/.cache/bayes_infer_ros/numba``);
+- JAX's persistent compilation cache: ``jax_compilation_cache_dir`` (default ``~/.cache/bayes_infer_ros/jax``);
+- whatever else ``build_slot`` keeps between starts.
+
+Run it as the user, and with the environment (HOME, XDG_CACHE_HOME, NUMBA_CACHE_DIR), the node runs with: the
+folders are per user. The install tree is never written. A cache folder that cannot be written is a WARNING and
+exit status 0 (the node then runs without that cache, too); a model or build error is exit status 1.
+``make setup``, ``colcon build`` (CMakeLists.txt) and the container builds run it; a failure there is a warning.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from .inference.kernel_cache import resolved_folder
+from .model.io import read_parameters_yaml
+from .ros.engine_host import EngineHost, forward_cache_warnings
+from .ros.parameters import PARAMETERS
+
+log = logging.getLogger("bayes_infer_ros.warmup")
+PACKAGE = "bayes_infer_ros"
+
+
+def default_params_file() -> Path:
+    """The installed ``share/bayes_infer_ros/config/agent.yaml``, else the source checkout's ``config/agent.yaml``."""
+    try:
+        # optional: ament_index_python exists only in a ROS 2 environment (a plain pip install has none)
+        from ament_index_python.packages import get_package_share_directory
+
+        path = Path(get_package_share_directory(PACKAGE)) / "config" / "agent.yaml"
+        if path.is_file():
+            return path
+    except Exception:  # noqa: BLE001 - not built / not sourced: the checkout's copy below
+        pass
+    return Path(__file__).resolve().parents[1] / "config" / "agent.yaml"
+
+
+def node_parameters(params_file: Path) -> dict[str, Any]:
+    """The node's parameter values for ``params_file``: the table's defaults, then the file's ``/**`` section."""
+    values = {spec.name: spec.default for spec in PARAMETERS}
+    values.update(read_parameters_yaml(params_file))
+    return values
+
+
+def warm(params_file: Path) -> dict[str, Any]:
+    """Configure once, as the node would with ``params_file``; returns what it built and where the caches are."""
+    values = node_parameters(params_file)
+    model_values = {k: v for k, v in values.items() if k.startswith("model.")}
+    counts: dict[str, int] = {}
+
+    def count(name: str, n: int = 1) -> None:
+        counts[name] = counts.get(name, 0) + n
+
+    host = EngineHost(values.__getitem__, lambda: model_values, log, count, threading.RLock(), lambda: False)
+    forward_cache_warnings(None)  # the cache modules' warnings reach the console once, through the root logger
+    t0 = time.perf_counter()
+    slot = host.load_and_build()
+    used, numba_folder = resolved_folder()
+    return {"seconds": time.perf_counter() - t0, "variant": slot.variant, "note": slot.note,
+            "numba_cache": (str(numba_folder) if numba_folder else "(none)") if used else "(not used)",
+            "jax_cache": os.path.expanduser(str(values.get("jax_compilation_cache_dir") or "(off)"))}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="bayes-infer warmup", description=__doc__.split("\n\n")[0])
+    p.add_argument("--params-file", type=Path, default=None,
+                   help="the node's params file (default: the installed config/agent.yaml)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="warmup: %(levelname)s %(message)s", stream=sys.stderr)
+    log.setLevel(logging.INFO)
+    params_file = args.params_file or default_params_file()
+    try:
+        out = warm(params_file)
+    except Exception as exc:  # noqa: BLE001 - reported; the caller decides whether it matters
+        print(f"warmup: FAILED for {params_file}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(f"warmup: configured {params_file} in {out['seconds']:.2f} s: variant {out['variant']}"
+          f"{' (' + out['note'] + ')' if out['note'] else ''}; numba cache {out['numba_cache']}, "
+          f"JAX cache {out['jax_cache']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""The caches are optional (issue 24 F3/F4): an unwritable or full numba or JAX cache folder never fails the node's
+configure, never makes ``variant: auto`` drop fused_numba, and is logged once as a WARNING naming
+``NUMBA_CACHE_DIR`` / ``jax_compilation_cache_dir``.
+
+The tests run as root, where a chmod'ed folder stays writable: an unwritable folder is a path under a regular file
+or under /proc, and a full disk is an ``open`` for writing that raises ENOSPC. The configure runs (the node's
+``EngineHost.load_and_build``, what ``bayes-infer warmup`` runs) are subprocesses: numba's kernels and JAX's cache
+are set up once per process.
+"""
+from __future__ import annotations
+
+import builtins
+import errno
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bayes_infer_ros.inference import kernel_cache
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The node's configure work in a fresh process, its log lines on stdout ("WARN ..."), then one JSON line.
+CONFIGURE = textwrap.dedent("""
+    import json, sys, threading
+    from bayes_infer_ros.model.io import read_parameters_yaml
+    from bayes_infer_ros.ros.engine_host import EngineHost
+    from bayes_infer_ros.ros.parameters import PARAMETERS
+
+    class Log:
+        def info(self, m): print("INFO", m, flush=True)
+        def warning(self, m): print("WARN", m, flush=True)
+        def error(self, m): print("ERROR", m, flush=True)
+
+    values = {s.name: s.default for s in PARAMETERS}
+    values.update(read_parameters_yaml(sys.argv[1]))
+    model = {k: v for k, v in values.items() if k.startswith("model.")}
+    host = EngineHost(values.__getitem__, lambda: model, Log(), lambda *a: None, threading.RLock(), lambda: False)
+    slot = host.load_and_build()
+    print(json.dumps({"variant": slot.variant, "note": slot.note}))
+""")
+
+# A disk that fills after the folders were checked: every numba cache file (.nbi/.nbc, wherever numba keeps them)
+# and JAX cache entry (<key>-cache under HOME) refuses to be written.
+FULL_DISK = textwrap.dedent("""
+    import builtins, errno, io, os
+    _open = io.open
+    def full(file, mode="r", *args, **kwargs):
+        name = os.fspath(file) if isinstance(file, (str, bytes, os.PathLike)) else ""
+        if isinstance(name, str) and any(c in mode for c in "wax") and (
+                ".nb" in name or (name.startswith(os.environ["HOME"]) and name.endswith("-cache"))):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), name)
+        return _open(file, mode, *args, **kwargs)
+    builtins.open = io.open = full
+""")
+
+
+def configure(env: dict, prelude: str = "") -> tuple[dict, list[str], str]:
+    """(result, WARN lines, whole output) of one configure with the shipped model in a fresh process."""
+    full_env = {**os.environ, "JAX_PLATFORMS": "cpu", **env}
+    proc = subprocess.run([sys.executable, "-c", prelude + CONFIGURE, str(REPO / "config" / "agent.yaml")],
+                          env=full_env, capture_output=True, text=True, timeout=1800)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result, [line for line in proc.stdout.splitlines() if line.startswith("WARN")], out
+
+
+def only(lines: list[str], needle: str) -> list[str]:
+    return [line for line in lines if needle in line]
+
+
+# ---- the folder check and the fallback order (in-process, fast) ----------------------------------------------
+@pytest.fixture
+def fresh_kernel_cache(monkeypatch):
+    """kernel_cache's once-per-process state, empty for this test (and restored after it)."""
+    monkeypatch.setattr(kernel_cache, "_resolved", {})
+    monkeypatch.setattr(kernel_cache, "_warned", set())
+    monkeypatch.setattr(kernel_cache, "_caches", [])
+    return kernel_cache
+
+
+def test_unwritable_names_the_reason_for_a_path_under_a_file_proc_and_a_full_disk(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("x")
+    assert kernel_cache.unwritable(tmp_path / "ok" / "sub") is None
+    assert "Not a directory" in kernel_cache.unwritable(tmp_path / "file" / "sub")
+    assert kernel_cache.unwritable("/proc/self/bayes_infer_ros_cache") is not None
+    real_open = builtins.open
+
+    def full(file, mode="r", *args, **kwargs):
+        if "w" in mode and str(file).startswith(str(tmp_path)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", full)
+    assert "No space left" in kernel_cache.unwritable(tmp_path / "full")
+    assert not [p for p in (tmp_path / "full").iterdir()]  # no probe file left behind
+
+
+def test_numba_folder_skips_an_unwritable_numba_cache_dir_with_one_warning(fresh_kernel_cache, tmp_path,
+                                                                          monkeypatch, caplog):
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "file" / "numba"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    with caplog.at_level(logging.WARNING, logger=kernel_cache.__name__):
+        assert fresh_kernel_cache.numba_cache_folder() == tmp_path / "xdg" / "bayes_infer_ros" / "numba"
+        assert fresh_kernel_cache.numba_cache_folder() == tmp_path / "xdg" / "bayes_infer_ros" / "numba"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "NUMBA_CACHE_DIR" in warnings[0] and "file/numba" in warnings[0]
+
+
+def test_numba_folder_is_none_when_nothing_can_be_written(fresh_kernel_cache, tmp_path, monkeypatch, caplog):
+    (tmp_path / "file").write_text("x")
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file" / "xdg"))
+    with caplog.at_level(logging.WARNING, logger=kernel_cache.__name__):
+        assert fresh_kernel_cache.numba_cache_folder() is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "NUMBA_CACHE_DIR" in warnings[0] and "running without it" in warnings[0]
+
+
+def test_user_cache_root_follows_xdg_cache_home_then_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert kernel_cache.user_cache_root() == tmp_path / "bayes_infer_ros"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert kernel_cache.user_cache_root() == tmp_path / "home" / ".cache" / "bayes_infer_ros"
+
+
+@pytest.mark.numba
+def test_a_failed_kernel_cache_write_compiles_anyway_and_turns_the_cache_off_once(fresh_kernel_cache, tmp_path,
+                                                                                  monkeypatch, caplog):
+    pytest.importorskip("numba")
+    source = tmp_path / "tiny_kernels.py"
+    source.write_text("import numba\n\n@numba.njit\ndef plus_one(x):\n    return x + 1\n\n"
+                      "@numba.njit\ndef times_two(x):\n    return x * 2\n")
+    spec = importlib.util.spec_from_file_location("tiny_kernels", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(kernel_cache, "_enabled", {})
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    assert fresh_kernel_cache.enable_disk_cache(module) == tmp_path / "numba"
+    real_open = builtins.open
+
+    def full(file, mode="r", *args, **kwargs):
+        if "w" in mode and ".nb" in str(file):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", full)
+    with caplog.at_level(logging.WARNING, logger=kernel_cache.__name__):
+        assert module.plus_one(1) == 2
+        assert module.times_two(3) == 6
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "NUMBA_CACHE_DIR" in warnings[0] and "disk is full" in warnings[0]
+    assert not list((tmp_path / "numba").rglob("*.nbc"))
+
+
+# ---- the node's configure (subprocesses: fresh numba and JAX state) --------------------------------------------
+@pytest.mark.numba
+def test_configure_with_unwritable_caches_keeps_fused_numba_and_warns_once_per_cache(tmp_path):
+    """A read-only HOME (here: HOME under a regular file) and an unwritable NUMBA_CACHE_DIR (/proc): configure
+    succeeds, auto still picks fused_numba, one WARN names each cache's setting."""
+    (tmp_path / "file").write_text("x")
+    result, warns, out = configure({"HOME": str(tmp_path / "file" / "home"), "XDG_CACHE_HOME": "",
+                                    "NUMBA_CACHE_DIR": "/proc/self/bayes_infer_ros_numba"})
+    assert result["variant"] == "fused_numba", out[-3000:]
+    assert len(only(warns, "jax_compilation_cache_dir")) == 1, warns
+    assert len(only(warns, "NUMBA_CACHE_DIR")) == 1, warns
+    assert len(warns) == 2, warns
+
+
+@pytest.mark.numba
+def test_configure_on_a_disk_that_fills_keeps_fused_numba_and_warns_once_per_cache(tmp_path):
+    """Every numba and JAX cache write fails with ENOSPC after the folders were found writable."""
+    result, warns, out = configure({"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": ""}, prelude=FULL_DISK)
+    assert result["variant"] == "fused_numba", out[-3000:]
+    numba_warns, jax_warns = only(warns, "NUMBA_CACHE_DIR"), only(warns, "jax_compilation_cache_dir")
+    assert len(numba_warns) == 1 and "disk is full" in numba_warns[0], warns
+    assert len(jax_warns) == 1 and "No space left" in jax_warns[0], warns
+    assert "Error writing persistent compilation cache entry" not in out.replace(jax_warns[0], "")
+
+
+# ---- bayes-infer warmup ------------------------------------------------------------------------------------------
+def test_warmup_with_an_unwritable_jax_cache_exits_0_with_one_warning(tmp_path):
+    """The CLI runs configure's work (variant baseline here: no numba) and exits 0; the unwritable cache folder is
+    one WARNING naming jax_compilation_cache_dir."""
+    import yaml
+
+    (tmp_path / "file").write_text("x")
+    doc = yaml.safe_load((REPO / "config" / "agent.yaml").read_text())
+    doc["/**"]["ros__parameters"].update({"variant": "baseline",
+                                          "jax_compilation_cache_dir": str(tmp_path / "file" / "jax")})
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(doc))
+    proc = subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "warmup", "--params-file", str(params)],
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "variant baseline" in proc.stdout
+    warnings = [line for line in proc.stderr.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1 and "jax_compilation_cache_dir" in warnings[0] and "Not a directory" in warnings[0]
+
+
+def test_warmup_reports_a_broken_params_file_with_exit_1(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text("/**:\n  ros__parameters:\n    variant: baseline\n")  # no model
+    proc = subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "warmup", "--params-file", str(params)],
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "no model" in proc.stderr
