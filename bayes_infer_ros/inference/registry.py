@@ -12,6 +12,7 @@ from ..model.validation import ModelValidationError, validate_model
 from . import sizes
 from .algorithms import ALGORITHMS
 from .engine import InferenceEngine
+from .cuda_engine import CudaEngine
 from .native import NativeEngine
 from .reference import LoopedLikelihood, LoopedTransitions
 from .variants import end_to_end, fused, hybrid
@@ -36,8 +37,9 @@ VARIANT_OPS: dict[str, tuple[Any, Any]] = {
     "fused_pairwise": (fused.FusedPairwiseLikelihood, MergedTransitions),
 }
 # Variants that are not JAX programs: name -> engine class (InferenceEngine's public API). ``fused_numba``
-# needs the optional numba, imported only when the engine is built (without it: VariantUnsupported).
-NATIVE_VARIANTS: dict[str, Any] = {"fused_numba": NativeEngine}
+# needs the optional numba, imported only when the engine is built (without it: VariantUnsupported);
+# ``fused_cuda`` (the same kernels' FPI tick as one CUDA launch) needs numba's CUDA target and a device.
+NATIVE_VARIANTS: dict[str, Any] = {"fused_numba": NativeEngine, "fused_cuda": CudaEngine}
 
 VARIANTS: tuple[str, ...] = tuple(VARIANT_OPS) + tuple(NATIVE_VARIANTS)
 # The paper's variants table, in its order.
