@@ -23,6 +23,7 @@ REQS := requirements/core.txt requirements/dev.txt requirements/ros-kilted.txt
 help:
 	@echo "make demo   - run the agent on the default model (config/agent.yaml); sets up first if needed"
 	@echo "make test   - run the whole test suite; sets up first if needed"
+	@echo "make test-gpu - fused_cuda's kernel tests on this machine's CUDA device (make test runs them in a simulator)"
 	@echo "make setup  - idempotent: .venv with pinned deps, ROS 2 Kilted wheels, CMake fix-up, colcon build"
 	@echo "make test-jazzy  - the ROS tests on ROS 2 Jazzy (ros-jazzy-* wheels, Python 3.12) in .venv-jazzy/"
 	@echo "make test-colcon - the suite through colcon test (ament_cmake_pytest) + colcon test-result"

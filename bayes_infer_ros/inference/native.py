@@ -160,6 +160,7 @@ class NativeEngine(EngineFlags):
             self._log_A.shape[1])
         self._tick_shapes = ((self.layout.obs_size,), (self.layout.state_size,), (len(ns),))
         self._tick_call = None  # fpi_tick's entry point, resolved at the first tick
+        self._agents_call = None  # fpi_tick_batched's, at the first tick_agents
         self._tick_out_shape = (2, *self._tick_shapes[1])  # fpi_tick's out: beliefs and the next prior
         # BeliefFilter's route to the kernel without tick's conversions (None where tick does not call fpi_tick)
         self.tick_prepared = self._tick_prepared if algorithm == "fpi" and batch_size is None and self._has_B else None
@@ -262,11 +263,14 @@ class NativeEngine(EngineFlags):
         if not self._has_B:
             q = self.run_packed(obs, prior) if self.batched else self._run_agents_unbatched(obs, prior)
             return q, q
-        if np.any(act < 0) or np.any(act >= self._ncontrols):
-            raise ValueError(f"tick_agents: action: expected controls in [0, num_controls) = {self._ncontrols.tolist()}")
+        if self._agents_call is None:
+            self._agents_call = self._kb().fpi_tick_batched_entry(self.dtype)
         out = np.empty((b, 2, self.layout.state_size), self.dtype)
-        self._kb().fpi_tick_batched(self._tick_model[0], self._log_A, self._B, obs, prior, self.num_iter,
-                                    self._minval, act, out)
+        bad = self._agents_call(self._tick_model[0], self._log_A, self._B, obs, prior, self.num_iter, self._minval,
+                                act, out)
+        if bad >= 0:
+            raise ValueError(f"tick_agents: action[{bad}]: expected controls in [0, num_controls) = "
+                             f"{self._ncontrols.tolist()}, got {act[bad].tolist()}")
         return out[:, 0], out[:, 1]
 
     def _run_agents_unbatched(self, obs: np.ndarray, prior: np.ndarray) -> np.ndarray:

@@ -25,7 +25,9 @@ from .native_kernels import (_fpi_into, _ints1, _ints2, _n_max, _nobs_into, _pre
 
 @numba.njit(cache=True, nogil=True)
 def fpi_tick_batched(ints, log_A, B, obs, prior, num_iter, minval, action, out):
-    """b agents' FPI ticks: obs (b, O), prior (b, S), action (b, F) -> out (b, 2, S) (see the module docstring)."""
+    """b agents' FPI ticks: obs (b, O), prior (b, S), action (b, F) -> out (b, 2, S) (see the module docstring).
+    Returns -1, or the first agent whose action holds a control outside [0, num_controls) (then nothing is
+    computed)."""
     a_off, ll_off, deps, dims = _ints1(ints, 0), _ints1(ints, 1), _ints2(ints, 2), _ints2(ints, 3)
     ks, ns, o_off, s_off = _ints1(ints, 4), _ints1(ints, 5), _ints1(ints, 6), _ints1(ints, 7)
     b_off, bdeps, bdims, bks = _ints1(ints, 8), _ints2(ints, 9), _ints2(ints, 10), _ints1(ints, 11)
@@ -41,6 +43,10 @@ def fpi_tick_batched(ints, log_A, B, obs, prior, num_iter, minval, action, out):
     c, x, Q = w[o:o + FN].reshape(F, n_max), w[o + FN:o + 2 * FN].reshape(F, n_max), w[o + 2 * FN:o + 3 * FN].reshape(F, n_max)
     Qp, tmp = w[o + 3 * FN:o + 4 * FN].reshape(F, n_max), w[o + 4 * FN:].reshape(1, n_max)
     idx, idx_b = iw[M:M + deps.shape[1]], iw[M + deps.shape[1]:]
+    for i in range(obs.shape[0]):
+        for f in range(F):
+            if action[i, f] < 0 or action[i, f] >= ncontrols[f]:
+                return i
     shared = log_A.shape[0] == 1
     mode = flush_subnormals()
     for i in range(obs.shape[0]):
@@ -50,3 +56,14 @@ def fpi_tick_batched(ints, log_A, B, obs, prior, num_iter, minval, action, out):
         _predict_into(B, ab, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, out[i, 0], action[i], out[i, 1], Qp, tmp,
                       idx_b)
     restore_fp_mode(mode)
+    return -1
+
+
+def fpi_tick_batched_entry(dtype):
+    """``fpi_tick_batched``'s compiled entry point for ``dtype`` (float32 or float64): a call without the
+    dispatcher's type resolution. The caller passes exactly these types: ints (n,) int64, log_A and B 2-D, obs and
+    prior 2-D of ``dtype``, action 2-D int32, out 3-D of ``dtype``, all C-contiguous; num_iter int, minval ``dtype``."""
+    f = numba.from_dtype(np.dtype(dtype))
+    arr = lambda t, nd: numba.types.Array(t, nd, "C")  # noqa: E731
+    return fpi_tick_batched.compile((arr(numba.int64, 1), arr(f, 2), arr(f, 2), arr(f, 2), arr(f, 2), numba.types.int64,
+                                     f, arr(numba.int32, 2), arr(f, 3)))

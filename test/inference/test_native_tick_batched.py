@@ -82,5 +82,5 @@ def test_agents_without_B_and_refused_inputs():
         engine.tick_agents(obs[0], prior[0], action[0])
     case = random_case(9, (3, 2), [[0], [0, 1]], (2, 3), T=2, num_controls=(2, 1))
     engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba")
-    with pytest.raises(ValueError, match=r"tick_agents: action: expected controls in \[0, num_controls\) = \[2, 1\]"):
+    with pytest.raises(ValueError, match=r"tick_agents: action\[1\]: expected controls in \[0, num_controls\) = \[2, 1\], got \[2, 0\]"):
         engine.tick_agents(obs, prior, np.array([[0, 0], [2, 0], [0, 0]]))
