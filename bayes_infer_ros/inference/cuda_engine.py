@@ -68,31 +68,33 @@ class CudaEngine(NativeEngine):
         self._d_ints = cuda.to_device(self._tick_model[0], stream=self._stream)
         self._d_log_A = cuda.to_device(self._log_A, stream=self._stream)
         self._d_B = cuda.to_device(self._B, stream=self._stream)
-        self._io: dict[int, tuple] = {}  # b -> (pinned inputs, device inputs, device out, pinned out, launcher)
+        self._io: dict[int, tuple] = {}  # b -> (pinned inputs, device inputs, device out, pinned out)
         self._width = self.layout.obs_size + S + structure.num_factors
         self.tick_prepared = self._tick_prepared if batch_size is None and self._has_B else None
 
     def _buffers(self, b: int) -> tuple:
-        """The pinned and device buffers and the configured launch for b agents (made at the first call of b)."""
+        """The pinned and device buffers for b agents (made at the first call of b)."""
         if b not in self._io:
             cuda, S = self._cuda, self.layout.state_size
             h_in = cuda.pinned_array((b, self._width), self.dtype)
             h_out = cuda.pinned_array((b, 2, S), self.dtype)
             d_in = cuda.device_array((b, self._width), self.dtype, stream=self._stream)
             d_out = cuda.device_array((b, 2, S), self.dtype, stream=self._stream)
-            launch = self._kernel[b, self._threads, self._stream, self._shared]
-            self._io[b] = (h_in, d_in, d_out, h_out, launch)
+            self._io[b] = (h_in, d_in, d_out, h_out)
         return self._io[b]
 
     def _launch(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> np.ndarray:
         """obs (b, O), prior (b, S), action (b, F) -> a fresh (b, 2, S): beliefs and next priors, one launch."""
         b = obs.shape[0]
-        h_in, d_in, d_out, h_out, launch = self._buffers(b)
+        h_in, d_in, d_out, h_out = self._buffers(b)
         O, S = self.layout.obs_size, self.layout.state_size
         h_in[:, :O] = obs
         h_in[:, O:O + S] = prior
         h_in[:, O + S:] = action
         d_in.copy_to_device(h_in, stream=self._stream)
+        # configured per call: numba's simulator configures the kernel object itself, so a configuration kept
+        # from another b (or another engine of this dtype) would launch the wrong grid
+        launch = self._kernel[b, self._threads, self._stream, self._shared]
         launch(self._d_ints, self._d_log_A, self._d_B, d_in, self.num_iter, self._minval, d_out)
         d_out.copy_to_host(h_out, stream=self._stream)
         self._stream.synchronize()

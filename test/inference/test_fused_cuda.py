@@ -103,6 +103,10 @@ def test_tick_agents_match_fused_numba_per_agent(dtype):
     q1, n1 = gpu.tick(obs[2], prior[2], action[2])
     np.testing.assert_array_equal(q1, q[2])
     np.testing.assert_array_equal(n1, nxt[2])
+    # b = 4 again after b = 1: every agent's block runs (new inputs, so stale outputs would show)
+    q_rev, n_rev = gpu.tick_agents(obs[::-1], prior[::-1], action[::-1])
+    np.testing.assert_array_equal(q_rev, q[::-1])
+    np.testing.assert_array_equal(n_rev, nxt[::-1])
 
 
 def test_batched_engine_runs_each_model():
