@@ -48,9 +48,6 @@ class CudaEngine(NativeEngine):
                  B_b: Optional[Sequence[np.ndarray]], num_iter: int, tau: float, batch_size: Optional[int], dtype: Any):
         if not cuda_available():
             raise VariantUnsupported(CUDA_HINT)
-        if algorithm != "fpi":
-            raise VariantUnsupported(f"fused_cuda: runs fpi only, not {algorithm} (fused_numba or a JAX variant runs "
-                                     "VMP/MMP windows)")
         super().__init__(algorithm, structure, A_b, B_b, num_iter, tau, batch_size, dtype)
         from numba import cuda  # optional: numba's CUDA target
         from . import cuda_kernels as ck  # optional: numba's CUDA target
@@ -63,11 +60,13 @@ class CudaEngine(NativeEngine):
         self._cuda = cuda
         self._threads = ck.threads_for(L, S)
         self._shared = need
-        self._kernel = ck.fpi_tick_kernel(self.dtype.name)
+        self._kernel = ck.fpi_tick_kernel(self.dtype.name) if algorithm == "fpi" else None
         self._stream = cuda.stream()
         self._d_ints = cuda.to_device(self._tick_model[0], stream=self._stream)
         self._d_log_A = cuda.to_device(self._log_A, stream=self._stream)
         self._d_B = cuda.to_device(self._B, stream=self._stream)
+        # VMP passes log B, MMP B (as fused_numba's ``sequence``)
+        self._d_Bs = cuda.to_device(self._log_B, stream=self._stream) if algorithm == "vmp" else self._d_B
         self._io: dict[int, tuple] = {}  # b -> (pinned inputs, device inputs, device out, pinned out)
         self._width = self.layout.obs_size + S + structure.num_factors
         self.tick_prepared = self._tick_prepared if batch_size is None and self._has_B else None
@@ -107,6 +106,8 @@ class CudaEngine(NativeEngine):
     def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
         """b agents' FPI ticks in ONE launch: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S), next
         priors (b, S); shapes and models as :meth:`NativeEngine.tick_agents`."""
+        if self.algorithm != "fpi":
+            raise ValueError(f"tick_agents: fpi only (this engine runs {self.algorithm}; use run_packed)")
         obs = np.ascontiguousarray(obs_packed, dtype=self.dtype)
         prior = np.ascontiguousarray(prior_packed, dtype=self.dtype)
         act = np.ascontiguousarray(action, dtype=np.int32)
@@ -124,7 +125,7 @@ class CudaEngine(NativeEngine):
     def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
         """FPI tick in ONE launch: obs (O,), prior (S,), action (F,) -> beliefs (S,), next prior (S,) (batched
         engine: (b, ...) each, as ``tick_agents``)."""
-        if self.batched:
+        if self.batched or self.algorithm != "fpi":
             return self.tick_agents(obs_packed, prior_packed, action)
         obs = np.asarray(obs_packed, dtype=self.dtype)
         prior = np.asarray(prior_packed, dtype=self.dtype)
@@ -141,7 +142,10 @@ class CudaEngine(NativeEngine):
 
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> np.ndarray:
-        """Packed API (FPI): obs (…, O), prior (…, S) -> beliefs (…, S), one launch."""
+        """Packed API: FPI obs (…, O), prior (…, S) -> beliefs (…, S); VMP / MMP obs (…, T, O), prior (…, S),
+        actions (…, T-1, F) -> beliefs (…, T, S). One launch."""
+        if self.algorithm != "fpi":
+            return self._run_window(obs_packed, prior_packed, actions, valid_steps)
         obs = np.asarray(obs_packed, dtype=self.dtype)
         prior = np.asarray(prior_packed, dtype=self.dtype)
         lead = (self.batch_size,) if self.batched else ()
@@ -153,7 +157,36 @@ class CudaEngine(NativeEngine):
         q = self._launch(obs.reshape(b, -1), prior.reshape(b, -1), act)[:, 0]
         return q if self.batched else q[0]
 
+    def _run_window(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any],
+                    valid_steps: Optional[int]) -> np.ndarray:
+        """VMP / MMP of the window in one launch (``cuda_window``)."""
+        from . import cuda_kernels as ck  # optional: numba's CUDA target
+        from . import cuda_window as cw  # optional: numba's CUDA target
+        cuda = self._cuda
+        obs = np.asarray(obs_packed, dtype=self.dtype)
+        obs = obs if self.batched else obs[None]
+        b, T = obs.shape[0], obs.shape[1]
+        prior = np.asarray(prior_packed, dtype=self.dtype).reshape(b, -1)
+        acts = self._actions(T, actions).reshape(b, -1)  # checked shape (b, T-1, F), flattened
+        L, S, O = int(self._ll_off[-1]), self.layout.state_size, self.layout.obs_size
+        need = cw.window_elements(L, S, T) * self.dtype.itemsize
+        if need > ck.SHARED_BYTES:
+            raise VariantUnsupported(
+                f"fused_cuda: a window of {T} steps needs {need:,} bytes of shared memory per block, over the "
+                f"{ck.SHARED_BYTES // 1024} KiB of one block; merged JAX variants cover it")
+        h_in = np.concatenate([obs.reshape(b, T * O), prior, acts.astype(self.dtype)], axis=1)
+        d_in = cuda.to_device(np.ascontiguousarray(h_in), stream=self._stream)
+        d_out = cuda.device_array((b, T, S), self.dtype, stream=self._stream)
+        threads = ck.threads_for(T * L, T * S)
+        vs = -1 if valid_steps is None else int(valid_steps)
+        cw.window_kernel(self.dtype.name)[b, threads, self._stream, need](
+            self._d_ints, self._d_log_A, self._d_Bs, d_in, T, vs, self.algorithm == "vmp", self._has_B,
+            self.num_iter, self.dtype.type(self.tau), self._minval, d_out)
+        out = d_out.copy_to_host(stream=self._stream)
+        self._stream.synchronize()
+        return out if self.batched else out[0]
+
     def __repr__(self) -> str:
-        return (f"CudaEngine(algorithm='fpi', variant='fused_cuda', F={self.structure.num_factors}, "
+        return (f"CudaEngine(algorithm={self.algorithm!r}, variant='fused_cuda', F={self.structure.num_factors}, "
                 f"M={self.structure.num_modalities}, batch={self.batch_size}, dtype={self.dtype.name}, "
                 f"threads={self._threads}, shared={self._shared} B)")

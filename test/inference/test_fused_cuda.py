@@ -13,7 +13,7 @@ from bayes_infer_ros.inference import VariantUnsupported, build_inference
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
-from variant_cases import ONE_FACTOR, SKEWED_ZEROS, StructureCases
+from variant_cases import ONE_FACTOR, SKEWED_ZEROS, StructureCases, no_B_case
 
 pytestmark = pytest.mark.gpu_kernel
 
@@ -126,12 +126,51 @@ def test_batched_engine_runs_each_model():
         gpu.tick_agents(obs[:2], prior[:2], action[:2])
 
 
-def test_refusals_name_the_limit(monkeypatch):
-    case = CASES.case("pairs", "fpi")
+@pytest.mark.oracle
+@pytest.mark.parametrize("algorithm", ["vmp", "mmp"])
+@pytest.mark.parametrize("sid", ["skewed_zeros", "one_factor"])
+def test_window_float32_matches_pymdp(sid, algorithm):
+    """A VMP / MMP window (4 steps, negative actions = the neutral transition, B with several dependencies) in one
+    launch: soft and one-hot observations, then pymdp's valid_steps masks."""
+    engine = CASES.engine(sid, algorithm, "fused_cuda")
+    case, _ = CASES.assert_float32_matches(engine, sid, algorithm, "fused_cuda")
+    assert (case.actions < 0).any() or (sid, algorithm) == ("one_factor", "mmp")  # that seed drew none
+    got = engine(case.obs, case.prior, case.actions, valid_steps=2)
+    assert max_abs_diff(got, CASES.want(sid, algorithm, True, valid_steps=2)) <= FLOAT32_ATOL  # one-hot case
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("algorithm", ["vmp", "mmp"])
+def test_window_float64_batched_and_without_B(algorithm):
+    with enable_x64():
+        case = CASES.case("skewed_zeros", algorithm, dtype=np.float64)
+        engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant="fused_cuda",
+                                 num_iter=6, tau=0.8)
+        got = engine(case.obs, case.prior, case.actions)
+        assert max_abs_diff(got, CASES.want("skewed_zeros", algorithm, dtype=np.float64)) <= FLOAT64_ATOL
+    case = random_case(93, (3, 2), [[0, 1], [1]], (3, 2), T=3, batch=2, negative_actions=True)
+    assert (case.actions < 0).any()
     args = (case.A, case.A_deps, case.B, case.B_deps)
-    with pytest.raises(VariantUnsupported, match="fused_cuda: runs fpi only, not vmp"):
-        build_inference("vmp", *args, variant="fused_cuda")
+    gpu = build_inference(algorithm, *args, variant="fused_cuda", num_iter=4)
+    cpu = build_inference(algorithm, *args, variant="fused_numba", num_iter=4)
+    assert max_abs_diff(gpu(case.obs, case.prior, case.actions), cpu(case.obs, case.prior, case.actions)) <= FLOAT32_ATOL
+    no_B = no_B_case(6)
+    want = pymdp_reference_jit(algorithm, no_B, 4, 1.0)
+    engine = build_inference(algorithm, no_B.A, no_B.A_deps, None, None, variant="fused_cuda", num_iter=4)
+    assert max_abs_diff(engine(no_B.obs, no_B.prior, no_B.actions), want) <= FLOAT32_ATOL
+
+
+def test_refusals_name_the_limit(monkeypatch):
+    case = CASES.case("pairs", "vmp")
+    args = (case.A, case.A_deps, case.B, case.B_deps)
+    engine = build_inference("vmp", *args, variant="fused_cuda")
+    with pytest.raises(ValueError, match="tick_agents: fpi only"):
+        engine.tick(np.zeros(engine.layout.obs_size), np.zeros(engine.layout.state_size), [0, 0, 0])
     from bayes_infer_ros.inference import cuda_kernels
+    monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 1024)
+    with pytest.raises(VariantUnsupported, match="fused_cuda: a window of 40 steps needs .* bytes of shared memory"):
+        engine.run_packed(np.zeros((40, engine.layout.obs_size)), engine.layout.pack_states(case.prior),
+                          np.zeros((39, 3), np.int64))
     monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 64)
     with pytest.raises(VariantUnsupported, match="bytes of shared memory .* over the 0 KiB of one block"):
         build_inference("fpi", *args, variant="fused_cuda")
