@@ -47,7 +47,7 @@ timeout $(( MINUTES * 60 + 240 )) python3 -m bayes_infer_ros.cli bench-variants 
     --max-minutes "$MINUTES" --no-progress --min-time 0.1 --max-time 1.0 2>&1 | tail -40
 fi
 # 4. The paper's scale: one configuration of every M = 25 and M = 125 stratum (the CPU sweeps' choices), smallest
-#    first, every variant (fused_cuda included; it refuses VMP/MMP and models over one block) and pymdp on the GPU,
+#    first, every variant (fused_cuda included; it refuses models over one block's shared memory) and pymdp on the GPU,
 #    fused_numba on the host CPU, timed round-robin per (configuration, algorithm); time-boxed and resumable.
 IDS=${IDS:-c0193 c0247 c0459 c0510 c0677 c0704 c0284 c0308 c0559 c0571 c0722 c0788 c0823 c0877}
 if [[ " $STEPS " == *" sweep "* ]]; then

@@ -1,17 +1,18 @@
-"""``fused_cuda``: fused_numba's FPI tick as one CUDA launch per tick, one thread block per agent (optional: needs
-numba's CUDA target and a CUDA device, or numba's CUDA simulator: ``NUMBA_ENABLE_CUDASIM=1``).
+"""``fused_cuda``: fused_numba's FPI tick, and its VMP / MMP window, as one CUDA launch per call, one thread block
+per agent (optional: needs numba's CUDA target and a CUDA device, or numba's CUDA simulator:
+``NUMBA_ENABLE_CUDASIM=1``).
 
-The engine is :class:`~.native.NativeEngine` (the same prepared arrays, the same public API) whose FPI calls
-run ``cuda_kernels.fpi_tick_kernel`` on the GPU: ``tick``, ``tick_agents``, ``run_packed`` and the list call.
+The engine is :class:`~.native.NativeEngine` (the same prepared arrays, the same public API) whose calls run on
+the GPU: FPI's ``tick``, ``tick_agents``, ``run_packed`` and the list call (``cuda_kernels.fpi_tick_kernel``), and
+VMP / MMP's ``run_packed`` and list call (``cuda_window.window_kernel``).
 ``predict`` alone stays on the host (one small contraction; the tick computes the next prior on the device).
 Per call: one host-to-device copy of the agents' (obs, prior, action) rows from a pinned buffer, one launch, one
 device-to-host copy of (beliefs, next priors); the model's arrays live on the device from the build on.
 
-Refused with :class:`~.errors.VariantUnsupported` (one line, naming the limit): no CUDA device; VMP / MMP (the
-window kernel is not written: fused_numba on the host or a JAX variant on the GPU runs them); a model whose
-block does not fit one block's shared memory, ``(L + 3 S) * itemsize > 48 KiB`` (L log-likelihood elements,
-S states): there the merged JAX variants (fused_dense, end_to_end, ...) run on the GPU, each contraction a
-full-device XLA kernel rather than one block.
+Refused with :class:`~.errors.VariantUnsupported` (one line, naming the limit): no CUDA device; a model whose
+block does not fit one block's shared memory, FPI ``(L + 3 S) * itemsize > 48 KiB`` (L log-likelihood elements,
+S states) at build, a window ``(T L + 3 T S + S) * itemsize`` at the call: there the merged JAX variants
+(fused_dense, end_to_end, ...) run on the GPU, each contraction a full-device XLA kernel rather than one block.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""fused_cuda (the FPI tick as one CUDA launch, one block per agent) against pymdp 1.0.4 and fused_numba.
+"""fused_cuda (the FPI tick and the VMP / MMP window, each one CUDA launch, one block per agent) against pymdp 1.0.4
 
 Runs wherever numba's CUDA target sees a device, and without a GPU in numba's CUDA simulator: ``make test`` runs
 this module's marker in its own process with ``NUMBA_ENABLE_CUDASIM=1`` (see the Makefile). The simulator runs
