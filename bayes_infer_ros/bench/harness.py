@@ -330,7 +330,7 @@ class CaseRunner:
         t0 = time.perf_counter()
         out, modes = capture_modes(lambda: block(engine(*list_args)))
         row["first_call_s"] = time.perf_counter() - t0
-        native = "native" if getattr(engine, "device", "cpu") == "cpu" else f"native_{engine.device}"  # fused_cuda: gpu
+        native = "native" if getattr(engine, "device", "cpu") == "cpu" else f"native_{engine.device}"  # fused_cuda
         row["exec_mode"] = native if not hasattr(engine, "_call_lists") else program_label(modes, "_lists_impl")
         row["max_abs_diff_vs_pymdp"] = _max_diff(out, reference)
         row["param_count"], row["param_count_source"] = _param_count(model, case.variant, est)

@@ -86,6 +86,7 @@ class NativeEngine(EngineFlags):
     """The ``fused_numba`` engine: InferenceEngine's public API on numpy arrays and numba kernels."""
 
     variant = "fused_numba"
+    device = "cpu"  # where the calls run (fused_cuda's engine, a subclass: "gpu")
 
     def __init__(self, algorithm: str, structure: ModelStructure, A_b: Sequence[np.ndarray],
                  B_b: Optional[Sequence[np.ndarray]], num_iter: int, tau: float, batch_size: Optional[int], dtype: Any):
