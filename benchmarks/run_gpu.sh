@@ -3,13 +3,23 @@
 # variant in one run, time-boxed), the default model's kernels per tick under Nsight Compute, and a round-robin
 # latency table of the default model. Writes under ${OUT:-benchmarks/gpu_out}.
 # Needs jax with CUDA, pymdp 1.0.4 and (for fused_numba, a host-CPU variant) numba.
-# STEPS (default "profile latency bench") picks the steps; each fits one 10-minute device call.
+# STEPS (default "profile latency bench") picks the steps; each fits one 10-minute device call. The GPU sweep of
+# the M = 25 and M = 125 strata (pymdp and every JAX variant on the GPU, fused_cuda, fused_numba on the host CPU,
+# round-robin per configuration and algorithm) is
+#   STEPS="sweep report agents" bash benchmarks/run_gpu.sh      # rerun "sweep" to resume a time-boxed run
+# IDS overrides the configurations, AGENT_ARGS the agents step's options. The CPU check of the steps (JAX on the CPU,
+# fused_cuda in numba's CUDA simulator; not GPU results):
+#   OUT=/tmp/gpu_check JAX_PLATFORMS=cpu NUMBA_ENABLE_CUDASIM=1 IDS=c0049 MINUTES=2 STEPS="sweep report agents" \
+#     AGENT_ARGS="--b 1 4 --rounds 5 --max-seconds 5 --jax-variants fused_pairwise" bash benchmarks/run_gpu.sh
 set -uo pipefail
 OUT=${OUT:-benchmarks/gpu_out}
 MINUTES=${MINUTES:-8}
 mkdir -p "$OUT"
-export JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+export JAX_PLATFORMS=${JAX_PLATFORMS:-cuda} XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || echo "no nvidia-smi (CPU check)"
+uptime
+python3 -c "import jax; from importlib.metadata import version as v; print(*(f'{p} {v(p)}' for p in ('jax', 'jaxlib', \
+'numba', 'inferactively-pymdp')), 'devices', jax.devices())"
 dev=$(python3 -c "from bayes_infer_ros.bench.variants_benchmark import device_tag; print(device_tag())")
 echo "device tag: $dev"
 STEPS=${STEPS:-profile latency bench}
@@ -29,10 +39,31 @@ fi
 if [[ " $STEPS " == *" latency "* ]]; then
 # 2. round-robin latency of the default model
 timeout 300 python3 benchmarks/gpu_ticks.py time --variants baseline hybrid hybrid_block end_to_end fused_dense \
-    fused_pairwise fused_numba --rounds 20 2>&1 | tee "$OUT/default_model_latency.txt"
+    fused_pairwise fused_numba fused_cuda --rounds 20 2>&1 | tee "$OUT/default_model_latency.txt"
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
 # 3. the variants benchmark, time-boxed (resumable: rerun to extend)
 timeout $(( MINUTES * 60 + 240 )) python3 -m bayes_infer_ros.cli bench-variants --out "$OUT/variants_$dev.csv" \
     --max-minutes "$MINUTES" --no-progress --rounds 30 --max-time 1.0 2>&1 | tail -40
+fi
+# 4. The paper's scale: one configuration of every M = 25 and M = 125 stratum (the CPU sweeps' choices), smallest
+#    first, every variant (fused_cuda included; it refuses models over one block's shared memory) and pymdp on the GPU,
+#    fused_numba on the host CPU, timed round-robin per (configuration, algorithm); time-boxed and resumable.
+IDS=${IDS:-c0193 c0247 c0459 c0510 c0677 c0704 c0284 c0308 c0559 c0571 c0722 c0788 c0823 c0877}
+if [[ " $STEPS " == *" sweep "* ]]; then
+python3 -m bayes_infer_ros.cli generate --out .cache/pomdp_configs --index-only > /dev/null
+timeout $(( MINUTES * 60 + 240 )) python3 -m bayes_infer_ros.cli bench --cache .cache/pomdp_configs \
+    --out "$OUT/sweep_$dev.csv" --ids $IDS --no-packed --rounds 30 --max-time 1 --case-time-limit 120 \
+    --max-minutes "$MINUTES" --no-progress 2>&1 | tail -5
+uptime
+fi
+if [[ " $STEPS " == *" report "* ]]; then
+# 5. Summary, violins and params-vs-latency of the sweep; the GPU / host CPU table and the crossover per algorithm
+python3 -m bayes_infer_ros.cli report "$OUT/sweep_$dev.csv" --tag "$dev" --out-dir "$OUT"
+python3 benchmarks/gpu_crossover.py "$OUT/sweep_$dev.csv" | tee "$OUT/crossover_$dev.md"
+fi
+if [[ " $STEPS " == *" agents "* ]]; then
+# 6. Many agents in one call: agent-ticks per second of the default model, b = 1 .. 10000, host CPU and GPU
+timeout 540 python3 benchmarks/agents_throughput.py --gpu --out "$OUT/agents_throughput_$dev.csv" ${AGENT_ARGS:---max-seconds 240} \
+    2>&1 | tail -40 | tee "$OUT/agents_throughput_$dev.txt"
 fi

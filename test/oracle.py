@@ -142,3 +142,21 @@ def structured_case(structure: tuple, seed: int, T: Optional[int], one_hot: bool
         case = dataclasses.replace(case, obs=[np.eye(o.shape[-1], dtype=dtype)[rng.integers(0, o.shape[-1], o.shape[:-1])]
                                               for o in case.obs])
     return case
+
+
+def pymdp_expected_state(case: Case, qs: Sequence, action: Sequence[int]) -> list[np.ndarray]:
+    """pymdp 1.0.4 ``control.compute_expected_state`` (unbatched): the next prior of beliefs ``qs`` under ``action``
+    with the case's B and B-dependencies."""
+    from pymdp import control
+
+    B = [jnp.asarray(b) for b in case.B]
+    return [np.asarray(x) for x in control.compute_expected_state([jnp.asarray(q) for q in qs], B,
+                                                                  [int(a) for a in action], case.B_deps)]
+
+
+def tick_case(case: Case, t: int = 0, seed: int = 0) -> tuple[Case, np.ndarray]:
+    """One FPI tick's inputs from a window case (which has B): step t's observation, the prior, and an action
+    (F,) of valid (non-negative) controls drawn with ``seed``."""
+    rng = np.random.default_rng(seed)
+    action = np.array([rng.integers(0, b.shape[-1]) for b in case.B], np.int32)
+    return dataclasses.replace(case, obs=[o[t] for o in case.obs], actions=None), action

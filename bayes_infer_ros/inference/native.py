@@ -83,7 +83,7 @@ class NativeEngine(EngineFlags):
     """The ``fused_numba`` engine: the :class:`~.api.Engine` contract on numpy arrays and numba kernels (host CPU)."""
 
     variant = "fused_numba"
-    device = "cpu"
+    device = "cpu"  # where the calls run (fused_cuda's engine, a subclass: "gpu")
     available = staticmethod(numba_available)  # buildable here (numba is installed)
 
     def __init__(self, algorithm: str, structure: ModelStructure, A_b: Sequence[np.ndarray],
@@ -159,6 +159,7 @@ class NativeEngine(EngineFlags):
             self._log_A.shape[1])
         self._tick_shapes = ((self.layout.obs_size,), (self.layout.state_size,), (len(ns),))
         self._tick_call = None  # fpi_tick's entry point, resolved at the first tick
+        self._agents_call = None  # fpi_tick_batched's, at the first tick_agents
         self._tick_out_shape = (2, *self._tick_shapes[1])  # fpi_tick's out: beliefs and the next prior
         # the route to fpi_tick without tick's conversions, where tick calls fpi_tick (BeliefFilter's own buffers)
         self.tick_prepared = self._tick_prepared if algorithm == "fpi" and batch_size is None and self._has_B else self.tick
@@ -227,9 +228,11 @@ class NativeEngine(EngineFlags):
 
     def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
         """FPI tick (unbatched): beliefs (S,) and the next prior (S,) under ``action`` (F,), in one numba dispatch."""
-        if self.batched or not self._has_B:
+        if self.batched:
+            return self.tick_agents(obs_packed, prior_packed, action)
+        if not self._has_B:
             q = self.run_packed(obs_packed, prior_packed)
-            return q, (q if not self._has_B else self._predict_packed(q, action))
+            return q, q
         obs = np.ascontiguousarray(obs_packed, dtype=self.dtype)
         prior = np.ascontiguousarray(prior_packed, dtype=self.dtype)
         act = np.ascontiguousarray(action, dtype=np.int32)
@@ -238,6 +241,48 @@ class NativeEngine(EngineFlags):
             raise ValueError(f"tick: expected obs, prior, action of shapes {self._tick_shapes}, got "
                              f"{(obs.shape, prior.shape, act.shape)}")
         return self._tick_prepared(obs, prior, act)
+
+    def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
+        """b agents' FPI ticks in one numba dispatch: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S) and
+        next priors (b, S) (O = ``layout.obs_size``, S = ``layout.state_size``, F factors). An unbatched engine's
+        agents all run its one model (any b >= 1); a batched engine's agent i runs model i (b = ``batch_size``).
+        Agent i's outputs are the bits of ``tick`` on agent i's inputs (native_tick_batched.py)."""
+        if self.algorithm != "fpi":
+            raise ValueError(f"tick_agents: fpi only (this engine runs {self.algorithm})")
+        obs = np.ascontiguousarray(obs_packed, dtype=self.dtype)
+        prior = np.ascontiguousarray(prior_packed, dtype=self.dtype)
+        act = np.ascontiguousarray(action, dtype=np.int32)
+        b = obs.shape[0] if obs.ndim == 2 else -1
+        F = self.structure.num_factors
+        want = ((b, self.layout.obs_size), (b, self.layout.state_size), (b, F))
+        if b < 1 or (self.batched and b != self.batch_size) or (obs.shape, prior.shape, act.shape) != want:
+            lead = "b" if not self.batched else str(self.batch_size)
+            raise ValueError(f"tick_agents: expected obs ({lead}, {want[0][1]}), prior ({lead}, {want[1][1]}), action "
+                             f"({lead}, {F}), got {(obs.shape, prior.shape, act.shape)}")
+        if not self._has_B:
+            q = self.run_packed(obs, prior) if self.batched else self._run_agents_unbatched(obs, prior)
+            return q, q
+        if self._agents_call is None:
+            self._agents_call = self._kb().fpi_tick_batched_entry(self.dtype)
+        out = np.empty((b, 2, self.layout.state_size), self.dtype)
+        bad = self._agents_call(self._tick_model[0], self._log_A, self._B, obs, prior, self.num_iter, self._minval,
+                                act, out)
+        if bad >= 0:
+            raise ValueError(f"tick_agents: action[{bad}]: expected controls in [0, num_controls) = "
+                             f"{self._ncontrols.tolist()}, got {act[bad].tolist()}")
+        return out[:, 0], out[:, 1]
+
+    def _run_agents_unbatched(self, obs: np.ndarray, prior: np.ndarray) -> np.ndarray:
+        """FPI beliefs of b agents on this (unbatched) engine's one model: (b, O), (b, S) -> (b, S)."""
+        out = np.empty((obs.shape[0], self.layout.state_size), self.dtype)
+        log_A = np.ascontiguousarray(np.broadcast_to(self._log_A, (obs.shape[0], self._log_A.shape[1])))
+        self._k.fpi(log_A, *self._fpi_model[1:], obs, prior, self.num_iter, self._minval, out)
+        return out
+
+    def _kb(self) -> Any:
+        """The batched tick's numba module (imported at the first batched tick; it needs numba, as ``_kernels``)."""
+        from . import native_tick_batched  # optional: numba
+        return native_tick_batched
 
     def _tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``tick`` for inputs already in the kernel's form, unchecked: C-contiguous ndarrays of the engine's dtype
@@ -262,8 +307,8 @@ class NativeEngine(EngineFlags):
         if self.algorithm != "fpi":
             actions = np.zeros(lead[:-1] + (max(lead[-1] - 1, 0), self.structure.num_factors), np.int64)
         self.run_packed(obs, prior, actions, valid_steps=lead[-1] if valid_steps and self.algorithm != "fpi" else None)
-        if self.algorithm == "fpi" and not self.batched:
-            self.tick(obs, prior, np.zeros(self.structure.num_factors, np.int32))
+        if self.algorithm == "fpi":
+            self.tick(obs, prior, np.zeros(prior_lead + (self.structure.num_factors,), np.int32))
         return time.perf_counter() - t0
 
     def __repr__(self) -> str:

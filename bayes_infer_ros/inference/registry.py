@@ -14,6 +14,7 @@ from . import sizes
 from .algorithms import ALGORITHMS
 from .api import Engine
 from .engine import InferenceEngine
+from .cuda_engine import CudaEngine
 from .errors import VariantUnsupported
 from .native import NativeEngine
 from .reference import LoopedLikelihood, LoopedTransitions
@@ -39,9 +40,10 @@ VARIANT_OPS: dict[str, tuple[Any, Any]] = {
     "fused_pairwise": (fused.FusedPairwiseLikelihood, MergedTransitions),
 }
 # Variants that are not JAX programs: name -> engine class (the Engine contract; its ``device`` class attribute
-# is the one platform it runs on). ``fused_numba`` needs the optional numba, imported only when the engine is
-# built (without it: VariantUnsupported).
-NATIVE_VARIANTS: dict[str, Any] = {"fused_numba": NativeEngine}
+# is the one platform it runs on, its ``available()`` whether it can be built here). ``fused_numba`` needs the
+# optional numba, imported only when the engine is built (without it: VariantUnsupported); ``fused_cuda`` (the
+# same kernels as one CUDA launch per call) needs numba's CUDA target and a device.
+NATIVE_VARIANTS: dict[str, Any] = {"fused_numba": NativeEngine, "fused_cuda": CudaEngine}
 
 VARIANTS: tuple[str, ...] = tuple(VARIANT_OPS) + tuple(NATIVE_VARIANTS)
 # The paper's variants table, in its order.

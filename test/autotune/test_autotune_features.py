@@ -9,10 +9,11 @@ import pytest
 from bayes_infer_ros.autotune import features as ft
 from bayes_infer_ros.bench import generator as g
 from bayes_infer_ros.inference import VARIANTS, VariantUnsupported, variant_ops
+from bayes_infer_ros.inference.registry import NATIVE_VARIANTS
 from bayes_infer_ros.model.generative_model import ModelStructure, trivial_B_dependencies
 
-# fused_numba keeps log A unmerged in numba buffers, not JAX params (its count is checked in test_sizes).
-JAX_VARIANTS = tuple(v for v in VARIANTS if v != "fused_numba")
+# fused_numba and fused_cuda keep log A unmerged in numba buffers, not JAX params (counted in test_sizes).
+JAX_VARIANTS = tuple(v for v in VARIANTS if v not in NATIVE_VARIANTS)
 
 
 def _model(num_obs, num_states, deps):

@@ -14,7 +14,7 @@ PAPER_TABLE = ("hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block", "s
 def test_names_and_order():
     assert ALGORITHMS == ("fpi", "vmp", "mmp")
     assert PAPER_VARIANTS == PAPER_TABLE
-    assert VARIANTS == ("baseline",) + PAPER_TABLE + ("fused_dense", "fused_pairwise", "fused_numba")
+    assert VARIANTS == ("baseline",) + PAPER_TABLE + ("fused_dense", "fused_pairwise", "fused_numba", "fused_cuda")
     assert tuple(registry.VARIANT_OPS) + tuple(registry.NATIVE_VARIANTS) == VARIANTS
     for name in registry.VARIANT_OPS:
         lik, trans = variant_ops(name)
@@ -29,7 +29,7 @@ def test_every_variant_counts_from_its_plan():
 
 
 def test_importing_the_core_imports_no_numba():
-    code = "import sys, bayes_infer_ros.inference as i; assert 'fused_numba' in i.VARIANTS; print('numba' in sys.modules)"
+    code = "import sys, bayes_infer_ros.inference as i; assert 'fused_cuda' in i.VARIANTS; print('numba' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

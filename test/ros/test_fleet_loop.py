@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.model import load_model
-from bayes_infer_ros.ros.builder import EngineConfig, new_engine
+from bayes_infer_ros.autotune import EngineConfig
+from bayes_infer_ros.autotune.decision import build_engine
 from bayes_infer_ros.ros.fleet_build import batched_engine
 from bayes_infer_ros.ros.fleet_loop import FleetLoop
 from bayes_infer_ros.ros.tick_loop import TickLoop
@@ -33,7 +34,7 @@ def _observe(inputs, rng, model, t):
 def test_fleet_loop_equals_one_tick_loop_per_agent(model, algorithm):
     config = EngineConfig(algorithm, "baseline", 8, 1.0, 3, 0)
     fleet = FleetLoop(model, batched_engine(model, config, "baseline", len(AGENTS)), 3, AGENTS)
-    single = new_engine(model, config, "baseline")
+    single = build_engine(model, config, "baseline", None)
     alone = [TickLoop(model, single, 3) for _ in AGENTS]
     rng = np.random.default_rng(1)
     for t in range(1, 7):
