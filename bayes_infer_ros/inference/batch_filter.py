@@ -7,9 +7,8 @@ carried prior, and a step of any subset of the agents is ONE engine dispatch for
 agents that do not step are computed and ignored: one compiled shape, no retrace).
 
 The engine call lives in one function, :func:`batched_tick` (fpi) and :func:`batched_sequence` (vmp/mmp).
-``batched_tick`` runs ``run_packed`` then the prediction of the next prior (two dispatches, the prediction a
-loop over rows for the native engine, whose ``predict`` is unbatched); an engine whose ``tick`` takes a batch
-in one dispatch replaces both.
+``batched_tick`` is the batched engine's ``tick``: beliefs and next priors of every row in one dispatch (the JAX
+engine's vmapped tick, fused_numba's ``tick_agents``).
 
 Shapes: observations (b, O) (fpi) or (b, T, O) (vmp/mmp), states (b, S), controls (b, F) int32. Pure numpy plus
 the engine: no ROS.
@@ -21,31 +20,24 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from .belief_filter import SequenceWindow
-from .native import NativeEngine
+from .api import Engine
 
 
-def predict_rows(engine: Any, q: np.ndarray, controls: np.ndarray) -> np.ndarray:
+def predict_rows(engine: Engine, q: np.ndarray, controls: np.ndarray) -> np.ndarray:
     """pymdp ``compute_expected_state`` for every row: q (b, S), controls (b, F) -> next priors (b, S)."""
-    layout = engine.layout
-    if isinstance(engine, NativeEngine):
-        # its prediction kernel is unbatched: one call per row (every batch row holds the same B), on the packed
-        # rows (the list API's unpack and concatenate cost 5x the kernel); a batched tick replaces this loop
-        rows = np.ascontiguousarray(q, dtype=engine.dtype)
-        actions = np.ascontiguousarray(controls, dtype=np.int64)
-        return np.stack([engine._predict_packed(row, a) for row, a in zip(rows, actions)])
-    out = engine.predict(layout.split_states(np.asarray(q, dtype=engine.dtype)), np.asarray(controls, np.int32))
+    out = engine.predict(engine.layout.split_states(np.asarray(q, dtype=engine.dtype)), np.asarray(controls, np.int32))
     return np.concatenate([np.asarray(x) for x in out], axis=-1)
 
 
-def batched_tick(engine: Any, obs: np.ndarray, prior: np.ndarray, upcoming: np.ndarray,
-                 has_B: bool) -> tuple[np.ndarray, np.ndarray]:
-    """One fpi step of every row: beliefs (b, S) and the next prior (b, S) under ``upcoming`` (b, F) (the
-    beliefs themselves without B)."""
-    q = np.asarray(engine.run_packed(obs, prior))
-    return q, (predict_rows(engine, q, upcoming) if has_B else q)
+def batched_tick(engine: Engine, obs: np.ndarray, prior: np.ndarray, upcoming: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One fpi step of every row in one dispatch: beliefs (b, S) and the next prior (b, S) under ``upcoming`` (b, F)
+    (the beliefs themselves without B)."""
+    q, nxt = engine.tick(np.ascontiguousarray(obs, dtype=engine.dtype), np.ascontiguousarray(prior, dtype=engine.dtype),
+                         np.ascontiguousarray(upcoming, dtype=np.int32))
+    return np.asarray(q), np.asarray(nxt)
 
 
-def batched_sequence(engine: Any, obs: np.ndarray, prior: np.ndarray, actions: np.ndarray,
+def batched_sequence(engine: Engine, obs: np.ndarray, prior: np.ndarray, actions: np.ndarray,
                      valid_steps: int) -> np.ndarray:
     """One vmp/mmp window of every row: obs (b, T, O), prior (b, S), actions (b, T-1, F) -> (b, T, S)."""
     return np.asarray(engine.run_packed(obs, prior, actions, valid_steps=valid_steps))
@@ -55,7 +47,7 @@ class BatchBeliefFilter:
     """``engine``: built with batch size b (one row per agent); ``D``: the model's initial prior, one (n_f,) per
     factor; ``horizon``: the window length; ``has_B``: the model has transitions."""
 
-    def __init__(self, engine: Any, D: Sequence[np.ndarray], horizon: int, has_B: bool, dtype: Any = np.float32):
+    def __init__(self, engine: Engine, D: Sequence[np.ndarray], horizon: int, has_B: bool, dtype: Any = np.float32):
         if not engine.batched:
             raise ValueError("engine: expected a batched engine (one row per agent)")
         self.dtype = np.dtype(dtype)
@@ -73,7 +65,7 @@ class BatchBeliefFilter:
         self._no_control = np.zeros(self._num_factors, np.int32)
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Engine:
         return self._engine
 
     @property
@@ -93,7 +85,7 @@ class BatchBeliefFilter:
             self.windows[j].clear()
             self._last_q[j] = self._next[j] = None
 
-    def swap(self, engine: Any, horizon: int) -> None:
+    def swap(self, engine: Engine, horizon: int) -> None:
         """Run ``engine`` (same structure and batch size) from the next step on; windows kept, resized."""
         if engine.batch_size != self.num_agents:
             raise ValueError(f"engine: expected batch size {self.num_agents}, got {engine.batch_size}")
@@ -142,7 +134,7 @@ class BatchBeliefFilter:
             predicted = predict_rows(self._engine, q_prev, controls)
             for k, _ in stale:
                 prior[k] = predicted[k]
-        q, nxt = batched_tick(self._engine, obs, prior, up, self.has_B)
+        q, nxt = batched_tick(self._engine, obs, prior, up)
         out = {}
         for k in agents:
             out[k] = self._last_q[k] = np.asarray(q[k], dtype=self.dtype)

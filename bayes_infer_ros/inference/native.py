@@ -108,7 +108,9 @@ class NativeEngine(EngineFlags):
         a_sizes = [structure.num_obs[i] * sizes[i] for i in range(len(deps))]
         self._a_off = np.concatenate([[0], np.cumsum(a_sizes)]).astype(np.int64)
         self._ll_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self._log_A = np.concatenate([log_stable_np(np.asarray(a, np.float64)).reshape(b, -1) for a in A_b], axis=1).astype(self.dtype)
+        # C order whatever the inputs' (a batch of broadcast A is not): the compiled entry points read it as C
+        self._log_A = np.ascontiguousarray(np.concatenate(
+            [log_stable_np(np.asarray(a, np.float64)).reshape(b, -1) for a in A_b], axis=1), dtype=self.dtype)
         self._deps = np.full((len(deps), K), -1, np.int64)
         self._dims = np.ones((len(deps), K), np.int64)
         for m, d in enumerate(deps):
@@ -214,15 +216,20 @@ class NativeEngine(EngineFlags):
         return [np.asarray(x) for x in self.layout.split_states(out)]
 
     def predict(self, qs: Sequence[Any], action: Sequence[int]) -> list[np.ndarray]:
-        """pymdp ``control.compute_expected_state`` (unbatched): qs[f] (n_f,), action (F,) -> list of (n_f,)."""
+        """pymdp ``control.compute_expected_state``: qs[f] ([b,] n_f), action ([b,] F) -> list of ([b,] n_f). With
+        a leading axis each row is one agent's (a batched engine's row i under its model i), one kernel call each."""
         q = np.ascontiguousarray(self.layout.pack_states(qs), dtype=self.dtype)
         if not self._has_B:
             return self.layout.split_states(q)
-        return self.layout.split_states(self._predict_packed(q, action))
+        if q.ndim == 1:
+            return self.layout.split_states(self._predict_packed(q, action))
+        acts = np.asarray(action, np.int64)
+        rows = [self._predict_packed(q[i], acts[i], i if self.batched else 0) for i in range(q.shape[0])]
+        return self.layout.split_states(np.stack(rows))
 
-    def _predict_packed(self, q: np.ndarray, action: Any) -> np.ndarray:
+    def _predict_packed(self, q: np.ndarray, action: Any, model: int = 0) -> np.ndarray:
         out = np.empty_like(q)
-        self._k.predict(self._B, 0, self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols, self._ns,
+        self._k.predict(self._B, model, self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols, self._ns,
                         self._s_off, q, np.asarray(action, np.int64), out)
         return out
 
@@ -282,6 +289,7 @@ class NativeEngine(EngineFlags):
     def _kb(self) -> Any:
         """The batched tick's numba module (imported at the first batched tick; it needs numba, as ``_kernels``)."""
         from . import native_tick_batched  # optional: numba
+        enable_disk_cache(native_tick_batched)
         return native_tick_batched
 
     def _tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ from .native_kernels import (_fpi_into, _ints1, _ints2, _n_max, _nobs_into, _pre
                              restore_fp_mode, scratch_sizes)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(nogil=True)
 def fpi_tick_batched(ints, log_A, B, obs, prior, num_iter, minval, action, out):
     """b agents' FPI ticks: obs (b, O), prior (b, S), action (b, F) -> out (b, 2, S) (see the module docstring).
     Returns -1, or the first agent whose action holds a control outside [0, num_controls) (then nothing is
