@@ -16,7 +16,8 @@ An observation's ``header.stamp`` is judged against the node clock (``now_ns``; 
 Output stamps are clamped into what ``builtin_interfaces/Time`` holds (``sec`` in 0..2^31-1).
 
 A modality is *silent* when it gave no valid observation for more than ``observation_timeout`` (a sender of
-refused messages is silent too). Ticks go on without a silent modality (a uniform observation: no evidence);
+refused messages is silent too). Ticks go on without a silent modality (an all-zero observation: no evidence,
+see ``inference/belief_filter.py``);
 an event-mode tick waits for every modality that is not silent.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .conversion import observation_to_distribution, uniform
+from .conversion import no_evidence, observation_to_distribution
 from .statistics import RateMeter
 
 NS = 1_000_000_000
@@ -240,10 +241,10 @@ class Inputs:
         return any(m.fresh is not None for m in self.modalities)
 
     def take(self) -> tuple[np.ndarray, int, Optional[float]]:
-        """The packed observation row (uniform for a modality with nothing new), the newest stamp used (0: none)
+        """The packed observation row (all zero, no evidence, for a modality with nothing new), the newest stamp used (0: none)
         and the latest arrival used (None: none); the fresh observations are used up."""
         used = [m for m in self.modalities if m.fresh is not None]
-        row = np.concatenate([m.fresh if m.fresh is not None else uniform(m.num_levels) for m in self.modalities])
+        row = np.concatenate([m.fresh if m.fresh is not None else no_evidence(m.num_levels) for m in self.modalities])
         newest = max((m.fresh_stamp_ns for m in used), default=0)
         arrival = max((m.fresh_arrival for m in used), default=None)
         for m in used:

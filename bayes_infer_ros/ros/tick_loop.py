@@ -78,8 +78,10 @@ class TickLoop:
         self.stats.record(done - started, out.inference_s, None if out.last_arrival is None else done - out.last_arrival)
 
     def step(self, now_ns: int) -> TickOutput:
-        """Use the fresh observations (uniform for a modality without one) for one step stamped with the newest of
-        them (the node clock when none is stamped). Raises what the engine raises (the step stays in the window)."""
+        """Use the fresh observations for one step stamped with the newest of them (the node clock when none is
+        stamped). A modality without one is no evidence: its part of the row is all zero, which adds nothing to
+        pymdp's likelihood (``inference/belief_filter.py``). Raises what the engine raises (the step stays in
+        the window)."""
         row, newest_stamp, last_arrival = self.inputs.take()
         stamp = newest_stamp if newest_stamp > 0 else now_ns
         action = self.controls.at(stamp)

@@ -199,3 +199,45 @@ def test_prune_keeps_the_cache_under_its_cap(tmp_path):
     assert left == ["jit_f-0006-cache", "jit_f-0007-cache", "jit_f-0008-cache", "jit_f-0009-atime",
                     "jit_f-0009-cache", "notes.txt"]
     assert prune(tmp_path / "missing", 1) == (0, 0)
+
+
+# ---- a missing modality is no evidence (the tick path) -------------------------------------------
+@pytest.mark.oracle
+def test_a_tick_without_observations_returns_the_predicted_prior(repo_root):
+    """The default model, fpi: a tick where no sensor spoke keeps the beliefs at D (pymdp: softmax(log D), the
+    posterior with no likelihood term); a uniform fill would drift them (location [.70, .10, .10, .10] to
+    [.694, .099, .085, .122])."""
+    from bayes_infer_ros.inference import engine_for_model
+    from bayes_infer_ros.model import load_model
+    from bayes_infer_ros.ros.tick_loop import TickLoop
+    from tolerances import FLOAT32_ATOL
+
+    model = load_model(repo_root / "config" / "agent.yaml")
+    loop = TickLoop(model, engine_for_model(model, "fpi", num_iter=16), horizon=4)
+    want = np.concatenate([np.asarray(d, np.float64) / np.sum(d) for d in model.D])
+    got = loop.step(now_ns=5 * S).posterior
+    assert np.max(np.abs(got - want)) <= FLOAT32_ATOL
+
+
+@pytest.mark.oracle
+def test_a_tick_with_some_modalities_equals_pymdp_on_those_modalities_alone(repo_root):
+    """The default model, fpi: one modality observed, the others silent: the tick's beliefs equal pymdp 1.0.4's
+    on the model holding only that modality's A."""
+    from bayes_infer_ros import pymdp_oracle
+    from bayes_infer_ros.inference import engine_for_model
+    from bayes_infer_ros.model import load_model
+    from bayes_infer_ros.ros.tick_loop import TickLoop
+    from tolerances import FLOAT32_ATOL
+
+    model = load_model(repo_root / "config" / "agent.yaml")
+    assert model.num_modalities >= 2
+    loop = TickLoop(model, engine_for_model(model, "fpi", num_iter=16), horizon=4)
+    got_obs = loop.inputs.observe(0, 1, [], 0, 0, now=1.0, now_ns=5 * S, arrival=1.0, timeout_s=0.0, max_future_s=0.5)
+    assert got_obs.ok
+    got = loop.step(now_ns=5 * S).posterior
+    o = np.zeros(model.num_obs[0], np.float32)
+    o[1] = 1.0
+    A, deps = [np.asarray(model.A[0], np.float32)], [list(model.A_dependencies[0])]
+    D = [np.asarray(d, np.float32) for d in model.D]
+    want = pymdp_oracle.run_fpi(pymdp_oracle.as_jax(A), pymdp_oracle.as_jax([o]), pymdp_oracle.as_jax(D), deps, 16)
+    assert np.max(np.abs(got - np.concatenate([np.asarray(q) for q in want]))) <= FLOAT32_ATOL
