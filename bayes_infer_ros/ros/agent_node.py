@@ -66,7 +66,8 @@ from .engine_host import EngineHost
 from .callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
-from .parameter_declaration import declare_parameters, model_parameter_values, take_overrides
+from .parameter_declaration import (UntypedOverrides, declare_parameters, model_parameter_values, take_overrides,
+                                    untyped_reason)
 from .jax_cache import pin_to_cpus
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_cpus
 from .messages import tick_message
@@ -88,7 +89,7 @@ def _overridable() -> QoSOverridingOptions:
                                               QoSPolicyKind.DURABILITY))
 
 
-class _AgentCore:
+class _AgentCore(UntypedOverrides):
     """Parameters, entities and callbacks of the agent. Mixed into a Node or a LifecycleNode."""
 
     lifecycle_mode = True
@@ -137,6 +138,8 @@ class _AgentCore:
         """Load, validate and compile in a worker thread (the file's size limits are in model/limits.py); this
         thread waits for it, publishing diagnostics that say "configuring", and gives up when ROS shuts down."""
         t0 = time.perf_counter()
+        if self.untyped_overrides:
+            return self._configure_failed(f"configure failed: {untyped_reason(self.untyped_overrides)}")
         try:
             slot = self._host.configure(float(self._p("diagnostics_period")),
                                         lambda: self.context.ok() and (self._publish_diagnostics() or True))

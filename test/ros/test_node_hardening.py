@@ -471,3 +471,20 @@ def test_shutdown_during_configure_exits_cleanly(probe, ros_graph, io, tmp_path)
         assert proc.proc.returncode == 0, proc.log_text()  # not -6 (SIGABRT from a thread killed inside XLA)
     finally:
         proc.stop()
+
+
+def test_an_empty_list_in_the_params_file_is_refused_by_name(ros_graph, tmp_path):
+    """F6: `model.states.door: []` crashed the node's constructor with a traceback naming nothing: now the
+    lifecycle node starts, stays unconfigured, and says which parameter."""
+    params = default_params()
+    params["model"]["states"]["door"] = []
+    params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "autostart": True, "variant": "baseline"})
+    proc = AgentProcess(tmp_path, "emptylist", params, namespace="/emptylist")
+    try:
+        assert proc.wait_log("configure failed", 60), proc.log_text()
+        log = proc.log_text()
+        assert "'model.states.door' is an empty list" in log and "Traceback" not in log, log
+        assert proc.proc.poll() is None  # alive, unconfigured
+        assert "configured in" not in proc.log_text()
+    finally:
+        proc.stop()
