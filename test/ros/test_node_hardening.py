@@ -488,3 +488,41 @@ def test_an_empty_list_in_the_params_file_is_refused_by_name(ros_graph, tmp_path
         assert "configured in" not in proc.log_text()
     finally:
         proc.stop()
+
+
+def test_a_wall_clock_stamp_before_the_first_clock_does_not_block_a_sensor(probe, ros_graph, io, tmp_path):
+    """F5: sim time, /clock late. One wall-clock-stamped observation before the first /clock used to make every
+    later sim-stamped message of that modality `out_of_order`."""
+    from bayes_infer_ros.msg import CategoricalObservation
+    from rosgraph_msgs.msg import Clock
+
+    params = default_params()
+    params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "autostart": True, "variant": "baseline",
+                   "use_sim_time": True, "diagnostics_period": 0.2})
+    ns, fqn = "/lateclock", "/lateclock/lateclock"
+    proc = AgentProcess(tmp_path, "lateclock", params, namespace=ns,
+                        extra_ros_args=("-r", "/clock:=/lateclock_private_clock"))
+    try:
+        assert proc.wait_log("active: tick", 60), proc.log_text()
+        p = {m: probe.publisher(f"{ns}/observations/{m}", CategoricalObservation) for m in MODALITIES}
+        assert wait_for(lambda: all(x.get_subscription_count() >= 1 for x in p.values()), 20)
+        p["rfid_tag"].publish(obs(level=1, stamp_ns=time.time_ns()))  # wall clock, before any /clock
+        assert wait_for(lambda: counter(statuses(io, fqn)[-1][0] if statuses(io, fqn) else {}, "before_clock") == 1,
+                        10), proc.log_text()
+        clock = probe.publisher("/lateclock_private_clock", Clock)
+        sim_ns = 100 * 1_000_000_000
+        for k in range(20):
+            msg = Clock()
+            msg.clock.sec, msg.clock.nanosec = divmod(sim_ns + k * 50_000_000, 1_000_000_000)
+            clock.publish(msg)
+            time.sleep(0.05)
+        for k in range(5):
+            for m, pub in p.items():
+                pub.publish(obs(level=0, stamp_ns=sim_ns + 1_000_000_000 + k * 1_000_000))
+            time.sleep(0.1)
+        assert wait_for(lambda: counter(statuses(io, fqn)[-1][0], "input.rfid_tag.accepted") >= 6, 10), \
+            statuses(io, fqn)[-1]
+        last = statuses(io, fqn)[-1][0]
+        assert counter(last, "rejected.out_of_order") == 0, last
+    finally:
+        assert proc.stop() in (0, -2)
