@@ -254,8 +254,8 @@ class Inputs:
         return any(m.fresh is not None for m in self.modalities)
 
     def take(self) -> tuple[np.ndarray, int, Optional[float]]:
-        """The packed observation row (all zero, no evidence, for a modality with nothing new), the newest stamp used (0: none)
-        and the latest arrival used (None: none); the fresh observations are used up."""
+        """The packed observation row (all zero, no evidence, for a modality with nothing new), the newest stamp
+        used (0: none) and the latest arrival used (None: none); the fresh observations are used up."""
         used = [m for m in self.modalities if m.fresh is not None]
         row = np.concatenate([m.fresh if m.fresh is not None else no_evidence(m.num_levels) for m in self.modalities])
         newest = max((m.fresh_stamp_ns for m in used), default=0)

@@ -66,8 +66,7 @@ from .engine_host import EngineHost
 from .callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
-from .parameter_declaration import (UntypedOverrides, declare_parameters, model_parameter_values, take_overrides,
-                                    untyped_reason)
+from .parameter_declaration import UntypedOverrides, declare_parameters, model_parameter_values, take_overrides
 from .jax_cache import pin_to_cpus
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_cpus
 from .messages import tick_message
@@ -139,7 +138,7 @@ class _AgentCore(UntypedOverrides):
         thread waits for it, publishing diagnostics that say "configuring", and gives up when ROS shuts down."""
         t0 = time.perf_counter()
         if self.untyped_overrides:
-            return self._configure_failed(f"configure failed: {untyped_reason(self.untyped_overrides)}")
+            return self._configure_failed(f"configure failed: {self.untyped_reason()}")
         try:
             slot = self._host.configure(float(self._p("diagnostics_period")),
                                         lambda: self.context.ok() and (self._publish_diagnostics() or True))
@@ -395,7 +394,8 @@ class _AgentCore(UntypedOverrides):
         status = diagnostics.node_status(
             self.get_name(), self.get_fully_qualified_name(), self._host, self._config_error,
             self._loop if self._configured else None, self._reporter.counters, active=self._active, param=self._p,
-            clock_ns=self.get_clock().now().nanoseconds, since_start_s=time.monotonic() - self._started_mono)
+            clock_ns=self.get_clock().now().nanoseconds, since_start_s=time.monotonic() - self._started_mono,
+            duplicate=self._reporter.error_once("duplicate_node_name", node_help.duplicate_name(self)))
         if self._configured:  # topics a user may have meant for this node
             self._reporter.warnings(node_help.unknown_topics(self, self._obs_prefix, self._inputs.names,
                                                              self._legacy_actions_topic, self._unknown_topics_warned))

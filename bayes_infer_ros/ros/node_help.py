@@ -110,3 +110,21 @@ def unknown_topics(node: Any, obs_prefix: str, modalities: Sequence[str], legacy
             out.append((f"{name}: published but the model has no such modality (modalities: {list(modalities)}); "
                         "ignored", "unknown_modality_topics"))
     return out
+
+
+def same_name_count(names_and_namespaces: Iterable[tuple[str, str]], name: str, namespace: str) -> int:
+    """How many graph entries ``(name, namespace)`` (``get_node_names_and_namespaces``) are this node's
+    fully qualified name (this node included)."""
+    namespace = namespace.rstrip("/") or "/"
+    return sum(1 for n, ns in names_and_namespaces if n == name and (ns.rstrip("/") or "/") == namespace)
+
+
+def duplicate_name(node: Any) -> str:
+    """The warning when another node in the graph has this node's fully qualified name ("" otherwise)."""
+    count = same_name_count(node.get_node_names_and_namespaces(), node.get_name(), node.get_namespace())
+    if count < 2:
+        return ""
+    fqn = node.get_fully_qualified_name()
+    return (f"{count} nodes named {fqn} run in this ROS graph: their beliefs interleave on one topic, their "
+            f"diagnostics merge and a service call reaches only one of them; give each its own name or namespace "
+            f"(--ros-args -r __node:=NAME or -r __ns:=/NAMESPACE)")

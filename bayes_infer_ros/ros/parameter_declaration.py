@@ -78,6 +78,10 @@ class UntypedOverrides:
             self.get_logger().error(untyped_reason(untyped))  # type: ignore[attr-defined]
         return super().declare_parameters(namespace, parameters, ignore_override)  # type: ignore[misc]
 
+    def untyped_reason(self) -> str:
+        """Why the node does not configure ("" when every override was declared)."""
+        return untyped_reason(self.untyped_overrides)
+
 
 def take_overrides(node: Node) -> dict[str, Any]:
     """name -> value of every parameter override (params files, ``-p``, ``parameter_overrides``), undeclared

@@ -296,3 +296,34 @@ def test_a_node_with_an_empty_list_override_is_created_and_refuses_to_configure(
         node.destroy_node()
     finally:
         rclpy.try_shutdown(context=context)
+
+
+# ---- two nodes of one fully qualified name -------------------------------------------------------
+def test_a_duplicate_node_name_is_found_in_the_graph_and_reported_once():
+    from types import SimpleNamespace
+
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    from bayes_infer_ros.ros import diagnostics, node_help
+
+    graph = [("agent", "/robot"), ("agent", "/robot/"), ("agent", "/other"), ("probe", "/robot")]
+    assert node_help.same_name_count(graph, "agent", "/robot") == 2
+    assert node_help.same_name_count(graph, "agent", "/") == 0
+    node = SimpleNamespace(get_node_names_and_namespaces=lambda: graph, get_name=lambda: "agent",
+                           get_namespace=lambda: "/robot", get_fully_qualified_name=lambda: "/robot/agent")
+    line = node_help.duplicate_name(node)
+    assert line.startswith("2 nodes named /robot/agent run in this ROS graph") and "__node:=" in line
+    node.get_namespace = lambda: "/other"
+    assert node_help.duplicate_name(node) == ""
+    logged = []
+    reporter = diagnostics.Reporter(SimpleNamespace(error=logged.append), lambda: False)
+    assert reporter.error_once("duplicate_node_name", line) == line
+    assert reporter.error_once("duplicate_node_name", line) == line
+    assert logged == [line] and reporter.counters == {"duplicate_node_name": 1}
+    status = diagnostics.with_duplicate(diagnostics.unconfigured_status("agent", "/robot/agent", "waiting", False),
+                                        line)
+    assert status.level == DiagnosticStatus.WARN and status.message.startswith("2 nodes named")
+    ok = diagnostics._status("agent", "/robot/agent", DiagnosticStatus.OK, "ok", {})
+    assert diagnostics.with_duplicate(ok, line).level == DiagnosticStatus.WARN
+    assert diagnostics.with_duplicate(diagnostics._status("a", "/a", DiagnosticStatus.OK, "ok", {}), "").level == \
+        DiagnosticStatus.OK

@@ -526,3 +526,23 @@ def test_a_wall_clock_stamp_before_the_first_clock_does_not_block_a_sensor(probe
         assert counter(last, "rejected.out_of_order") == 0, last
     finally:
         assert proc.stop() in (0, -2)
+
+
+def test_two_nodes_of_one_name_are_warned_about(probe, ros_graph, io, tmp_path):
+    """F7: two nodes with one fully qualified name ran side by side silently (beliefs interleaved, diagnostics
+    merged, `reset` reached one of them). Each says so in its log and in /diagnostics."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    procs = []
+    try:
+        for k in range(2):
+            (tmp_path / str(k)).mkdir()
+            procs.append(AgentProcess(tmp_path / str(k), "twin", {"autostart": False, "diagnostics_period": 0.2},
+                                      namespace="/twin"))
+        for proc in procs:
+            assert proc.wait_log("2 nodes named /twin/twin run in this ROS graph", 30), proc.log_text()
+        assert wait_for(lambda: any(lvl == DiagnosticStatus.WARN and msg.startswith("2 nodes named /twin/twin")
+                                    for _, lvl, msg in statuses(io, "/twin/twin")), 10), statuses(io, "/twin/twin")[-2:]
+    finally:
+        for proc in procs:
+            proc.stop()
