@@ -150,7 +150,7 @@ class _AgentCore(UntypedOverrides):
             self._create_entities()
         except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
             self._cleanup()
-            return self._configure_failed(f"configure failed: topics and services: {exc}")
+            return self._configure_failed(f"configure failed: topics and services: {node_help.entity_error(exc, self._overrides)}")
         self._configured = True
         self._log.info(self._host.configured_message(slot, time.perf_counter() - t0))
         return True

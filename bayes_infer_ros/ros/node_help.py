@@ -8,6 +8,9 @@ import textwrap
 from typing import Any, Iterable, Mapping, Sequence
 
 QOS_PREFIX = "qos_overrides."
+# The policies the node lets qos_overrides replace (agent_node's QoSOverridingOptions), and the depths rclpy takes.
+QOS_POLICIES = ("depth", "durability", "history", "reliability")
+MAX_QOS_DEPTH = 2**31 - 1
 
 INTERFACES = """\
 topics (relative to the namespace):
@@ -77,19 +80,44 @@ def _split(key: str) -> tuple[str, str]:
     return "", ""
 
 
+def _policy(key: str) -> str:
+    """``qos_overrides./ns/topic.publisher.depth`` -> ``depth`` ("" if malformed)."""
+    topic, kind = _split(key)
+    return key[len(QOS_PREFIX) + len(topic) + len(kind) + 2:] if topic else ""
+
+
 def unused_qos_overrides(overrides: Mapping[str, Any], published: Iterable[str], subscribed: Iterable[str]) -> list[str]:
-    """Warnings for ``qos_overrides.*`` keys that name no publisher / subscription of this node (resolved names)."""
+    """Warnings for ``qos_overrides.*`` keys that name no publisher / subscription of this node (resolved names),
+    or a policy it does not let them override (a misspelt one)."""
     published, subscribed = set(published), set(subscribed)
     out = []
     for key in sorted(k for k in overrides if k.startswith(QOS_PREFIX)):
         topic, kind = _split(key)
         have = published if kind == "publisher" else subscribed
         if topic and topic in have:
+            if _policy(key) not in QOS_POLICIES:
+                out.append(f"parameter '{key}' ignored: '{_policy(key)}' is not a QoS policy this node lets you "
+                           f"override (one of: {', '.join(QOS_POLICIES)})")
             continue
         known = sorted(f"{t} ({'publisher' if t in published else 'subscription'})" for t in published | subscribed)
         out.append(f"parameter '{key}' ignored: this node has no {kind or 'publisher or subscription'} "
                    f"{topic or '(malformed key)'}; QoS overrides apply to: {', '.join(known)}")
     return out
+
+
+def qos_override_error(overrides: Mapping[str, Any]) -> str:
+    """The first ``qos_overrides.*.depth`` rclpy cannot take ("" when all can), naming the key and the range."""
+    for key in sorted(k for k in overrides if k.startswith(QOS_PREFIX) and _policy(k) == "depth"):
+        value = overrides[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_QOS_DEPTH:
+            return f"parameter '{key}' = {value!r}: expected an integer depth in 1..{MAX_QOS_DEPTH}"
+    return ""
+
+
+def entity_error(exc: BaseException, overrides: Mapping[str, Any]) -> str:
+    """Why creating the topics and services failed: a ``qos_overrides`` value rclpy cannot take when there is
+    one (rclpy's own message names no parameter), else ``exc``."""
+    return qos_override_error(overrides) or str(exc)
 
 
 def unknown_topics(node: Any, obs_prefix: str, modalities: Sequence[str], legacy_actions_topic: str,

@@ -327,3 +327,31 @@ def test_a_duplicate_node_name_is_found_in_the_graph_and_reported_once():
     assert diagnostics.with_duplicate(ok, line).level == DiagnosticStatus.WARN
     assert diagnostics.with_duplicate(diagnostics._status("a", "/a", DiagnosticStatus.OK, "ok", {}), "").level == \
         DiagnosticStatus.OK
+
+
+# ---- qos_overrides: a depth rclpy cannot take, a misspelt policy ---------------------------------
+def test_a_qos_depth_rclpy_cannot_take_is_named_with_its_range():
+    """M3: depth 2^31 failed configure with rclpy's "incompatible constructor arguments", naming nothing."""
+    from bayes_infer_ros.ros import node_help
+
+    key = "qos_overrides./ns/beliefs.publisher.depth"
+    assert node_help.qos_override_error({key: 2**31 - 1}) == ""
+    for bad in (2**31, 0, -1, "10", True):
+        assert node_help.qos_override_error({key: bad}) == \
+            f"parameter '{key}' = {bad!r}: expected an integer depth in 1..2147483647"
+    assert node_help.entity_error(TypeError("incompatible constructor arguments"), {key: 2**31}).startswith(
+        f"parameter '{key}' = 2147483648")
+    assert node_help.entity_error(TypeError("other"), {key: 5}) == "other"
+
+
+def test_a_misspelt_qos_policy_is_warned_about():
+    from bayes_infer_ros.ros import node_help
+
+    overrides = {"qos_overrides./ns/beliefs.publisher.dept": 5, "qos_overrides./ns/beliefs.publisher.depth": 5,
+                 "qos_overrides./ns/beliefs.publisher.liveliness": "automatic"}
+    lines = node_help.unused_qos_overrides(overrides, ["/ns/beliefs"], [])
+    assert lines == [
+        "parameter 'qos_overrides./ns/beliefs.publisher.dept' ignored: 'dept' is not a QoS policy this node lets you "
+        "override (one of: depth, durability, history, reliability)",
+        "parameter 'qos_overrides./ns/beliefs.publisher.liveliness' ignored: 'liveliness' is not a QoS policy this "
+        "node lets you override (one of: depth, durability, history, reliability)"]
