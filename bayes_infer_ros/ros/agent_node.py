@@ -296,7 +296,7 @@ class _AgentCore(UntypedOverrides):
             return
         with self._tick_lock:
             reason = self._loop.add_control(msg.indices, msg.labels, msg.header.stamp.sec, msg.header.stamp.nanosec,
-                                            self.get_clock().now().nanoseconds)
+                                            self.get_clock().now().nanoseconds, float(self._p("max_future_stamp")))
         if reason is not None:
             self._count("rejected.bad_control")
             self._warn_throttled(("controls", "bad_control"), f"controls: dropped (bad_control): {reason}")

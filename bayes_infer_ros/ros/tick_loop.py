@@ -15,9 +15,8 @@ import numpy as np
 
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 
-from .admission import Inputs
+from .admission import Inputs, admit_stamp
 from .controls import ControlTimeline, check_controls, fill_window_actions
-from .conversion import stamp_to_ns
 from .statistics import TickStatistics
 
 
@@ -44,14 +43,19 @@ class TickLoop:
         self._num_controls, self._control_labels = tuple(int(u) for u in model.num_controls), model.control_labels
         self._last_clock_ns: Optional[int] = None
 
-    def add_control(self, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int) -> Optional[str]:
+    def add_control(self, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int,
+                    max_future_s: float = 0.5) -> Optional[str]:
         """Add one ``Controls`` message to the timeline, stamped with its header (``now_ns``, the node clock, when
-        unstamped); the reason when it is refused (nothing added)."""
+        unstamped or before the clock starts); the reason when it is refused (nothing added). The header is judged
+        as an observation's is (``admission.admit_stamp``): not a time, or more than ``max_future_s`` ahead of the
+        node clock, is refused."""
         control, reason = check_controls(indices, labels, self._num_controls, self._control_labels)
         if control is None:
             return reason
-        stamp = stamp_to_ns(sec, nanosec)
-        self.controls.add(stamp if stamp > 0 else now_ns, control)
+        decision = admit_stamp(sec, nanosec, last_ns=-1, now_ns=now_ns, timeout_s=0.0, max_future_s=max_future_s)
+        if not decision.ok:
+            return decision.detail
+        self.controls.add(decision.stamp_ns if decision.ordered else now_ns, control)
         return None
 
     def reset(self) -> None:

@@ -355,3 +355,25 @@ def test_a_misspelt_qos_policy_is_warned_about():
         "override (one of: depth, durability, history, reliability)",
         "parameter 'qos_overrides./ns/beliefs.publisher.liveliness' ignored: 'liveliness' is not a QoS policy this "
         "node lets you override (one of: depth, durability, history, reliability)"]
+
+
+# ---- controls: their stamps are judged as observations' are -------------------------------------
+def test_control_stamps_are_judged_like_observation_stamps(repo_root):
+    """M5: controls with a negative sec, nanosec >= 1e9 or a stamp a day ahead were accepted, although
+    observations refuse the same stamps."""
+    from bayes_infer_ros.inference import engine_for_model
+    from bayes_infer_ros.model import load_model
+    from bayes_infer_ros.ros.tick_loop import TickLoop
+
+    model = load_model(repo_root / "config" / "agent.yaml")
+    loop = TickLoop(model, engine_for_model(model, "fpi", num_iter=4), horizon=2)
+    zero = [0] * model.num_factors
+    now = 1000 * S
+    assert "not a time" in loop.add_control(zero, [], -5, 0, now)
+    assert "not a time" in loop.add_control(zero, [], 1000, 1_000_000_000, now)
+    assert "ahead of the node clock" in loop.add_control(zero, [], 1000 + 86400, 0, now, max_future_s=0.5)
+    assert len(loop.controls) == 0
+    assert loop.add_control(zero, [], 1000, 0, now) is None
+    assert loop.add_control(zero, [], 0, 0, now + 5) is None  # unstamped: the node clock
+    assert loop.add_control(zero, [], 1_764_000_000, 0, 0) is None  # before the clock starts: its arrival (0)
+    assert len(loop.controls) == 3
