@@ -137,9 +137,8 @@ class _AgentCore(UntypedOverrides):
         """Load, validate and compile in a worker thread (the file's size limits are in model/limits.py); this
         thread waits for it, publishing diagnostics that say "configuring", and gives up when ROS shuts down."""
         t0 = time.perf_counter()
-        if self.untyped_overrides:
-            return self._configure_failed(f"configure failed: {self.untyped_reason()}")
         try:
+            self.refuse_untyped()
             slot = self._host.configure(float(self._p("diagnostics_period")),
                                         lambda: self.context.ok() and (self._publish_diagnostics() or True))
         except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
@@ -427,6 +426,7 @@ class AgentLifecycleNode(_AgentCore, LifecycleNode):
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         if self._configured:
             self._cleanup()
+        self._config_error = node_help.FINALIZED  # what diagnostics and switch_variant say from now on
         return TransitionCallbackReturn.SUCCESS
 
 

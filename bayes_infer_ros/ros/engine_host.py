@@ -168,13 +168,25 @@ class EngineHost:
         try:  # the executor turns the change into one build request: wait for it, then the build
             slot = self.wait_for_build(before, cleaned_up)
         except BuildCancelled as exc:
-            return SwitchOutcome(False, f"build cancelled: {exc}", algorithm, variant)
+            return SwitchOutcome(False, f"build cancelled: {exc}{self._put_back(changes, algorithm, variant, set_parameters)}",
+                                 algorithm, variant)
         except Exception as exc:  # noqa: BLE001
             return SwitchOutcome(False, f"build failed, previous engine kept: {exc}", algorithm, variant)
         return SwitchOutcome(True, f"active: {slot.config.algorithm}/{slot.variant}"
                                    f"{' (' + slot.note + ')' if slot.note else ''}; "
                                    f"compiled off the tick path in {slot.compile_s:.2f} s",
                              slot.config.algorithm, slot.variant)
+
+    def _put_back(self, changes: dict[str, str], algorithm: str, variant: str,
+                  set_parameters: Callable[[dict[str, str]], tuple[bool, str]]) -> str:
+        """After a cancelled switch: the parameters it set back to ``algorithm``/``variant``, so the next configure
+        does not apply a change its caller was told had failed. What to add to the answer."""
+        back = {n: v for n, v in (("algorithm", algorithm), ("variant", variant)) if n in changes}
+        try:
+            ok, reason = set_parameters(back)
+        except Exception as exc:  # noqa: BLE001 - e.g. the node is being destroyed
+            ok, reason = False, str(exc)
+        return f"; parameters put back to {back}" if ok else f"; parameters could not be put back: {reason}"
 
     def close(self, reason: str) -> None:
         """Cancel builds (waiters get ``reason``) and drop the model and engine."""

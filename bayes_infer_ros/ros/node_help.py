@@ -61,10 +61,16 @@ def unconfigured_hint(fqn: str) -> str:
             "to configure and activate at once")
 
 
+# What a node says after lifecycle shutdown (its diagnostics and services): it will not be configured again.
+FINALIZED = "finalized: the node was shut down (lifecycle shutdown) and cannot be configured again; start a new one"
+
+
 def not_configured(node: Any) -> str:
     """A service's answer while the node has no model."""
     fqn = node.get_fully_qualified_name()
     reason = getattr(node, "_config_error", "") or "not configured yet"
+    if reason == FINALIZED:
+        return reason
     return (f"{reason}; configure the node first: `ros2 lifecycle set {fqn} configure` (it loads the model), "
             "or start it with `-p autostart:=true`")
 

@@ -78,9 +78,10 @@ class UntypedOverrides:
             self.get_logger().error(untyped_reason(untyped))  # type: ignore[attr-defined]
         return super().declare_parameters(namespace, parameters, ignore_override)  # type: ignore[misc]
 
-    def untyped_reason(self) -> str:
-        """Why the node does not configure ("" when every override was declared)."""
-        return untyped_reason(self.untyped_overrides)
+    def refuse_untyped(self) -> None:
+        """Raise ValueError (why the node does not configure) when an override could not be declared."""
+        if self.untyped_overrides:
+            raise ValueError(untyped_reason(self.untyped_overrides))
 
 
 def take_overrides(node: Node) -> dict[str, Any]:

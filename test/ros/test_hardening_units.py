@@ -377,3 +377,44 @@ def test_control_stamps_are_judged_like_observation_stamps(repo_root):
     assert loop.add_control(zero, [], 0, 0, now + 5) is None  # unstamped: the node clock
     assert loop.add_control(zero, [], 1_764_000_000, 0, 0) is None  # before the clock starts: its arrival (0)
     assert len(loop.controls) == 3
+
+
+# ---- switch_variant cancelled by cleanup; a finalized node ---------------------------------------
+def test_a_switch_cancelled_by_cleanup_puts_its_parameters_back():
+    """M1: the switch answered failure but its parameters stayed, and the next configure applied them."""
+    from types import SimpleNamespace
+
+    from bayes_infer_ros.ros.engine_host import EngineHost
+
+    host = EngineHost({"algorithm": "fpi", "variant": "baseline"}.__getitem__, dict, SimpleNamespace(),
+                      lambda *a: None, None, lambda: False)
+    host.builder = SimpleNamespace(counts={"requested": 0})
+    calls = []
+
+    def set_parameters(values):
+        calls.append(values)
+        return True, ""
+
+    def cancelled(before, cleaned_up):
+        raise BuildCancelled("the node was cleaned up (lifecycle cleanup) before the new engine was ready")
+
+    host.wait_for_build = cancelled
+    out = host.switch({"algorithm": "", "variant": "fused_dense"}, set_parameters, lambda: False, lambda: "")
+    assert not out.success and out.message.startswith("build cancelled: the node was cleaned up")
+    assert out.message.endswith("; parameters put back to {'variant': 'baseline'}")
+    assert calls == [{"variant": "fused_dense"}, {"variant": "baseline"}]
+
+
+def test_a_finalized_node_says_so_instead_of_waiting_for_configure():
+    """M2: after lifecycle shutdown, diagnostics and switch_variant still said "waiting for configure"."""
+    from types import SimpleNamespace
+
+    from bayes_infer_ros.ros import diagnostics, node_help
+    from bayes_infer_ros.ros.engine_host import EngineHost
+
+    node = SimpleNamespace(get_fully_qualified_name=lambda: "/ns/agent", _config_error=node_help.FINALIZED)
+    assert node_help.not_configured(node) == node_help.FINALIZED
+    host = EngineHost({}.__getitem__, dict, SimpleNamespace(), lambda *a: None, None, lambda: False)
+    status = diagnostics.node_status("agent", "/ns/agent", host, node_help.FINALIZED, None, {}, active=False,
+                                     param=lambda n: None, clock_ns=0, since_start_s=0.0)
+    assert status.message == node_help.FINALIZED and "ros2 lifecycle set" not in status.message

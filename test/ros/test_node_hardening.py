@@ -546,3 +546,21 @@ def test_two_nodes_of_one_name_are_warned_about(probe, ros_graph, io, tmp_path):
     finally:
         for proc in procs:
             proc.stop()
+
+
+def test_a_shut_down_node_says_it_is_finalized(probe, ros_graph, io, tmp_path):
+    """M2: after lifecycle shutdown, diagnostics and switch_variant said "waiting for configure"."""
+    from bayes_infer_ros.ros.node_help import FINALIZED
+
+    proc = AgentProcess(tmp_path, "finalized", {"autostart": False, "diagnostics_period": 0.2}, namespace="/fin")
+    try:
+        assert proc.wait_log("unconfigured: waiting", 30), proc.log_text()
+        assert lifecycle(probe, "unconfigured_shutdown", "/fin/finalized"), proc.log_text()
+        from bayes_infer_ros.srv import SwitchVariant
+
+        answer = probe.call(SwitchVariant, "/fin/finalized/switch_variant", switch_request(variant="baseline"))
+        assert not answer.success and answer.message == FINALIZED, answer.message
+        assert wait_for(lambda: any(msg == FINALIZED for _, _, msg in statuses(io, "/fin/finalized")), 10), \
+            statuses(io, "/fin/finalized")[-2:]
+    finally:
+        proc.stop()
