@@ -440,7 +440,7 @@ class AgentNode(_AgentCore, Node):
         self._core_init()
         if not self._configure():
             self.destroy_node()
-            raise RuntimeError(self._config_error)
+            raise node_help.ConfigureRefused(self._config_error, self._log.name)
         self._activate()
 
 
@@ -459,15 +459,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         rclpy.init(args=argv)
     except Exception as exc:  # noqa: BLE001 - e.g. a params file rcl cannot parse (mixed int/float lists)
-        print(f"[FATAL] [{NODE_NAME}]: ROS could not start with these arguments (is every params file valid? "
-              f"lists must not mix integers and floats: write 1.0, not 1): {exc}", file=sys.stderr)
+        print(f"[FATAL] [{NODE_NAME}]: {node_help.start_failure(exc)}", file=sys.stderr)
         return 2
     node = None
     try:
         try:
             node = AgentNode() if plain else AgentLifecycleNode()
         except RuntimeError as exc:
-            rclpy.logging.get_logger(NODE_NAME).fatal(str(exc))
+            rclpy.logging.get_logger(getattr(exc, "logger_name", NODE_NAME)).fatal(str(exc))
             return 1
         if not plain and node.get_parameter("autostart").value:
             if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:

@@ -61,6 +61,25 @@ def unconfigured_hint(fqn: str) -> str:
             "to configure and activate at once")
 
 
+class ConfigureRefused(RuntimeError):
+    """A plain-mode node that could not configure; ``logger_name``: the node's own logger (its FATAL line's)."""
+
+    def __init__(self, reason: str, logger_name: str):
+        super().__init__(reason)
+        self.logger_name = logger_name
+
+
+def start_failure(exc: BaseException) -> str:
+    """The FATAL line when ``rclpy.init`` fails: ROS logging that cannot start (an unwritable log folder) or,
+    otherwise, the arguments (most often a params file rcl cannot parse)."""
+    text = str(exc)
+    if "logging" in text.lower():
+        return (f"ROS logging could not start: {text}; point ROS_LOG_DIR (or ROS_HOME) at a writable folder, e.g. "
+                "ROS_LOG_DIR=/tmp/ros_log, or turn file logging off with --ros-args --disable-external-lib-logs")
+    return (f"ROS could not start with these arguments (is every params file valid? lists must not mix integers "
+            f"and floats: write 1.0, not 1): {text}")
+
+
 # What a node says after lifecycle shutdown (its diagnostics and services): it will not be configured again.
 FINALIZED = "finalized: the node was shut down (lifecycle shutdown) and cannot be configured again; start a new one"
 

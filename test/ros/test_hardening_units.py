@@ -418,3 +418,13 @@ def test_a_finalized_node_says_so_instead_of_waiting_for_configure():
     status = diagnostics.node_status("agent", "/ns/agent", host, node_help.FINALIZED, None, {}, active=False,
                                      param=lambda n: None, clock_ns=0, since_start_s=0.0)
     assert status.message == node_help.FINALIZED and "ros2 lifecycle set" not in status.message
+
+
+def test_the_start_failure_hint_names_what_failed():
+    """M9: a logging failure is not a params-file problem."""
+    from bayes_infer_ros.ros.node_help import start_failure
+
+    logging = start_failure(RuntimeError("failed to initialize logging: Failed to create log directory '/x/.ros/log'"))
+    assert logging.startswith("ROS logging could not start") and "ROS_LOG_DIR" in logging
+    assert "params file" not in logging
+    assert "params file" in start_failure(RuntimeError("Couldn't parse params file: 'a.yaml'"))

@@ -564,3 +564,32 @@ def test_a_shut_down_node_says_it_is_finalized(probe, ros_graph, io, tmp_path):
             statuses(io, "/fin/finalized")[-2:]
     finally:
         proc.stop()
+
+
+def _agent_run(args, env_update=None, drop=()):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(env_update or {})
+    return subprocess.run([sys.executable, "-m", "bayes_infer_ros.ros.agent_node", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_the_plain_mode_fatal_line_carries_the_nodes_own_name(ros_graph, tmp_path):
+    """M8: the FATAL line of a refused model was logged under [agent], whatever the node's name."""
+    run = _agent_run(["--plain", "--ros-args", "-r", "__node:=m8_robot", "-r", "__ns:=/m8",
+                      "-p", f"model_file:={tmp_path / 'missing.yaml'}"])
+    assert run.returncode == 1, run.stderr[-2000:]
+    fatal = [line for line in (run.stdout + run.stderr).splitlines() if "[FATAL]" in line]
+    assert fatal and all("[m8.m8_robot]" in line for line in fatal), fatal
+
+
+def test_ros_logging_that_cannot_start_gets_its_own_hint(ros_graph, tmp_path):
+    """M9: with an unwritable HOME and no ROS_LOG_DIR, the FATAL hint pointed at the params file."""
+    run = _agent_run(["--ros-args", "-p", "autostart:=false"], {"HOME": "/proc/no_such_home"},
+                     drop=("ROS_LOG_DIR", "ROS_HOME"))
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "ROS logging could not start" in run.stderr and "ROS_LOG_DIR" in run.stderr, run.stderr[-2000:]
+    assert "params file" not in run.stderr
