@@ -79,6 +79,7 @@ API: dict[str, str] = {
     "rclpy.node.Node(use_global_arguments)": "humble",
     "rclpy.node.Node(start_parameter_services)": "humble",
     "rclpy.node.Node(enable_rosout)": "humble",
+    "rclpy.node.Node.get_node_names_and_namespaces": "humble",
     "rclpy.node.Node.declare_parameters": "humble",
     "rclpy.node.Node.context": "humble",
     "rclpy.node.Node.executor": "humble",
