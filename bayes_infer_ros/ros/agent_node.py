@@ -465,8 +465,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         try:
             node = AgentNode() if plain else AgentLifecycleNode()
-        except RuntimeError as exc:
-            rclpy.logging.get_logger(getattr(exc, "logger_name", NODE_NAME)).fatal(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a refused model (plain mode), a name ROS refuses: say it, exit 1
+            rclpy.logging.get_logger(getattr(exc, "logger_name", NODE_NAME)).fatal(node_help.creation_failure(exc))
             return 1
         if not plain and node.get_parameter("autostart").value:
             if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:

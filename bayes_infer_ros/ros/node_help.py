@@ -69,6 +69,18 @@ class ConfigureRefused(RuntimeError):
         self.logger_name = logger_name
 
 
+def creation_failure(exc: BaseException) -> str:
+    """The FATAL line when the node could not be created or (plain mode) configured."""
+    if isinstance(exc, ConfigureRefused):
+        return str(exc)
+    text = f"the node could not be created: {type(exc).__name__}: {str(exc).strip()}"
+    if "Name" in type(exc).__name__ or "Namespace" in type(exc).__name__:
+        return (f"{text}; every topic and service name the node makes (its namespace, its name, then e.g. "
+                "/describe_parameters) must be a valid ROS name of at most 247 characters: use a shorter namespace "
+                "or node name (-r __ns:=/NAMESPACE, -r __node:=NAME)")
+    return text
+
+
 def start_failure(exc: BaseException) -> str:
     """The FATAL line when ``rclpy.init`` fails: ROS logging that cannot start (an unwritable log folder) or,
     otherwise, the arguments (most often a params file rcl cannot parse)."""

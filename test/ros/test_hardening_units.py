@@ -428,3 +428,16 @@ def test_the_start_failure_hint_names_what_failed():
     assert logging.startswith("ROS logging could not start") and "ROS_LOG_DIR" in logging
     assert "params file" not in logging
     assert "params file" in start_failure(RuntimeError("Couldn't parse params file: 'a.yaml'"))
+
+
+def test_a_node_that_cannot_be_created_gets_a_fatal_line_with_a_hint():
+    from bayes_infer_ros.ros.node_help import ConfigureRefused, creation_failure
+
+    class InvalidServiceNameException(Exception):
+        pass
+
+    assert creation_failure(ConfigureRefused("configure failed: no model", "ns.agent")) == "configure failed: no model"
+    line = creation_failure(InvalidServiceNameException("Invalid service name: topic length should not exceed"))
+    assert line.startswith("the node could not be created: InvalidServiceNameException: Invalid service name")
+    assert "use a shorter namespace or node name" in line
+    assert creation_failure(OSError("x")) == "the node could not be created: OSError: x"

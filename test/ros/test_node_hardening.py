@@ -593,3 +593,14 @@ def test_ros_logging_that_cannot_start_gets_its_own_hint(ros_graph, tmp_path):
     assert run.returncode == 2, run.stderr[-2000:]
     assert "ROS logging could not start" in run.stderr and "ROS_LOG_DIR" in run.stderr, run.stderr[-2000:]
     assert "params file" not in run.stderr
+
+
+def test_a_namespace_too_long_for_ros_names_is_a_fatal_line_not_a_traceback(ros_graph):
+    """M4: a 240-character nested namespace gave a raw InvalidServiceNameException traceback."""
+    namespace = "/" + "/".join(["abcdefghij"] * 22)
+    assert len(namespace) > 240
+    run = _agent_run(["--ros-args", "-r", f"__ns:={namespace}", "-p", "autostart:=false"])
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out[-2000:]
+    assert "Traceback" not in out, out[-2000:]
+    assert "[FATAL]" in out and "InvalidServiceNameException" in out and "use a shorter namespace" in out, out[-2000:]
