@@ -93,6 +93,7 @@ API: dict[str, str] = {
     "rclpy.node.Node.create_publisher": "humble",
     "rclpy.node.Node.create_subscription": "humble",
     "rclpy.node.Node.create_service": "humble",
+    "rclpy.node.Node.create_service(qos_profile)": "humble",
     "rclpy.node.Node.create_timer(clock)": "humble",
     "rclpy.node.Node.create_guard_condition": "humble",
     "rclpy.node.Node.create_subscription(qos_overriding_options)": "humble",

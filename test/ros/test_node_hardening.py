@@ -604,3 +604,32 @@ def test_a_namespace_too_long_for_ros_names_is_a_fatal_line_not_a_traceback(ros_
     assert run.returncode == 1, out[-2000:]
     assert "Traceback" not in out, out[-2000:]
     assert "[FATAL]" in out and "InvalidServiceNameException" in out and "use a shorter namespace" in out, out[-2000:]
+
+
+def test_a_burst_of_switch_requests_is_held_and_answered(probe, ros_graph, io, tmp_path):
+    """M7: of 200 asynchronous switch_variant calls, 11 were answered and 189 never were: the service's request
+    queue (ROS's default, 10 deep) dropped them while the first waited for its build. All 200 are answered
+    now; the first builds, the rest find the engine they ask for already active."""
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    from bayes_infer_ros.srv import SwitchVariant
+
+    params = default_params()
+    params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "autostart": True, "variant": "baseline",
+                   "diagnostics_period": 0.2})
+    proc = AgentProcess(tmp_path, "burst", params, namespace="/burst")
+    qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=512, reliability=ReliabilityPolicy.RELIABLE)
+    client = probe.node.create_client(SwitchVariant, "/burst/burst/switch_variant", qos_profile=qos)
+    try:
+        assert proc.wait_log("active: tick", 120), proc.log_text()
+        assert client.wait_for_service(timeout_sec=30)
+        time.sleep(0.5)
+        futures = [client.call_async(switch_request(variant="fused_dense")) for _ in range(200)]
+        assert wait_for(lambda: all(f.done() for f in futures), 240), \
+            f"{sum(f.done() for f in futures)} of 200 answered\n{proc.log_text()[-3000:]}"
+        answers = [f.result() for f in futures]
+        assert all(a.success and a.variant == "fused_dense" for a in answers), {a.message for a in answers}
+        assert sum(a.message.startswith("already active") for a in answers) >= 190
+    finally:
+        probe.node.destroy_client(client)
+        proc.stop()
