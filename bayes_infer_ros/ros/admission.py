@@ -8,9 +8,9 @@ An observation's ``header.stamp`` is judged against the node clock (``now_ns``; 
 - ``sec == nanosec == 0``: *unstamped*. Accepted without the order and age checks, and counted
   (``unstamped``); it stands for its arrival time on the node clock.
 - *before the clock*: while the node clock reads 0 (sim time before the first ``/clock``) a stamp cannot be
-  judged. The observation is accepted and counted (``before_clock``), stands for its arrival time like an
-  unstamped one, and does not move the topic's order guard: one wall-clock stamp before ``/clock`` cannot make
-  every later sim-time stamp ``out_of_order``.
+  judged. The observation is accepted with its stamp and counted (``before_clock``), but it does not move the
+  topic's order guard: one wall-clock stamp before ``/clock`` cannot make every later sim-time stamp
+  ``out_of_order``.
 - more than ``max_future_s`` ahead of the node clock: refused, ``future``. This bounds how long one wrongly
   stamped message can hold back the topic: the later valid messages are refused as ``out_of_order`` for at most
   ``max_future_s``.
@@ -69,9 +69,9 @@ def admit_stamp(sec: int, nanosec: int, *, last_ns: int, now_ns: int, timeout_s:
                                              f"(sec >= 0 and nanosec < 10^9 expected)")
     if sec == 0 and nanosec == 0:
         return StampDecision(max(int(now_ns), 0), unstamped=True)
-    if now_ns <= 0:  # no clock yet (sim time before /clock): nothing to judge the stamp against
-        return StampDecision(0, before_clock=True)
     stamp = sec * NS + nanosec
+    if now_ns <= 0:  # no clock yet (sim time before /clock): nothing to judge the stamp against
+        return StampDecision(stamp, before_clock=True)
     if stamp - now_ns > max_future_s * NS:
         return StampDecision(stamp, "future", f"stamp {stamp / NS:.6f} s is {(stamp - now_ns) / NS:.3f} s ahead of the "
                                               f"node clock (max_future_stamp {max_future_s:g} s)")

@@ -46,16 +46,16 @@ class TickLoop:
     def add_control(self, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int,
                     max_future_s: float = 0.5) -> Optional[str]:
         """Add one ``Controls`` message to the timeline, stamped with its header (``now_ns``, the node clock, when
-        unstamped or before the clock starts); the reason when it is refused (nothing added). The header is judged
-        as an observation's is (``admission.admit_stamp``): not a time, or more than ``max_future_s`` ahead of the
-        node clock, is refused."""
+        unstamped); the reason when it is refused (nothing added). The header is judged as an observation's is
+        (``admission.admit_stamp``): not a time, or more than ``max_future_s`` ahead of the node clock, is
+        refused."""
         control, reason = check_controls(indices, labels, self._num_controls, self._control_labels)
         if control is None:
             return reason
         decision = admit_stamp(sec, nanosec, last_ns=-1, now_ns=now_ns, timeout_s=0.0, max_future_s=max_future_s)
         if not decision.ok:
             return decision.detail
-        self.controls.add(decision.stamp_ns if decision.ordered else now_ns, control)
+        self.controls.add(decision.stamp_ns, control)
         return None
 
     def reset(self) -> None:

@@ -58,15 +58,15 @@ def test_one_future_stamp_cannot_shut_a_topic_out():
 
 def test_a_stamp_before_the_clock_starts_cannot_block_the_topic():
     """F5: sim time before the first /clock (node clock 0): one wall-clock-stamped message used to be accepted and
-    to make every later sim-time stamp of its topic `out_of_order`. It is accepted as standing for its arrival,
-    counted `before_clock`, and leaves the order guard alone."""
+    to make every later sim-time stamp of its topic `out_of_order`. It is accepted with its stamp, counted
+    `before_clock`, and leaves the order guard alone."""
     before = admit(1_764_000_000, now=0)
-    assert before.ok and before.before_clock and not before.ordered and before.stamp_ns == 0
+    assert before.ok and before.before_clock and not before.ordered and before.stamp_ns == 1_764_000_000 * S
     inputs = admission.Inputs(["a"], [2])
     got = inputs.observe(0, 0, [], 1_764_000_000, 0, now=1.0, now_ns=0, arrival=1.0, timeout_s=1.0,
                          max_future_s=0.5)
     assert got.ok and got.before_clock and admission.report("a", got).counters == ("before_clock",)
-    assert inputs.take()[1] == 0  # the tick is stamped with the node clock, not the wall-clock stamp
+    assert inputs.take()[1] == 1_764_000_000 * S  # the step keeps the message's stamp
     for k in range(5):  # /clock starts at 100 s: sim stamps are judged again, none is out of order
         now = 100 * S + k * 100_000_000
         assert inputs.observe(0, 1, [], 100, k * 100_000_000, now=1.1 + k, now_ns=now, arrival=1.1 + k,
@@ -375,7 +375,7 @@ def test_control_stamps_are_judged_like_observation_stamps(repo_root):
     assert len(loop.controls) == 0
     assert loop.add_control(zero, [], 1000, 0, now) is None
     assert loop.add_control(zero, [], 0, 0, now + 5) is None  # unstamped: the node clock
-    assert loop.add_control(zero, [], 1_764_000_000, 0, 0) is None  # before the clock starts: its arrival (0)
+    assert loop.add_control(zero, [], 1_764_000_000, 0, 0) is None  # before the clock starts: its own stamp
     assert len(loop.controls) == 3
 
 
