@@ -14,6 +14,13 @@ A :class:`BeliefFilter` wraps a built engine (an :class:`~.api.Engine`) and keep
   window (resized when the horizon changes) and dropping the carried prior when the algorithm changes.
 
 Every step is recorded in the window whatever the algorithm, so a switch from fpi to vmp starts with history.
+
+**A modality without an observation is no evidence**: its part of the row is all zero (:func:`no_evidence`).
+pymdp 1.0.4's likelihood is ``xlogy(o, A).sum(0)`` = sum_o o[o] log A[o, ...] (log A clipped at MINVAL, so finite):
+an all-zero ``o`` adds exactly 0, in every variant (all are linear in ``o``) and at every step of a window. A
+uniform ``o`` would add the mean of log A over levels, which differs between states: it is evidence. With no
+observation at all, an fpi step returns its prior (softmax(log prior)). An observation a sender gives explicitly
+(a ``probabilities`` vector, uniform or not) is used as given.
 Shapes: packed observations ``(O,)`` with ``O = sum m_i``, packed states ``(S,)`` with ``S = sum n_f``,
 controls ``(F,)`` int. Pure numpy plus the engine: no ROS.
 """
@@ -26,16 +33,18 @@ import numpy as np
 from .api import Engine
 
 
-def uniform(num_levels: int, dtype: Any = np.float32) -> np.ndarray:
-    """The uninformative observation: ``A^T u`` is constant over states, so it adds no evidence."""
-    return np.full(num_levels, 1.0 / num_levels, dtype=dtype)
+def no_evidence(num_levels: int, dtype: Any = np.float32) -> np.ndarray:
+    """The observation (m,) of a modality that has none: all zero, so ``xlogy(o, A)`` adds nothing to the
+    likelihood (see the module docstring)."""
+    return np.zeros(num_levels, dtype=dtype)
 
 
 class SequenceWindow:
     """The fixed-size VMP/MMP window (right-aligned; only the last ``valid_steps`` rows are real).
 
     ``obs``: (T, O), ``actions``: (T-1, F) int32 where ``actions[t]`` moved step t to t+1, ``stamps``: (T,) int64
-    (-1 on padding), ``valid_steps`` in 0..T. Padding rows hold uniform observations and action 0.
+    (-1 on padding), ``valid_steps`` in 0..T. Padding rows hold no evidence (all zero, and masked by
+    ``valid_steps`` anyway) and action 0.
     """
 
     def __init__(self, horizon: int, num_obs: Sequence[int], num_factors: int, dtype: Any = np.float32):
@@ -45,7 +54,7 @@ class SequenceWindow:
         self.num_obs = tuple(int(m) for m in num_obs)
         self.num_factors = int(num_factors)
         self.dtype = np.dtype(dtype)
-        self._pad_row = np.concatenate([uniform(m, self.dtype) for m in self.num_obs])
+        self._pad_row = np.concatenate([no_evidence(m, self.dtype) for m in self.num_obs])
         self.obs = np.tile(self._pad_row, (self.horizon, 1))
         self.last_row = self.obs[-1]  # a view: the newest step's observation row (O,), written in place by push
         self.actions = np.zeros((max(self.horizon - 1, 0), self.num_factors), dtype=np.int32)

@@ -6,6 +6,9 @@
   while it is composed (before any list is built); an npz is counted from its array headers (before any array
   is decompressed), and a ``shape`` parameter is checked before its data is reshaped.
 - YAML aliases (``*name``) are refused: a few kilobytes of nested aliases expand to gigabytes.
+- ``MAX_YAML_DEPTH``: sequences and mappings nest at most this deep in a YAML document (checked while the
+  events stream, before anything is built): libyaml's loader recurses once per level and tens of thousands of
+  levels overflow the C stack (SIGSEGV). A model needs one level per tensor axis plus a few for its mappings.
 - Labels (state, observation and control names) are strings after loading: integers are written as their
   decimal text; booleans, floats, ``null`` and containers are refused naming the label (YAML 1.1 reads
   ``on``/``off``/``yes``/``no`` as booleans: quote them).
@@ -25,6 +28,7 @@ from .validation import ModelValidationError
 MAX_FILE_BYTES = 256 * 2**20
 MAX_YAML_BYTES = 16 * 2**20
 MAX_ELEMENTS = 50_000_000
+MAX_YAML_DEPTH = 100
 
 
 def check_file_size(path: os.PathLike, limit: int) -> None:
@@ -48,13 +52,22 @@ def check_elements(field: str, shape: Sequence[int], limit: Optional[int] = None
 _LOADER = yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
 
 
-def safe_load_strict(text: str, max_scalars: Optional[int] = None) -> Any:
-    """``yaml.safe_load`` without aliases and with at most ``max_scalars`` scalar values. The events are
-    checked first (nothing is built), then the document is loaded (libyaml's loader when PyYAML has it)."""
+def safe_load_strict(text: str, max_scalars: Optional[int] = None, max_depth: Optional[int] = None) -> Any:
+    """``yaml.safe_load`` without aliases, with at most ``max_scalars`` scalar values and collections nested at
+    most ``max_depth`` deep (default ``MAX_YAML_DEPTH``). The events are checked first (nothing is built), then
+    the document is loaded (libyaml's loader when PyYAML has it)."""
     max_scalars = MAX_ELEMENTS if max_scalars is None else max_scalars
-    scalars = 0
+    max_depth = MAX_YAML_DEPTH if max_depth is None else max_depth
+    scalars = depth = 0
     try:
-        for event in yaml.parse(text, Loader=_LOADER):
+        events = yaml.parse(text, Loader=_LOADER)
+        for event in events:
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > max_depth:
+                    _refuse_depth(events, depth, max_depth, event.start_mark.line + 1)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
             if isinstance(event, yaml.AliasEvent):
                 raise ModelValidationError("model_file", f"YAML alias *{event.anchor} at line {event.start_mark.line + 1} "
                                                          "refused (aliases can expand to gigabytes; write the values out)")
@@ -65,6 +78,24 @@ def safe_load_strict(text: str, max_scalars: Optional[int] = None) -> Any:
     except yaml.YAMLError as exc:
         raise ModelValidationError("model_file", f"not valid YAML: {exc}") from None
     return yaml.load(text, Loader=_LOADER)
+
+
+def _refuse_depth(events: Any, depth: int, max_depth: int, line: int) -> None:
+    """Raise for a document nested past ``max_depth``, naming its deepest nesting: the remaining ``events`` are
+    only counted (streaming builds nothing and does not recurse)."""
+    deepest, exact = depth, True
+    try:
+        for event in events:
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                deepest = max(deepest, depth)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        exact = False  # malformed further on: report what was seen
+    raise ModelValidationError("model_file", f"lists and mappings nested {'' if exact else 'at least '}{deepest} deep "
+                                             f"(deeper than {max_depth} from line {line}); the limit for a model is "
+                                             f"{max_depth} levels")
 
 
 def npz_member_shapes(path: os.PathLike) -> dict[str, tuple[tuple[int, ...], np.dtype]]:

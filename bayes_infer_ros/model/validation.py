@@ -103,10 +103,20 @@ def _check_labels(field: str, labels: Optional[Sequence[Sequence[str]]], sizes: 
     for k, (row, n) in enumerate(zip(labels, sizes)):
         if len(row) != n:
             raise ModelValidationError(f"{field}[{k}]", f"expected {n} labels, got {len(row)}")
+        seen: dict[str, int] = {}
         for j, label in enumerate(row):
             if not isinstance(label, str):
                 raise ModelValidationError(f"{field}[{k}][{j}]", f"label {label!r:.40} is a {type(label).__name__}; "
                                                                   "expected a string")
+            if not label.strip():
+                raise ModelValidationError(f"{field}[{k}][{j}]", f"label {label!r} is empty; expected a name")
+            if "\0" in label:
+                raise ModelValidationError(f"{field}[{k}][{j}]", f"label {label!r:.40} holds a NUL character (a ROS "
+                                                                  "string ends there); remove it")
+            if label in seen:
+                raise ModelValidationError(f"{field}[{k}][{j}]", f"label {label!r:.40} repeats {field}[{k}]"
+                                                                  f"[{seen[label]}]; labels of one list must differ")
+            seen[label] = j
 
 
 def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:

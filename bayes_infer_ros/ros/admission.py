@@ -7,16 +7,21 @@ An observation's ``header.stamp`` is judged against the node clock (``now_ns``; 
 - ``sec < 0`` or ``nanosec >= 10^9``: refused, ``bad_stamp`` (not a time).
 - ``sec == nanosec == 0``: *unstamped*. Accepted without the order and age checks, and counted
   (``unstamped``); it stands for its arrival time on the node clock.
+- *before the clock*: while the node clock reads 0 (sim time before the first ``/clock``) a stamp cannot be
+  judged. The observation is accepted with its stamp and counted (``before_clock``), but it does not move the
+  topic's order guard: one wall-clock stamp before ``/clock`` cannot make every later sim-time stamp
+  ``out_of_order``.
 - more than ``max_future_s`` ahead of the node clock: refused, ``future``. This bounds how long one wrongly
   stamped message can hold back the topic: the later valid messages are refused as ``out_of_order`` for at most
-  ``max_future_s``. Not checked while the node clock reads 0.
+  ``max_future_s``.
 - older than the newest accepted stamp of the topic: refused, ``out_of_order``.
 - older than ``timeout_s`` on arrival (``timeout_s > 0`` and a running clock): refused, ``stale``.
 
 Output stamps are clamped into what ``builtin_interfaces/Time`` holds (``sec`` in 0..2^31-1).
 
 A modality is *silent* when it gave no valid observation for more than ``observation_timeout`` (a sender of
-refused messages is silent too). Ticks go on without a silent modality (a uniform observation: no evidence);
+refused messages is silent too). Ticks go on without a silent modality (an all-zero observation: no evidence,
+see ``inference/belief_filter.py``);
 an event-mode tick waits for every modality that is not silent.
 """
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .conversion import observation_to_distribution, uniform
+from .conversion import no_evidence, observation_to_distribution
 from .statistics import RateMeter
 
 NS = 1_000_000_000
@@ -43,6 +48,12 @@ class StampDecision:
     reason: Optional[str] = None
     detail: str = ""
     unstamped: bool = False
+    before_clock: bool = False
+
+    @property
+    def ordered(self) -> bool:
+        """The stamp moves the topic's order guard (a judged header stamp)."""
+        return self.ok and not (self.unstamped or self.before_clock)
 
     @property
     def ok(self) -> bool:
@@ -59,13 +70,15 @@ def admit_stamp(sec: int, nanosec: int, *, last_ns: int, now_ns: int, timeout_s:
     if sec == 0 and nanosec == 0:
         return StampDecision(max(int(now_ns), 0), unstamped=True)
     stamp = sec * NS + nanosec
-    if now_ns > 0 and stamp - now_ns > max_future_s * NS:
+    if now_ns <= 0:  # no clock yet (sim time before /clock): nothing to judge the stamp against
+        return StampDecision(stamp, before_clock=True)
+    if stamp - now_ns > max_future_s * NS:
         return StampDecision(stamp, "future", f"stamp {stamp / NS:.6f} s is {(stamp - now_ns) / NS:.3f} s ahead of the "
                                               f"node clock (max_future_stamp {max_future_s:g} s)")
     if stamp < last_ns:
         return StampDecision(stamp, "out_of_order", f"stamp {stamp / NS:.6f} s is older than the last accepted "
                                                     f"{last_ns / NS:.6f} s of this topic")
-    if timeout_s > 0 and now_ns > 0 and (now_ns - stamp) > timeout_s * NS:
+    if timeout_s > 0 and (now_ns - stamp) > timeout_s * NS:
         return StampDecision(stamp, "stale", f"{(now_ns - stamp) / NS:.3f} s old on arrival > observation_timeout "
                                              f"{timeout_s:g} s")
     return StampDecision(stamp)
@@ -115,6 +128,7 @@ class Admission:
     unstamped: bool = False
     superseded: bool = False
     resumed: bool = False
+    before_clock: bool = False
 
     @property
     def ok(self) -> bool:
@@ -137,7 +151,7 @@ def report(name: str, got: Admission) -> AdmissionReport:
         return AdmissionReport((f"rejected.{got.reason}",),
                                (((name, got.reason), f"observations/{name}: dropped ({got.reason}): {got.detail}"),))
     return AdmissionReport(
-        tuple(flag for flag in ("unstamped", "renormalized", "superseded") if getattr(got, flag)),
+        tuple(flag for flag in ("unstamped", "before_clock", "renormalized", "superseded") if getattr(got, flag)),
         (((name, "renormalized"), f"observations/{name}: {got.detail}"),) if got.renormalized else (),
         f"observations/{name}: receiving again" if got.resumed else "")
 
@@ -177,7 +191,7 @@ class Inputs:
                                max_future_s=max_future_s)
         if not decision.ok:
             return self._refuse(mod, now, decision.reason, decision.detail)
-        if not decision.unstamped:
+        if decision.ordered:
             mod.last_stamp_ns = decision.stamp_ns
         if all(self.is_silent(m, now, timeout_s) for m in self.modalities):
             # Every input was quiet (start, a paused bag): wait up to observation_timeout for each modality
@@ -191,7 +205,7 @@ class Inputs:
         mod.fresh, mod.fresh_stamp_ns, mod.fresh_arrival = check.distribution, decision.stamp_ns, arrival
         mod.accepted += 1
         return Admission(renormalized=check.renormalized, detail=check.detail, unstamped=decision.unstamped,
-                         superseded=superseded, resumed=resumed)
+                         superseded=superseded, resumed=resumed, before_clock=decision.before_clock)
 
     @staticmethod
     def _refuse(mod: ModalityState, now: float, reason: str, detail: str) -> Admission:
@@ -246,10 +260,10 @@ class Inputs:
         return any(m.fresh is not None for m in self.modalities)
 
     def take(self) -> tuple[np.ndarray, int, Optional[float]]:
-        """The packed observation row (uniform for a modality with nothing new), the newest stamp used (0: none)
-        and the latest arrival used (None: none); the fresh observations are used up."""
+        """The packed observation row (all zero, no evidence, for a modality with nothing new), the newest stamp
+        used (0: none) and the latest arrival used (None: none); the fresh observations are used up."""
         used = [m for m in self.modalities if m.fresh is not None]
-        row = np.concatenate([m.fresh if m.fresh is not None else uniform(m.num_levels) for m in self.modalities])
+        row = np.concatenate([m.fresh if m.fresh is not None else no_evidence(m.num_levels) for m in self.modalities])
         newest = max((m.fresh_stamp_ns for m in used), default=0)
         arrival = max((m.fresh_arrival for m in used), default=None)
         for m in used:

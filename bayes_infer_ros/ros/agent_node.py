@@ -69,7 +69,8 @@ from .fleet import Fleet
 from .callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
-from .parameter_declaration import declare_parameters, model_parameter_values, prefixed_names, take_overrides
+from .parameter_declaration import (UntypedOverrides, declare_parameters, model_parameter_values, prefixed_names,
+                                    take_overrides)
 from .jax_cache import pin_to_cpus
 from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_agents, parse_cpus, read_at_configure
 from .messages import tick_message
@@ -80,7 +81,7 @@ from bayes_infer_ros.srv import SwitchVariant
 NODE_NAME = "agent"
 
 
-class _AgentCore:
+class _AgentCore(UntypedOverrides):
     """Parameters, entities and callbacks of the agent. Mixed into a Node or a LifecycleNode."""
 
     lifecycle_mode = True
@@ -130,6 +131,7 @@ class _AgentCore:
         thread waits for it, publishing diagnostics that say "configuring", and gives up when ROS shuts down."""
         t0 = time.perf_counter()
         try:
+            self.refuse_untyped()
             self._host.agents = parse_agents(self._p("agents"))
             slot = self._host.configure(float(self._p("diagnostics_period")),
                                         lambda: self.context.ok() and (self._publish_diagnostics() or True))
@@ -147,7 +149,8 @@ class _AgentCore:
                 self._create_entities()
         except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
             self._cleanup()
-            return self._configure_failed(f"configure failed: topics, services and sensor adapters: {exc}")
+            return self._configure_failed("configure failed: topics, services and sensor adapters: "
+                                          f"{node_help.entity_error(exc, self._overrides)}")
         self._configured = True
         self._log.info(self._host.configured_message(slot, time.perf_counter() - t0))
         return True
@@ -302,7 +305,7 @@ class _AgentCore:
             return
         with self._tick_lock:
             reason = self._loop.add_control(msg.indices, msg.labels, msg.header.stamp.sec, msg.header.stamp.nanosec,
-                                            self.get_clock().now().nanoseconds)
+                                            self.get_clock().now().nanoseconds, float(self._p("max_future_stamp")))
         if reason is not None:
             self._count("rejected.bad_control")
             self._warn_throttled(("controls", "bad_control"), f"controls: dropped (bad_control): {reason}")
@@ -404,7 +407,8 @@ class _AgentCore:
         status = diagnostics.node_status(
             self.get_name(), self.get_fully_qualified_name(), self._host, self._config_error,
             self._loop if self._configured else None, self._reporter.counters, active=self._active, param=self._p,
-            clock_ns=self.get_clock().now().nanoseconds, since_start_s=time.monotonic() - self._started_mono)
+            clock_ns=self.get_clock().now().nanoseconds, since_start_s=time.monotonic() - self._started_mono,
+            duplicate=self._reporter.error_once("duplicate_node_name", node_help.duplicate_name(self)))
         if self._configured and self._fleet is None:  # topics a user may have meant for this node
             self._reporter.warnings(node_help.unknown_topics(self, self._obs_prefix, self._inputs.names,
                                                              self._legacy_actions_topic, self._unknown_topics_warned))
@@ -437,6 +441,7 @@ class AgentLifecycleNode(_AgentCore, LifecycleNode):
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         if self._configured:
             self._cleanup()
+        self._config_error = node_help.FINALIZED  # what diagnostics and switch_variant say from now on
         return TransitionCallbackReturn.SUCCESS
 
 
@@ -450,7 +455,7 @@ class AgentNode(_AgentCore, Node):
         self._core_init()
         if not self._configure():
             self.destroy_node()
-            raise RuntimeError(self._config_error)
+            raise node_help.ConfigureRefused(self._config_error, self._log.name)
         self._activate()
 
 
@@ -469,15 +474,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         rclpy.init(args=argv)
     except Exception as exc:  # noqa: BLE001 - e.g. a params file rcl cannot parse (mixed int/float lists)
-        print(f"[FATAL] [{NODE_NAME}]: ROS could not start with these arguments (is every params file valid? "
-              f"lists must not mix integers and floats: write 1.0, not 1): {exc}", file=sys.stderr)
+        print(f"[FATAL] [{NODE_NAME}]: {node_help.start_failure(exc)}", file=sys.stderr)
         return 2
     node = None
     try:
         try:
             node = AgentNode() if plain else AgentLifecycleNode()
-        except RuntimeError as exc:
-            rclpy.logging.get_logger(NODE_NAME).fatal(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a refused model (plain mode), a name ROS refuses: say it, exit 1
+            rclpy.logging.get_logger(getattr(exc, "logger_name", NODE_NAME)).fatal(node_help.creation_failure(exc))
             return 1
         if not plain and node.get_parameter("autostart").value:
             if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:

@@ -18,8 +18,12 @@ from typing import Any, Callable, Optional
 
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from .spinning import SpinThread
+
+# Requests a companion service holds while it serves one (a burst of asynchronous switch_variant calls).
+REQUEST_QUEUE_DEPTH = 256
 
 
 class CompanionServices:
@@ -41,9 +45,14 @@ class CompanionServices:
         self.node.get_logger().warning("companion service callback failed: "
                                        + "".join(traceback.format_exception_only(type(exc), exc)).strip())
 
-    def create_service(self, srv_type: Any, name: str, callback: Callable) -> Any:
-        """A service named as the owner would resolve ``name`` (namespace, node name, remaps)."""
-        return self.node.create_service(srv_type, self._owner.resolve_service_name(name), callback)
+    def create_service(self, srv_type: Any, name: str, callback: Callable,
+                       queue_depth: int = REQUEST_QUEUE_DEPTH) -> Any:
+        """A service named as the owner would resolve ``name`` (namespace, node name, remaps), whose request
+        queue holds ``queue_depth`` requests waiting while one is served (ROS's default holds 10: a burst of
+        asynchronous calls to a service that waits for a build lost all but 10, never answered)."""
+        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=int(queue_depth),
+                         reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
+        return self.node.create_service(srv_type, self._owner.resolve_service_name(name), callback, qos_profile=qos)
 
     def destroy_service(self, service: Any) -> None:
         self.node.destroy_service(service)

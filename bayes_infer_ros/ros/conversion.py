@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from bayes_infer_ros.inference.belief_filter import uniform as _uniform
+from bayes_infer_ros.inference.belief_filter import no_evidence as _no_evidence
 
 # Every reason an input can be refused for; each has a counter in /diagnostics ("rejected.<reason>").
 REJECT_REASONS = (
@@ -55,9 +55,10 @@ def one_hot(level: int, num_levels: int) -> np.ndarray:
     return out
 
 
-def uniform(num_levels: int) -> np.ndarray:
-    """The uninformative observation: A^T u is constant over states, so it adds no evidence."""
-    return _uniform(num_levels, np.float32)
+def no_evidence(num_levels: int) -> np.ndarray:
+    """The observation (m,) float32 of a modality with nothing new: all zero, which adds nothing to pymdp's
+    likelihood ``xlogy(o, A)`` (a uniform vector would: it is evidence)."""
+    return _no_evidence(num_levels, np.float32)
 
 
 def label_level(label: str, level: int, labels: Sequence[str]) -> tuple[int, Optional[str], str]:

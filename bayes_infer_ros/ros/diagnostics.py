@@ -46,6 +46,7 @@ class Reporter:
         self.log, self._closed = log, closed
         self.counters: dict[str, int] = {}
         self._throttle = Throttle(period_s)
+        self._once: set[str] = set()
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
@@ -55,6 +56,15 @@ class Reporter:
         if swallowed is not None:
             self.log.warning(message + (f" (+{swallowed} more like it in the last {self._throttle.period_s:g} s)"
                                         if swallowed else ""))
+
+    def error_once(self, key: str, line: str) -> str:
+        """Log ``line`` as an error and count ``key`` the first time it is given for ``key`` ("" line: nothing);
+        returns ``line``."""
+        if line and key not in self._once:
+            self._once.add(key)
+            self.log.error(line)
+            self.count(key)
+        return line
 
     def warnings(self, found: Sequence[tuple[str, str]]) -> None:
         """Log each (warning, counter) and count its counter ("": none)."""
@@ -93,18 +103,31 @@ def sim_time_without_clock(use_sim_time: bool, clock_ns: int, since_start_s: flo
 
 def node_status(name: str, fqn: str, host: EngineHost, config_error: str, loop: Optional[TickLoop],
                 counters: dict[str, int], *, active: bool, param: Callable[[str], Any], clock_ns: int,
-                since_start_s: float) -> DiagnosticStatus:
+                since_start_s: float, duplicate: str = "") -> DiagnosticStatus:
     """The status of the node: :func:`unconfigured_status` without a ``loop`` (not configured), else
     :func:`inference_status` (``param(name)``: the node's parameter values; ``clock_ns``: its clock;
-    ``since_start_s``: seconds since it started)."""
+    ``since_start_s``: seconds since it started), led by ``duplicate`` (:func:`with_duplicate`) when the graph
+    holds another node of this name."""
     if loop is None:
-        return unconfigured_status(name, fqn, host.stage or config_error or node_help.unconfigured_hint(fqn),
-                                   error=bool(config_error) and not host.stage)
+        return with_duplicate(unconfigured_status(name, fqn, host.stage or config_error or
+                                                  node_help.unconfigured_hint(fqn),
+                                                  error=bool(config_error) and not host.stage), duplicate)
     health = Health(active=active, device=host.device, rate_hz=float(param("rate_hz")),
                     observation_timeout=float(param("observation_timeout")), switch_pending=host.busy,
                     build_error=host.build_error,
                     sim_time_without_clock=sim_time_without_clock(param("use_sim_time"), clock_ns, since_start_s))
-    return inference_status(name, fqn, health, host.slot, loop.stats, loop.inputs, counters, time.monotonic())
+    return with_duplicate(inference_status(name, fqn, health, host.slot, loop.stats, loop.inputs, counters,
+                                           time.monotonic()), duplicate)
+
+
+def with_duplicate(status: DiagnosticStatus, duplicate: str) -> DiagnosticStatus:
+    """``status`` led by the duplicate-name warning (at least WARN) when ``duplicate`` is one."""
+    if duplicate:
+        if status.level == DiagnosticStatus.OK:
+            status.level = DiagnosticStatus.WARN
+        status.message = f"{duplicate}; {status.message}"
+        status.values = list(status.values) + [KeyValue(key="duplicate_node_name", value=duplicate)]
+    return status
 
 
 def diagnostic_array(status: DiagnosticStatus, stamp: Any) -> DiagnosticArray:

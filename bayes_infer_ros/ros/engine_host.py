@@ -212,6 +212,11 @@ class EngineHost:
         changes = {n: v for n, v in changes.items() if v}
         if not changes:
             return SwitchOutcome(True, "nothing to change", algorithm, variant)
+        self._count("switch_requests")
+        if self.already_active(changes):  # a burst of one request: one build, the rest answered at once
+            self._count("switch_requests_already_active")
+            return SwitchOutcome(True, f"already active: {self.slot.config.algorithm}/{self.slot.variant}",
+                                 algorithm, variant)
         before = builder.counts["requested"]
         ok, reason = set_parameters(changes)
         if not ok:
@@ -219,13 +224,31 @@ class EngineHost:
         try:  # the executor turns the change into one build request: wait for it, then the build
             slot = self.wait_for_build(before, cleaned_up)
         except BuildCancelled as exc:
-            return SwitchOutcome(False, f"build cancelled: {exc}", algorithm, variant)
+            put_back = self._put_back(changes, algorithm, variant, set_parameters)
+            return SwitchOutcome(False, f"build cancelled: {exc}{put_back}", algorithm, variant)
         except Exception as exc:  # noqa: BLE001
             return SwitchOutcome(False, f"build failed, previous engine kept: {exc}", algorithm, variant)
         return SwitchOutcome(True, f"active: {slot.config.algorithm}/{slot.variant}"
                                    f"{' (' + slot.note + ')' if slot.note else ''}; "
                                    f"compiled off the tick path in {slot.compile_s:.2f} s",
                              slot.config.algorithm, slot.variant)
+
+    def already_active(self, changes: dict[str, str]) -> bool:
+        """``changes`` are what the parameters hold and the active engine runs, with no build under way."""
+        slot = self.slot
+        return (slot is not None and not self.busy and all(self._param(n) == v for n, v in changes.items())
+                and not self.differing(slot.config))
+
+    def _put_back(self, changes: dict[str, str], algorithm: str, variant: str,
+                  set_parameters: Callable[[dict[str, str]], tuple[bool, str]]) -> str:
+        """After a cancelled switch: the parameters it set back to ``algorithm``/``variant``, so the next configure
+        does not apply a change its caller was told had failed. What to add to the answer."""
+        back = {n: v for n, v in (("algorithm", algorithm), ("variant", variant)) if n in changes}
+        try:
+            ok, reason = set_parameters(back)
+        except Exception as exc:  # noqa: BLE001 - e.g. the node is being destroyed
+            ok, reason = False, str(exc)
+        return f"; parameters put back to {back}" if ok else f"; parameters could not be put back: {reason}"
 
     def close(self, reason: str) -> None:
         """Cancel builds (waiters get ``reason``) and drop the model and engine."""

@@ -10,6 +10,9 @@ from typing import Any, Iterable, Mapping, Sequence
 from bayes_infer_ros.adapters import PARAMETER_HELP
 
 QOS_PREFIX = "qos_overrides."
+# The policies the node lets qos_overrides replace (agent_node's QoSOverridingOptions), and the depths rclpy takes.
+QOS_POLICIES = ("depth", "durability", "history", "reliability")
+MAX_QOS_DEPTH = 2**31 - 1
 
 INTERFACES = """\
 topics (relative to the namespace):
@@ -69,10 +72,47 @@ def unconfigured_hint(fqn: str) -> str:
             "to configure and activate at once")
 
 
+class ConfigureRefused(RuntimeError):
+    """A plain-mode node that could not configure; ``logger_name``: the node's own logger (its FATAL line's)."""
+
+    def __init__(self, reason: str, logger_name: str):
+        super().__init__(reason)
+        self.logger_name = logger_name
+
+
+def creation_failure(exc: BaseException) -> str:
+    """The FATAL line when the node could not be created or (plain mode) configured."""
+    if isinstance(exc, ConfigureRefused):
+        return str(exc)
+    text = f"the node could not be created: {type(exc).__name__}: {str(exc).strip()}"
+    if "Name" in type(exc).__name__ or "Namespace" in type(exc).__name__:
+        return (f"{text}; every topic and service name the node makes (its namespace, its name, then e.g. "
+                "/describe_parameters) must be a valid ROS name of at most 247 characters: use a shorter namespace "
+                "or node name (-r __ns:=/NAMESPACE, -r __node:=NAME)")
+    return text
+
+
+def start_failure(exc: BaseException) -> str:
+    """The FATAL line when ``rclpy.init`` fails: ROS logging that cannot start (an unwritable log folder) or,
+    otherwise, the arguments (most often a params file rcl cannot parse)."""
+    text = str(exc)
+    if "logging" in text.lower():
+        return (f"ROS logging could not start: {text}; point ROS_LOG_DIR (or ROS_HOME) at a writable folder, e.g. "
+                "ROS_LOG_DIR=/tmp/ros_log, or turn file logging off with --ros-args --disable-external-lib-logs")
+    return (f"ROS could not start with these arguments (is every params file valid? lists must not mix integers "
+            f"and floats: write 1.0, not 1): {text}")
+
+
+# What a node says after lifecycle shutdown (its diagnostics and services): it will not be configured again.
+FINALIZED = "finalized: the node was shut down (lifecycle shutdown) and cannot be configured again; start a new one"
+
+
 def not_configured(node: Any) -> str:
     """A service's answer while the node has no model."""
     fqn = node.get_fully_qualified_name()
     reason = getattr(node, "_config_error", "") or "not configured yet"
+    if reason == FINALIZED:
+        return reason
     return (f"{reason}; configure the node first: `ros2 lifecycle set {fqn} configure` (it loads the model), "
             "or start it with `-p autostart:=true`")
 
@@ -88,19 +128,44 @@ def _split(key: str) -> tuple[str, str]:
     return "", ""
 
 
+def _policy(key: str) -> str:
+    """``qos_overrides./ns/topic.publisher.depth`` -> ``depth`` ("" if malformed)."""
+    topic, kind = _split(key)
+    return key[len(QOS_PREFIX) + len(topic) + len(kind) + 2:] if topic else ""
+
+
 def unused_qos_overrides(overrides: Mapping[str, Any], published: Iterable[str], subscribed: Iterable[str]) -> list[str]:
-    """Warnings for ``qos_overrides.*`` keys that name no publisher / subscription of this node (resolved names)."""
+    """Warnings for ``qos_overrides.*`` keys that name no publisher / subscription of this node (resolved names),
+    or a policy it does not let them override (a misspelt one)."""
     published, subscribed = set(published), set(subscribed)
     out = []
     for key in sorted(k for k in overrides if k.startswith(QOS_PREFIX)):
         topic, kind = _split(key)
         have = published if kind == "publisher" else subscribed
         if topic and topic in have:
+            if _policy(key) not in QOS_POLICIES:
+                out.append(f"parameter '{key}' ignored: '{_policy(key)}' is not a QoS policy this node lets you "
+                           f"override (one of: {', '.join(QOS_POLICIES)})")
             continue
         known = sorted(f"{t} ({'publisher' if t in published else 'subscription'})" for t in published | subscribed)
         out.append(f"parameter '{key}' ignored: this node has no {kind or 'publisher or subscription'} "
                    f"{topic or '(malformed key)'}; QoS overrides apply to: {', '.join(known)}")
     return out
+
+
+def qos_override_error(overrides: Mapping[str, Any]) -> str:
+    """The first ``qos_overrides.*.depth`` rclpy cannot take ("" when all can), naming the key and the range."""
+    for key in sorted(k for k in overrides if k.startswith(QOS_PREFIX) and _policy(k) == "depth"):
+        value = overrides[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_QOS_DEPTH:
+            return f"parameter '{key}' = {value!r}: expected an integer depth in 1..{MAX_QOS_DEPTH}"
+    return ""
+
+
+def entity_error(exc: BaseException, overrides: Mapping[str, Any]) -> str:
+    """Why creating the topics and services failed: a ``qos_overrides`` value rclpy cannot take when there is
+    one (rclpy's own message names no parameter), else ``exc``."""
+    return qos_override_error(overrides) or str(exc)
 
 
 def unknown_topics(node: Any, obs_prefix: str, modalities: Sequence[str], legacy_actions_topic: str,
@@ -121,3 +186,21 @@ def unknown_topics(node: Any, obs_prefix: str, modalities: Sequence[str], legacy
             out.append((f"{name}: published but the model has no such modality (modalities: {list(modalities)}); "
                         "ignored", "unknown_modality_topics"))
     return out
+
+
+def same_name_count(names_and_namespaces: Iterable[tuple[str, str]], name: str, namespace: str) -> int:
+    """How many graph entries ``(name, namespace)`` (``get_node_names_and_namespaces``) are this node's
+    fully qualified name (this node included)."""
+    namespace = namespace.rstrip("/") or "/"
+    return sum(1 for n, ns in names_and_namespaces if n == name and (ns.rstrip("/") or "/") == namespace)
+
+
+def duplicate_name(node: Any) -> str:
+    """The warning when another node in the graph has this node's fully qualified name ("" otherwise)."""
+    count = same_name_count(node.get_node_names_and_namespaces(), node.get_name(), node.get_namespace())
+    if count < 2:
+        return ""
+    fqn = node.get_fully_qualified_name()
+    return (f"{count} nodes named {fqn} run in this ROS graph: their beliefs interleave on one topic, their "
+            f"diagnostics merge and a service call reaches only one of them; give each its own name or namespace "
+            f"(--ros-args -r __node:=NAME or -r __ns:=/NAMESPACE)")

@@ -6,6 +6,10 @@ it is read with ``get_parameters_by_prefix('')`` and undeclared again. :func:`de
 each row of the parameter table with its descriptor: a value the table refuses is logged and the default is used,
 ``model.*`` and ``adapters.*`` overrides are declared for the loader (``PREFIXED``: read at configure, so a change
 applies at the next configure), and every other key is warned about (with a "did you mean" when one is close).
+
+An override ROS cannot type (an empty list ``[]``: rcl gives it no type) cannot be declared at all; rclpy's
+constructor would raise naming nothing. :func:`split_untyped` sets such overrides aside by name (the node's
+``declare_parameters`` calls it) and :func:`untyped_reason` is the node's refusal to configure.
 """
 from __future__ import annotations
 
@@ -46,6 +50,47 @@ def descriptor(spec: Any) -> ParameterDescriptor:
         d.floating_point_range = [FloatingPointRange(from_value=float(spec.float_range[0]),
                                                      to_value=float(spec.float_range[1]), step=0.0)]
     return d
+
+
+def split_untyped(parameters: Sequence[Any]) -> tuple[list[Any], list[str]]:
+    """``(name, value, descriptor)`` rows of ``Node.declare_parameters`` -> (the rows to declare, the names of
+    those without a type: value None, which is what rclpy reads for an empty list)."""
+    kept, untyped = [], []
+    for row in parameters:
+        if isinstance(row, tuple) and len(row) >= 2 and row[1] is None:
+            untyped.append(str(row[0]))
+        else:
+            kept.append(row)
+    return kept, untyped
+
+
+def untyped_reason(names: Sequence[str]) -> str:
+    """Why the node does not configure with the untyped overrides ``names`` ("" when there are none)."""
+    if not names:
+        return ""
+    listed = ", ".join(f"'{n}'" for n in sorted(names))
+    return (f"parameter {listed} is an empty list in the params file / command line: ROS cannot give an empty list "
+            f"a type, so it was not declared; write at least one value, or remove the key")
+
+
+class UntypedOverrides:
+    """Node mixin: rclpy's ``declare_parameters`` with the overrides that have no type set aside by name
+    (``untyped_overrides``, logged as an error). The constructor declares every override through it when
+    ``automatically_declare_parameters_from_overrides`` is on, and would raise naming nothing."""
+
+    untyped_overrides: list = []
+
+    def declare_parameters(self, namespace: str, parameters: Any, ignore_override: bool = False) -> Any:
+        parameters, untyped = split_untyped(parameters)
+        if untyped:
+            self.untyped_overrides = list(self.untyped_overrides) + untyped
+            self.get_logger().error(untyped_reason(untyped))  # type: ignore[attr-defined]
+        return super().declare_parameters(namespace, parameters, ignore_override)  # type: ignore[misc]
+
+    def refuse_untyped(self) -> None:
+        """Raise ValueError (why the node does not configure) when an override could not be declared."""
+        if self.untyped_overrides:
+            raise ValueError(untyped_reason(self.untyped_overrides))
 
 
 def take_overrides(node: Node) -> dict[str, Any]:

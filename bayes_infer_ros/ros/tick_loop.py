@@ -15,9 +15,8 @@ import numpy as np
 
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 
-from .admission import Inputs
+from .admission import Inputs, admit_stamp
 from .controls import ControlTimeline, check_controls, fill_window_actions
-from .conversion import stamp_to_ns
 from .statistics import TickStatistics
 
 
@@ -45,14 +44,19 @@ class TickLoop:
         self._num_controls, self._control_labels = tuple(int(u) for u in model.num_controls), model.control_labels
         self._last_clock_ns: Optional[int] = None
 
-    def add_control(self, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int) -> Optional[str]:
+    def add_control(self, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int,
+                    max_future_s: float = 0.5) -> Optional[str]:
         """Add one ``Controls`` message to the timeline, stamped with its header (``now_ns``, the node clock, when
-        unstamped); the reason when it is refused (nothing added)."""
+        unstamped); the reason when it is refused (nothing added). The header is judged as an observation's is
+        (``admission.admit_stamp``): not a time, or more than ``max_future_s`` ahead of the node clock, is
+        refused."""
         control, reason = check_controls(indices, labels, self._num_controls, self._control_labels)
         if control is None:
             return reason
-        stamp = stamp_to_ns(sec, nanosec)
-        self.controls.add(stamp if stamp > 0 else now_ns, control)
+        decision = admit_stamp(sec, nanosec, last_ns=-1, now_ns=now_ns, timeout_s=0.0, max_future_s=max_future_s)
+        if not decision.ok:
+            return decision.detail
+        self.controls.add(decision.stamp_ns, control)
         return None
 
     def reset(self) -> None:
@@ -79,8 +83,10 @@ class TickLoop:
         self.stats.record(done - started, out.inference_s, None if out.last_arrival is None else done - out.last_arrival)
 
     def step(self, now_ns: int) -> TickOutput:
-        """Use the fresh observations (uniform for a modality without one) for one step stamped with the newest of
-        them (the node clock when none is stamped). Raises what the engine raises (the step stays in the window)."""
+        """Use the fresh observations for one step stamped with the newest of them (the node clock when none is
+        stamped). A modality without one is no evidence: its part of the row is all zero, which adds nothing to
+        pymdp's likelihood (``inference/belief_filter.py``). Raises what the engine raises (the step stays in
+        the window)."""
         row, newest_stamp, last_arrival = self.inputs.take()
         stamp = newest_stamp if newest_stamp > 0 else now_ns
         action = self.controls.at(stamp)

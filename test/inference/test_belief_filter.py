@@ -189,7 +189,7 @@ def test_swap_keeps_the_window_and_drops_a_foreign_prior():
 
 def test_sequence_window_pads_and_resizes():
     w = SequenceWindow(3, (2,), 1)
-    np.testing.assert_array_equal(w.obs, np.full((3, 2), 0.5, np.float32))
+    np.testing.assert_array_equal(w.obs, np.zeros((3, 2), np.float32))  # padding: no evidence
     w.push(np.array([1.0, 0.0]), [1], stamp_ns=10)
     w.push(np.array([0.0, 1.0]), [1], stamp_ns=20)
     assert w.valid_steps == 2 and list(w.stamps) == [-1, 10, 20] and list(w.actions[:, 0]) == [1, 1]

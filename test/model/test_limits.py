@@ -118,3 +118,34 @@ def test_huge_shape_names_the_tensor(tmp_path):
     with pytest.raises(ModelValidationError, match=r"shape \[4294967296, 4294967296\] holds 1.84e\+19 elements") as info:
         load_model(_params_file(tmp_path / "huge.yaml", flat))
     assert info.value.field == f"{key}.shape"
+
+
+def _nested_params_file(path, depth: int):
+    """A params file whose model.A.x holds ``depth`` nested lists (2 bytes a level)."""
+    path.write_text("/**:\n  ros__parameters:\n    model:\n      A:\n        x: " + "[" * depth + "]" * depth + "\n")
+    return path
+
+
+def test_deeply_nested_yaml_is_refused_naming_the_depth_and_the_limit(tmp_path):
+    """30,000 nested lists (60 KB) used to overflow libyaml's recursive loader (SIGSEGV): refused while the
+    events stream, naming the depth and the limit."""
+    path = _nested_params_file(tmp_path / "deep.yaml", 30_000)
+    assert path.stat().st_size < 100_000
+    with pytest.raises(ModelValidationError, match=r"nested 30005 deep .*the limit for a model is 100 levels") as info:
+        load_model(path)
+    assert info.value.field == "model_file"
+    with pytest.raises(ModelValidationError, match=r"nested 4 deep \(deeper than 3 from line 1\)"):
+        limits.safe_load_strict("x: [[[1]]]", max_depth=3)
+    assert limits.safe_load_strict("x: [[1]]", max_depth=3) == {"x": [[1]]}
+
+
+def test_model_validate_refuses_a_deeply_nested_file_without_crashing(tmp_path):
+    """``bayes-infer model validate`` in its own process: a clear message and exit 1, not SIGSEGV (139)."""
+    import subprocess
+    import sys
+
+    path = _nested_params_file(tmp_path / "deep.yaml", 30_000)
+    run = subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "model", "validate", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, (run.returncode, run.stderr[-2000:])
+    assert "nested 30005 deep" in run.stdout + run.stderr and "limit for a model is 100" in run.stdout + run.stderr

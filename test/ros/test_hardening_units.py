@@ -56,6 +56,24 @@ def test_one_future_stamp_cannot_shut_a_topic_out():
     assert admit(1000, 500_000_000, last=ahead.stamp_ns, now=now + 500_000_000).ok
 
 
+def test_a_stamp_before_the_clock_starts_cannot_block_the_topic():
+    """F5: sim time before the first /clock (node clock 0): one wall-clock-stamped message used to be accepted and
+    to make every later sim-time stamp of its topic `out_of_order`. It is accepted with its stamp, counted
+    `before_clock`, and leaves the order guard alone."""
+    before = admit(1_764_000_000, now=0)
+    assert before.ok and before.before_clock and not before.ordered and before.stamp_ns == 1_764_000_000 * S
+    inputs = admission.Inputs(["a"], [2])
+    got = inputs.observe(0, 0, [], 1_764_000_000, 0, now=1.0, now_ns=0, arrival=1.0, timeout_s=1.0,
+                         max_future_s=0.5)
+    assert got.ok and got.before_clock and admission.report("a", got).counters == ("before_clock",)
+    assert inputs.take()[1] == 1_764_000_000 * S  # the step keeps the message's stamp
+    for k in range(5):  # /clock starts at 100 s: sim stamps are judged again, none is out of order
+        now = 100 * S + k * 100_000_000
+        assert inputs.observe(0, 1, [], 100, k * 100_000_000, now=1.1 + k, now_ns=now, arrival=1.1 + k,
+                              timeout_s=1.0, max_future_s=0.5).ok
+    assert inputs.modalities[0].rejected == {} and inputs.modalities[0].last_stamp_ns == 100 * S + 400_000_000
+
+
 def test_every_stamp_refusal_is_a_documented_reason():
     from bayes_infer_ros.ros.conversion import REJECT_REASONS
 
@@ -199,3 +217,227 @@ def test_prune_keeps_the_cache_under_its_cap(tmp_path):
     assert left == ["jit_f-0006-cache", "jit_f-0007-cache", "jit_f-0008-cache", "jit_f-0009-atime",
                     "jit_f-0009-cache", "notes.txt"]
     assert prune(tmp_path / "missing", 1) == (0, 0)
+
+
+# ---- a missing modality is no evidence (the tick path) -------------------------------------------
+@pytest.mark.oracle
+def test_a_tick_without_observations_returns_the_predicted_prior(repo_root):
+    """The default model, fpi: a tick where no sensor spoke keeps the beliefs at D (pymdp: softmax(log D), the
+    posterior with no likelihood term); a uniform fill would drift them (location [.70, .10, .10, .10] to
+    [.694, .099, .085, .122])."""
+    from bayes_infer_ros.inference import engine_for_model
+    from bayes_infer_ros.model import load_model
+    from bayes_infer_ros.ros.tick_loop import TickLoop
+    from tolerances import FLOAT32_ATOL
+
+    model = load_model(repo_root / "config" / "agent.yaml")
+    loop = TickLoop(model, engine_for_model(model, "fpi", num_iter=16), horizon=4)
+    want = np.concatenate([np.asarray(d, np.float64) / np.sum(d) for d in model.D])
+    got = loop.step(now_ns=5 * S).posterior
+    assert np.max(np.abs(got - want)) <= FLOAT32_ATOL
+
+
+@pytest.mark.oracle
+def test_a_tick_with_some_modalities_equals_pymdp_on_those_modalities_alone(repo_root):
+    """The default model, fpi: one modality observed, the others silent: the tick's beliefs equal pymdp 1.0.4's
+    on the model holding only that modality's A."""
+    from bayes_infer_ros import pymdp_oracle
+    from bayes_infer_ros.inference import engine_for_model
+    from bayes_infer_ros.model import load_model
+    from bayes_infer_ros.ros.tick_loop import TickLoop
+    from tolerances import FLOAT32_ATOL
+
+    model = load_model(repo_root / "config" / "agent.yaml")
+    assert model.num_modalities >= 2
+    loop = TickLoop(model, engine_for_model(model, "fpi", num_iter=16), horizon=4)
+    got_obs = loop.inputs.observe(0, 1, [], 0, 0, now=1.0, now_ns=5 * S, arrival=1.0, timeout_s=0.0, max_future_s=0.5)
+    assert got_obs.ok
+    got = loop.step(now_ns=5 * S).posterior
+    o = np.zeros(model.num_obs[0], np.float32)
+    o[1] = 1.0
+    A, deps = [np.asarray(model.A[0], np.float32)], [list(model.A_dependencies[0])]
+    D = [np.asarray(d, np.float32) for d in model.D]
+    want = pymdp_oracle.run_fpi(pymdp_oracle.as_jax(A), pymdp_oracle.as_jax([o]), pymdp_oracle.as_jax(D), deps, 16)
+    assert np.max(np.abs(got - np.concatenate([np.asarray(q) for q in want]))) <= FLOAT32_ATOL
+
+
+# ---- overrides ROS cannot type (an empty list) ---------------------------------------------------
+def test_untyped_overrides_are_set_aside_by_name():
+    from bayes_infer_ros.ros.parameter_declaration import split_untyped, untyped_reason
+
+    rows = [("rate_hz", 5.0, None), ("model.states.door", None, None), ("x", [1], None), ("y", None, None)]
+    kept, untyped = split_untyped(rows)
+    assert kept == [rows[0], rows[2]] and untyped == ["model.states.door", "y"]
+    reason = untyped_reason(untyped)
+    assert "'model.states.door', 'y' is an empty list" in reason and "write at least one value" in reason
+    assert untyped_reason([]) == ""
+
+
+def test_a_node_with_an_empty_list_override_is_created_and_refuses_to_configure():
+    """rclpy's constructor raised "Cannot declare a statically typed parameter with default value of type
+    PARAMETER_NOT_SET" for an empty list; the mixin sets it aside, and the name is kept."""
+    rclpy = pytest.importorskip("rclpy")
+    from rclpy.node import Node
+
+    from bayes_infer_ros.ros.parameter_declaration import UntypedOverrides
+
+    class _Node(UntypedOverrides, Node):
+        pass
+
+    from rclpy.parameter import Parameter
+
+    context = rclpy.Context()
+    rclpy.init(context=context, args=["x", "--ros-args", "-p", "model.states.door:=[]", "-p", "rate_hz:=5.0"])
+    try:
+        node = _Node("untyped", context=context, automatically_declare_parameters_from_overrides=True,
+                     parameter_overrides=[Parameter("kept", value=3)])
+        assert node.untyped_overrides == ["model.states.door"]
+        assert node.get_parameter("rate_hz").value == 5.0 and not node.has_parameter("model.states.door")
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+# ---- two nodes of one fully qualified name -------------------------------------------------------
+def test_a_duplicate_node_name_is_found_in_the_graph_and_reported_once():
+    from types import SimpleNamespace
+
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    from bayes_infer_ros.ros import diagnostics, node_help
+
+    graph = [("agent", "/robot"), ("agent", "/robot/"), ("agent", "/other"), ("probe", "/robot")]
+    assert node_help.same_name_count(graph, "agent", "/robot") == 2
+    assert node_help.same_name_count(graph, "agent", "/") == 0
+    node = SimpleNamespace(get_node_names_and_namespaces=lambda: graph, get_name=lambda: "agent",
+                           get_namespace=lambda: "/robot", get_fully_qualified_name=lambda: "/robot/agent")
+    line = node_help.duplicate_name(node)
+    assert line.startswith("2 nodes named /robot/agent run in this ROS graph") and "__node:=" in line
+    node.get_namespace = lambda: "/other"
+    assert node_help.duplicate_name(node) == ""
+    logged = []
+    reporter = diagnostics.Reporter(SimpleNamespace(error=logged.append), lambda: False)
+    assert reporter.error_once("duplicate_node_name", line) == line
+    assert reporter.error_once("duplicate_node_name", line) == line
+    assert logged == [line] and reporter.counters == {"duplicate_node_name": 1}
+    status = diagnostics.with_duplicate(diagnostics.unconfigured_status("agent", "/robot/agent", "waiting", False),
+                                        line)
+    assert status.level == DiagnosticStatus.WARN and status.message.startswith("2 nodes named")
+    ok = diagnostics._status("agent", "/robot/agent", DiagnosticStatus.OK, "ok", {})
+    assert diagnostics.with_duplicate(ok, line).level == DiagnosticStatus.WARN
+    assert diagnostics.with_duplicate(diagnostics._status("a", "/a", DiagnosticStatus.OK, "ok", {}), "").level == \
+        DiagnosticStatus.OK
+
+
+# ---- qos_overrides: a depth rclpy cannot take, a misspelt policy ---------------------------------
+def test_a_qos_depth_rclpy_cannot_take_is_named_with_its_range():
+    """M3: depth 2^31 failed configure with rclpy's "incompatible constructor arguments", naming nothing."""
+    from bayes_infer_ros.ros import node_help
+
+    key = "qos_overrides./ns/beliefs.publisher.depth"
+    assert node_help.qos_override_error({key: 2**31 - 1}) == ""
+    for bad in (2**31, 0, -1, "10", True):
+        assert node_help.qos_override_error({key: bad}) == \
+            f"parameter '{key}' = {bad!r}: expected an integer depth in 1..2147483647"
+    assert node_help.entity_error(TypeError("incompatible constructor arguments"), {key: 2**31}).startswith(
+        f"parameter '{key}' = 2147483648")
+    assert node_help.entity_error(TypeError("other"), {key: 5}) == "other"
+
+
+def test_a_misspelt_qos_policy_is_warned_about():
+    from bayes_infer_ros.ros import node_help
+
+    overrides = {"qos_overrides./ns/beliefs.publisher.dept": 5, "qos_overrides./ns/beliefs.publisher.depth": 5,
+                 "qos_overrides./ns/beliefs.publisher.liveliness": "automatic"}
+    lines = node_help.unused_qos_overrides(overrides, ["/ns/beliefs"], [])
+    assert lines == [
+        "parameter 'qos_overrides./ns/beliefs.publisher.dept' ignored: 'dept' is not a QoS policy this node lets you "
+        "override (one of: depth, durability, history, reliability)",
+        "parameter 'qos_overrides./ns/beliefs.publisher.liveliness' ignored: 'liveliness' is not a QoS policy this "
+        "node lets you override (one of: depth, durability, history, reliability)"]
+
+
+# ---- controls: their stamps are judged as observations' are -------------------------------------
+def test_control_stamps_are_judged_like_observation_stamps(repo_root):
+    """M5: controls with a negative sec, nanosec >= 1e9 or a stamp a day ahead were accepted, although
+    observations refuse the same stamps."""
+    from bayes_infer_ros.inference import engine_for_model
+    from bayes_infer_ros.model import load_model
+    from bayes_infer_ros.ros.tick_loop import TickLoop
+
+    model = load_model(repo_root / "config" / "agent.yaml")
+    loop = TickLoop(model, engine_for_model(model, "fpi", num_iter=4), horizon=2)
+    zero = [0] * model.num_factors
+    now = 1000 * S
+    assert "not a time" in loop.add_control(zero, [], -5, 0, now)
+    assert "not a time" in loop.add_control(zero, [], 1000, 1_000_000_000, now)
+    assert "ahead of the node clock" in loop.add_control(zero, [], 1000 + 86400, 0, now, max_future_s=0.5)
+    assert len(loop.controls) == 0
+    assert loop.add_control(zero, [], 1000, 0, now) is None
+    assert loop.add_control(zero, [], 0, 0, now + 5) is None  # unstamped: the node clock
+    assert loop.add_control(zero, [], 1_764_000_000, 0, 0) is None  # before the clock starts: its own stamp
+    assert len(loop.controls) == 3
+
+
+# ---- switch_variant cancelled by cleanup; a finalized node ---------------------------------------
+def test_a_switch_cancelled_by_cleanup_puts_its_parameters_back():
+    """M1: the switch answered failure but its parameters stayed, and the next configure applied them."""
+    from types import SimpleNamespace
+
+    from bayes_infer_ros.ros.engine_host import EngineHost
+
+    host = EngineHost({"algorithm": "fpi", "variant": "baseline"}.__getitem__, dict, SimpleNamespace(),
+                      lambda *a: None, None, lambda: False)
+    host.builder = SimpleNamespace(counts={"requested": 0})
+    calls = []
+
+    def set_parameters(values):
+        calls.append(values)
+        return True, ""
+
+    def cancelled(before, cleaned_up):
+        raise BuildCancelled("the node was cleaned up (lifecycle cleanup) before the new engine was ready")
+
+    host.wait_for_build = cancelled
+    out = host.switch({"algorithm": "", "variant": "fused_dense"}, set_parameters, lambda: False, lambda: "")
+    assert not out.success and out.message.startswith("build cancelled: the node was cleaned up")
+    assert out.message.endswith("; parameters put back to {'variant': 'baseline'}")
+    assert calls == [{"variant": "fused_dense"}, {"variant": "baseline"}]
+
+
+def test_a_finalized_node_says_so_instead_of_waiting_for_configure():
+    """M2: after lifecycle shutdown, diagnostics and switch_variant still said "waiting for configure"."""
+    from types import SimpleNamespace
+
+    from bayes_infer_ros.ros import diagnostics, node_help
+    from bayes_infer_ros.ros.engine_host import EngineHost
+
+    node = SimpleNamespace(get_fully_qualified_name=lambda: "/ns/agent", _config_error=node_help.FINALIZED)
+    assert node_help.not_configured(node) == node_help.FINALIZED
+    host = EngineHost({}.__getitem__, dict, SimpleNamespace(), lambda *a: None, None, lambda: False)
+    status = diagnostics.node_status("agent", "/ns/agent", host, node_help.FINALIZED, None, {}, active=False,
+                                     param=lambda n: None, clock_ns=0, since_start_s=0.0)
+    assert status.message == node_help.FINALIZED and "ros2 lifecycle set" not in status.message
+
+
+def test_the_start_failure_hint_names_what_failed():
+    """M9: a logging failure is not a params-file problem."""
+    from bayes_infer_ros.ros.node_help import start_failure
+
+    logging = start_failure(RuntimeError("failed to initialize logging: Failed to create log directory '/x/.ros/log'"))
+    assert logging.startswith("ROS logging could not start") and "ROS_LOG_DIR" in logging
+    assert "params file" not in logging
+    assert "params file" in start_failure(RuntimeError("Couldn't parse params file: 'a.yaml'"))
+
+
+def test_a_node_that_cannot_be_created_gets_a_fatal_line_with_a_hint():
+    from bayes_infer_ros.ros.node_help import ConfigureRefused, creation_failure
+
+    class InvalidServiceNameException(Exception):
+        pass
+
+    assert creation_failure(ConfigureRefused("configure failed: no model", "ns.agent")) == "configure failed: no model"
+    line = creation_failure(InvalidServiceNameException("Invalid service name: topic length should not exceed"))
+    assert line.startswith("the node could not be created: InvalidServiceNameException: Invalid service name")
+    assert "use a shorter namespace or node name" in line
+    assert creation_failure(OSError("x")) == "the node could not be created: OSError: x"

@@ -52,11 +52,17 @@ def test_probabilities_renormalised_and_flagged():
     assert abs(float(c.distribution.sum()) - 1) < ROS_FLOAT32_ATOL
 
 
-def test_uniform_observation_adds_no_evidence():
+def test_a_missing_observation_adds_nothing_to_pymdps_log_likelihood():
+    """pymdp's log-likelihood is xlogy(o, clip(A, MINVAL)).sum(0): the no-evidence fill adds exactly 0, a uniform
+    vector would add the mean of log A, which differs between states."""
+    from jax.scipy.special import xlogy
+
     A = np.random.default_rng(0).random((3, 4))
     A /= A.sum(0)
-    lik = conv.uniform(3) @ A
-    np.testing.assert_allclose(lik, lik[0])
+    ll = np.asarray(xlogy(conv.no_evidence(3)[:, None], np.clip(A, np.finfo(float).eps, None)).sum(0))
+    np.testing.assert_array_equal(ll, np.zeros(4))
+    uniform_ll = np.asarray(xlogy(np.full((3, 1), 1 / 3), A).sum(0))
+    assert np.ptp(uniform_ll) > 0.1
 
 
 # ---- controls ----------------------------------------------------------------------------------
@@ -121,7 +127,7 @@ def test_window_is_right_aligned_and_rolls():
     w.push(rows[0])
     assert w.valid_steps == 1
     np.testing.assert_array_equal(w.obs[-1], rows[0])
-    np.testing.assert_allclose(w.obs[0], [0.5, 0.5, 1 / 3, 1 / 3, 1 / 3])  # padding: uninformative
+    np.testing.assert_array_equal(w.obs[0], [0, 0, 0, 0, 0])  # padding: no evidence
     w.push(rows[1], [1, 0])
     w.push(rows[2], [2, 0])
     w.push(rows[3], [0, 0])

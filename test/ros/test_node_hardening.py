@@ -471,3 +471,165 @@ def test_shutdown_during_configure_exits_cleanly(probe, ros_graph, io, tmp_path)
         assert proc.proc.returncode == 0, proc.log_text()  # not -6 (SIGABRT from a thread killed inside XLA)
     finally:
         proc.stop()
+
+
+def test_an_empty_list_in_the_params_file_is_refused_by_name(ros_graph, tmp_path):
+    """F6: `model.states.door: []` crashed the node's constructor with a traceback naming nothing: now the
+    lifecycle node starts, stays unconfigured, and says which parameter."""
+    params = default_params()
+    params["model"]["states"]["door"] = []
+    params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "autostart": True, "variant": "baseline"})
+    proc = AgentProcess(tmp_path, "emptylist", params, namespace="/emptylist")
+    try:
+        assert proc.wait_log("configure failed", 60), proc.log_text()
+        log = proc.log_text()
+        assert "'model.states.door' is an empty list" in log and "Traceback" not in log, log
+        assert proc.proc.poll() is None  # alive, unconfigured
+        assert "configured in" not in proc.log_text()
+    finally:
+        proc.stop()
+
+
+def test_a_wall_clock_stamp_before_the_first_clock_does_not_block_a_sensor(probe, ros_graph, io, tmp_path):
+    """F5: sim time, /clock late. One wall-clock-stamped observation before the first /clock used to make every
+    later sim-stamped message of that modality `out_of_order`."""
+    from bayes_infer_ros.msg import CategoricalObservation
+    from rosgraph_msgs.msg import Clock
+
+    params = default_params()
+    params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "autostart": True, "variant": "baseline",
+                   "use_sim_time": True, "diagnostics_period": 0.2})
+    ns, fqn = "/lateclock", "/lateclock/lateclock"
+    proc = AgentProcess(tmp_path, "lateclock", params, namespace=ns,
+                        extra_ros_args=("-r", "/clock:=/lateclock_private_clock"))
+    try:
+        assert proc.wait_log("active: tick", 60), proc.log_text()
+        p = {m: probe.publisher(f"{ns}/observations/{m}", CategoricalObservation) for m in MODALITIES}
+        assert wait_for(lambda: all(x.get_subscription_count() >= 1 for x in p.values()), 20)
+        p["rfid_tag"].publish(obs(level=1, stamp_ns=time.time_ns()))  # wall clock, before any /clock
+        assert wait_for(lambda: counter(statuses(io, fqn)[-1][0] if statuses(io, fqn) else {}, "before_clock") == 1,
+                        10), proc.log_text()
+        clock = probe.publisher("/lateclock_private_clock", Clock)
+        sim_ns = 100 * 1_000_000_000
+        for k in range(20):
+            msg = Clock()
+            msg.clock.sec, msg.clock.nanosec = divmod(sim_ns + k * 50_000_000, 1_000_000_000)
+            clock.publish(msg)
+            time.sleep(0.05)
+        for k in range(5):
+            for m, pub in p.items():
+                pub.publish(obs(level=0, stamp_ns=sim_ns + 1_000_000_000 + k * 1_000_000))
+            time.sleep(0.1)
+        assert wait_for(lambda: counter(statuses(io, fqn)[-1][0], "input.rfid_tag.accepted") >= 6, 10), \
+            statuses(io, fqn)[-1]
+        last = statuses(io, fqn)[-1][0]
+        assert counter(last, "rejected.out_of_order") == 0, last
+    finally:
+        assert proc.stop() in (0, -2)
+
+
+def test_two_nodes_of_one_name_are_warned_about(probe, ros_graph, io, tmp_path):
+    """F7: two nodes with one fully qualified name ran side by side silently (beliefs interleaved, diagnostics
+    merged, `reset` reached one of them). Each says so in its log and in /diagnostics."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    procs = []
+    try:
+        for k in range(2):
+            (tmp_path / str(k)).mkdir()
+            procs.append(AgentProcess(tmp_path / str(k), "twin", {"autostart": False, "diagnostics_period": 0.2},
+                                      namespace="/twin"))
+        for proc in procs:
+            assert proc.wait_log("2 nodes named /twin/twin run in this ROS graph", 30), proc.log_text()
+        assert wait_for(lambda: any(lvl == DiagnosticStatus.WARN and msg.startswith("2 nodes named /twin/twin")
+                                    for _, lvl, msg in statuses(io, "/twin/twin")), 10), statuses(io, "/twin/twin")[-2:]
+    finally:
+        for proc in procs:
+            proc.stop()
+
+
+def test_a_shut_down_node_says_it_is_finalized(probe, ros_graph, io, tmp_path):
+    """M2: after lifecycle shutdown, diagnostics and switch_variant said "waiting for configure"."""
+    from bayes_infer_ros.ros.node_help import FINALIZED
+
+    proc = AgentProcess(tmp_path, "finalized", {"autostart": False, "diagnostics_period": 0.2}, namespace="/fin")
+    try:
+        assert proc.wait_log("unconfigured: waiting", 30), proc.log_text()
+        assert lifecycle(probe, "unconfigured_shutdown", "/fin/finalized"), proc.log_text()
+        from bayes_infer_ros.srv import SwitchVariant
+
+        answer = probe.call(SwitchVariant, "/fin/finalized/switch_variant", switch_request(variant="baseline"))
+        assert not answer.success and answer.message == FINALIZED, answer.message
+        assert wait_for(lambda: any(msg == FINALIZED for _, _, msg in statuses(io, "/fin/finalized")), 10), \
+            statuses(io, "/fin/finalized")[-2:]
+    finally:
+        proc.stop()
+
+
+def _agent_run(args, env_update=None, drop=()):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(env_update or {})
+    return subprocess.run([sys.executable, "-m", "bayes_infer_ros.ros.agent_node", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_the_plain_mode_fatal_line_carries_the_nodes_own_name(ros_graph, tmp_path):
+    """M8: the FATAL line of a refused model was logged under [agent], whatever the node's name."""
+    run = _agent_run(["--plain", "--ros-args", "-r", "__node:=m8_robot", "-r", "__ns:=/m8",
+                      "-p", f"model_file:={tmp_path / 'missing.yaml'}"])
+    assert run.returncode == 1, run.stderr[-2000:]
+    fatal = [line for line in (run.stdout + run.stderr).splitlines() if "[FATAL]" in line]
+    assert fatal and all("[m8.m8_robot]" in line for line in fatal), fatal
+
+
+def test_ros_logging_that_cannot_start_gets_its_own_hint(ros_graph, tmp_path):
+    """M9: with an unwritable HOME and no ROS_LOG_DIR, the FATAL hint pointed at the params file."""
+    run = _agent_run(["--ros-args", "-p", "autostart:=false"], {"HOME": "/proc/no_such_home"},
+                     drop=("ROS_LOG_DIR", "ROS_HOME"))
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "ROS logging could not start" in run.stderr and "ROS_LOG_DIR" in run.stderr, run.stderr[-2000:]
+    assert "params file" not in run.stderr
+
+
+def test_a_namespace_too_long_for_ros_names_is_a_fatal_line_not_a_traceback(ros_graph):
+    """M4: a 240-character nested namespace gave a raw InvalidServiceNameException traceback."""
+    namespace = "/" + "/".join(["abcdefghij"] * 22)
+    assert len(namespace) > 240
+    run = _agent_run(["--ros-args", "-r", f"__ns:={namespace}", "-p", "autostart:=false"])
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out[-2000:]
+    assert "Traceback" not in out, out[-2000:]
+    assert "[FATAL]" in out and "InvalidServiceNameException" in out and "use a shorter namespace" in out, out[-2000:]
+
+
+def test_a_burst_of_switch_requests_is_held_and_answered(probe, ros_graph, io, tmp_path):
+    """M7: of 200 asynchronous switch_variant calls, 11 were answered and 189 never were: the service's request
+    queue (ROS's default, 10 deep) dropped them while the first waited for its build. All 200 are answered
+    now; the first builds, the rest find the engine they ask for already active."""
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    from bayes_infer_ros.srv import SwitchVariant
+
+    params = default_params()
+    params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "autostart": True, "variant": "baseline",
+                   "diagnostics_period": 0.2})
+    proc = AgentProcess(tmp_path, "burst", params, namespace="/burst")
+    qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=512, reliability=ReliabilityPolicy.RELIABLE)
+    client = probe.node.create_client(SwitchVariant, "/burst/burst/switch_variant", qos_profile=qos)
+    try:
+        assert proc.wait_log("active: tick", 120), proc.log_text()
+        assert client.wait_for_service(timeout_sec=30)
+        time.sleep(0.5)
+        futures = [client.call_async(switch_request(variant="fused_dense")) for _ in range(200)]
+        assert wait_for(lambda: all(f.done() for f in futures), 240), \
+            f"{sum(f.done() for f in futures)} of 200 answered\n{proc.log_text()[-3000:]}"
+        answers = [f.result() for f in futures]
+        assert all(a.success and a.variant == "fused_dense" for a in answers), {a.message for a in answers}
+        assert sum(a.message.startswith("already active") for a in answers) >= 190
+    finally:
+        probe.node.destroy_client(client)
+        proc.stop()

@@ -81,7 +81,7 @@ def test_a_modality_silent_while_the_others_talk_is_not_waited_for_and_its_late_
     inputs.take()
     _observe(inputs, 0, 101.8)  # `b` silent while `a` talks: `a` alone makes the step
     assert inputs.event_ready(101.8, 1.0)
-    assert inputs.take()[0].tolist() == [1, 0, 0.5, 0.5]
+    assert inputs.take()[0].tolist() == [1, 0, 0, 0]  # b: no evidence (all zero)
     _observe(inputs, 1, 101.81)  # b's message of the same step came a moment later: pending for the next tick
     assert not inputs.event_ready(101.81, 1.0)  # b talks again, and `a` is owed once more
     _observe(inputs, 0, 102.0)

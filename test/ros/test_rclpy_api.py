@@ -36,10 +36,10 @@ def test_every_use_in_the_ros_layer_is_in_the_table(api):
 def test_the_scan_finds_a_new_use(api, tmp_path):
     src = tmp_path / "x.py"
     src.write_text("from rclpy.node import Node\n\nclass N(Node):\n    def f(self):\n"
-                   "        self.get_node_names_and_namespaces()\n        self.create_rate(5.0, clock=None)\n")
+                   "        self.get_publisher_names_and_types_by_node('n', '/')\n        self.create_rate(5.0, clock=None)\n")
     uses = api.collect_uses([src])
-    assert not api.covered("rclpy.node.Node.get_node_names_and_namespaces", api.API)
-    assert "rclpy.node.Node.get_node_names_and_namespaces" in uses
+    assert not api.covered("rclpy.node.Node.get_publisher_names_and_types_by_node", api.API)
+    assert "rclpy.node.Node.get_publisher_names_and_types_by_node" in uses
     assert "rclpy.node.Node.create_rate(clock)" in uses
 
 
