@@ -179,7 +179,44 @@ def readme_speed_table(bench_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _median(rows: Sequence[dict], key: str, **match: object) -> float:
+    xs = [float(r[key]) for r in rows if all(str(r[k]) == str(v) for k, v in match.items())]
+    return float(np.median(xs)) if xs else math.nan
+
+
+def _num(v: float, fmt: str) -> str:
+    return "-" if not math.isfinite(v) else format(v, fmt)
+
+
+def fleet_table(fleet_csv: Path) -> str:
+    """Many agents of one model: one node with an engine row per agent against one process per agent (medians over
+    the rounds of ``benchmarks/fleet_benchmark.py``)."""
+    rows = _rows(fleet_csv)
+    lines = ["| agents | one node: `inference_ms` per tick, all agents | one node: VmRSS | one process per agent: "
+             "`inference_ms` each | one process per agent: VmRSS, all |", "|---|---|---|---|---|"]
+    for n in sorted({int(r["agents"]) for r in rows}):
+        cells = [_num(_median(rows, "inference_ms_median", mode="one_node", agents=n), ".3f"),
+                 _num(_median(rows, "rss_mib_total", mode="one_node", agents=n), ".0f") + " MiB",
+                 _num(_median(rows, "inference_ms_median", mode="separate", agents=n), ".3f"),
+                 _num(_median(rows, "rss_mib_total", mode="separate", agents=n), ".0f") + " MiB"]
+        lines.append(f"| {n} | " + " | ".join(c.replace("- MiB", "-") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def agents_table(throughput_csv: Path) -> str:
+    """Agent-ticks per second of the default model's FPI tick by batch size b, per candidate (median over rounds)."""
+    rows = _rows(throughput_csv)
+    names = list(dict.fromkeys(r["candidate"] for r in rows))
+    lines = ["| b | " + " | ".join(f"`{n}`" for n in names) + " |", "|---:|" + "---:|" * len(names)]
+    for b in sorted({int(r["b"]) for r in rows}):
+        lines.append(f"| {b} | " + " | ".join(_num(_median(rows, "agent_ticks_per_s", candidate=n, b=b), ".2g")
+                                              for n in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
 TABLES: dict[str, Callable[[Path], str]] = {
+    "fleet": lambda d: fleet_table(d / "fleet_cpu.csv"),
+    "agents_throughput": lambda d: agents_table(d / "agents_throughput_cpu.csv"),
     "readme_speed": readme_speed_table,
     "sweep": lambda d: sweep_table(d / "summary_engine_cpu.csv", d / "sweep_engine_cpu.csv"),
     "sweep_m125": lambda d: sweep_table(d / "summary_engine_m125_cpu.csv", d / "sweep_engine_m125_cpu.csv",
