@@ -98,13 +98,18 @@ def _native_candidates(platform: str, known: Sequence[str]) -> list[str]:
 
 
 def candidates(model: Any, config: EngineConfig, budget: MemoryBudget, platforms: Sequence[str],
-               model_dir: Any = None, untrained: bool = False) -> list[Candidate]:
+               model_dir: Any = None, untrained: bool = False, native_only: Sequence[str] = ()) -> list[Candidate]:
     """Every (device, variant) candidate for ``config``, best first within each device, devices in order;
-    ``untrained``: also each device's native engines its ranking model does not know (first)."""
+    ``untrained``: also each device's native engines its ranking model does not know (first); ``native_only``:
+    platforms where JAX has no device (numba's CUDA target only)."""
     out: list[Candidate] = []
+
+    def runs(p: str, v: str) -> bool:
+        return p in variant_devices(v) and (p not in native_only or v in NATIVE_VARIANTS)
+
     if config.variant != "auto":
         runs_on = variant_devices(config.variant)
-        out = [Candidate(p, config.variant) for p in platforms if p in runs_on]
+        out = [Candidate(p, config.variant) for p in platforms if runs(p, config.variant)]
         if not out:
             raise VariantUnsupported(f"variant {config.variant} runs on {' or '.join(runs_on)}; device: "
                                      f"{config.device} allows {' and '.join(platforms) or 'no device here'}")
@@ -115,26 +120,33 @@ def candidates(model: Any, config: EngineConfig, budget: MemoryBudget, platforms
         ranked = [v for v, _ in rank_variants(config.algorithm, model, config.horizon, config.num_iter, backend=p,
                                               memory_budget=budget, itemsize=ITEMSIZE, model_dir=model_dir)]
         natives = _native_candidates(p, model_variants(config.algorithm, p, model_dir)) if untrained else []
-        names = [v for v in natives + ranked if p in variant_devices(v) and budget.fits(v, model, ITEMSIZE, est)]
+        names = [v for v in natives + ranked if runs(p, v) and budget.fits(v, model, ITEMSIZE, est)]
         out += [Candidate(p, v) for v in dict.fromkeys(names)]
     return out
 
 
-def verify_engines(calls_of: Mapping[str, Callable[[], Engine]], algorithm: str, horizon: int
+def verify_engines(calls_of: Mapping[str, Callable[[], Engine]], algorithm: str, horizon: int,
+                   checkpoint: Callable[[], None] = _no_checkpoint, errors: Optional[dict[str, str]] = None,
                    ) -> tuple[Optional[str], Optional[Engine], dict[str, float]]:
-    """Build each candidate (``calls_of[name]()`` returns its engine) and time it here, round-robin:
+    """Build each candidate (``calls_of[name]()`` returns its engine), run it once, and time it here, round-robin:
     (fastest name, its engine, {name: seconds}). Seconds are ``timing.time_round_robin``'s statistic of the call the
-    node makes per tick (``select.engine_call``). A candidate that refuses the model or runs out of memory is timed
-    as inf; none running gives (None, None, timings)."""
+    node makes per tick (``select.engine_call``). A candidate that fails to build or to run (it refuses the model,
+    runs out of memory, its kernels do not compile for this device) is timed as inf, and ``errors[name]`` says why;
+    none running gives (None, None, timings). ``checkpoint()`` runs before each build (it may raise to abandon)."""
     engines: dict[str, Engine] = {}
     calls: dict[str, Callable[[], Any]] = {}
     timings: dict[str, float] = {}
     for name, build in calls_of.items():
+        checkpoint()
         try:
             engines[name] = build()
             calls[name] = engine_call(engines[name], algorithm, horizon)
-        except (MemoryError, ValueError):  # VariantUnsupported is a ValueError
+            calls[name]()  # compiles: a device without code for this kernel fails here, not in the timing
+        except Exception as exc:  # noqa: BLE001 - any candidate that cannot run here is out, with its reason
+            calls.pop(name, None)
             timings[name] = float("inf")
+            if errors is not None:
+                errors[name] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
     for name, t in time_round_robin(calls, rounds=VERIFY_ROUNDS, max_time_s=VERIFY_MAX_TIME_S).items():
         timings[name] = t.time_s
     timings = {name: timings[name] for name in calls_of}
@@ -164,6 +176,9 @@ def decide(model: Any, config: EngineConfig, budget: MemoryBudget, *, build: boo
     """
     found = found if found is not None else device_lookup.find_devices(config.device)
     platforms = list(found.by_platform)
+    native_only = [p for p, d in found.by_platform.items() if isinstance(d, device_lookup.NumbaCudaDevice)]
+    # where the baseline (a JAX program) can run: the rule's device and the verify step's reference
+    jax_platforms = [p for p in platforms if p not in native_only]
     notes = [found.note] if found.note else []
     place = found.by_platform.get
 
@@ -174,48 +189,55 @@ def decide(model: Any, config: EngineConfig, budget: MemoryBudget, *, build: boo
                         warnings)
 
     def make(c: Candidate) -> Callable[[], Engine]:
-        def _build() -> Engine:
-            checkpoint()
-            return build_engine(model, config, c.variant, place(c.platform))
-        return _build
+        return lambda: build_engine(model, config, c.variant, place(c.platform))
+
+    def build_one(c: Candidate) -> Engine:
+        checkpoint()
+        return make(c)()
 
     k = config.autotune_verify_top_k if config.variant == "auto" else len(platforms)
     verify = build and k > 0
     try:
-        pool = candidates(model, config, budget, platforms, model_dir, untrained=verify)
+        pool = candidates(model, config, budget, platforms, model_dir, untrained=verify, native_only=native_only)
     except VariantUnsupported:
         raise
     except Exception as exc:  # noqa: BLE001 - the documented fallback of variant: auto
-        if config.variant != "auto":
+        if config.variant != "auto" or not jax_platforms:
             raise
-        c = Candidate(platforms[0], FALLBACK)
+        c = Candidate(jax_platforms[0], FALLBACK)
         reason = f"autotuner unavailable ({type(exc).__name__}: {str(exc)[:120]}); rule: {FALLBACK}"
-        return done(c, make(c)() if build else None, reason)
-    if not pool:  # nothing fits: the baseline runs every model
-        pool = [Candidate(platforms[0], FALLBACK)]
+        return done(c, build_one(c) if build else None, reason)
+    if not pool and jax_platforms:  # nothing fits: the baseline runs every model
+        pool = [Candidate(jax_platforms[0], FALLBACK)]
+    if not pool:
+        raise VariantUnsupported(f"no variant can run this model on {', '.join(platforms)} (numba's CUDA target only)")
     if not verify or len(pool) == 1 and config.variant != "auto":
         c = pool[0]
         what = "autotuner chose" if config.variant == "auto" else "requested"
-        return done(c, make(c)() if build else None, f"{what} {c}")
+        return done(c, build_one(c) if build else None, f"{what} {c}")
     shortlist = [c for p in platforms for c in [x for x in pool if x.platform == p][:k]]
-    if config.variant == "auto" and Candidate(platforms[0], FALLBACK) not in shortlist:
-        shortlist.append(Candidate(platforms[0], FALLBACK))
+    if config.variant == "auto" and jax_platforms and Candidate(jax_platforms[0], FALLBACK) not in shortlist:
+        shortlist.append(Candidate(jax_platforms[0], FALLBACK))
     key = DecisionCache.key(_cache_parts(model, config, budget, platforms)) if cache is not None else ""
     record = cache.load(key) if cache is not None else None
     if record is not None and Candidate(record["device"], record["variant"]) in shortlist:
         c = Candidate(record["device"], record["variant"])
         try:
-            return done(c, make(c)(), f"chose {c}, timed here at {record.get('created', '?')} "
+            return done(c, build_one(c), f"chose {c}, timed here at {record.get('created', '?')} "
                                       f"({_format(record.get('timings', {}))}; decision cache)")
         except (MemoryError, ValueError):
             pass  # the kept decision no longer builds: time again
-    best, engine, timings = verify_engines({str(c): make(c) for c in shortlist}, config.algorithm, config.horizon)
+    errors: dict[str, str] = {}
+    best, engine, timings = verify_engines({str(c): make(c) for c in shortlist}, config.algorithm, config.horizon,
+                                           checkpoint, errors)
     checkpoint()
+    failed = "; ".join(f"{name} did not run ({why})" for name, why in errors.items())
     if best is None:
-        raise VariantUnsupported(f"no candidate could be built: {', '.join(map(str, shortlist))}")
+        raise VariantUnsupported(f"no candidate could run: {failed}")
     c = next(x for x in shortlist if str(x) == best)
     if cache is not None:
         cache.store(key, c.platform, c.variant, timings)
+    notes.extend([failed] if failed else [])
     return done(c, engine, f"chose {c}, the fastest of {len(shortlist)} timed here ({_format(timings)})", timings)
 
 

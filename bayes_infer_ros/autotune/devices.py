@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional
+from typing import Any, Optional
 
 import jax
 import numpy as np
+
+from ..inference.registry import NATIVE_VARIANTS
 
 DEVICE_SETTINGS = ("auto", "cpu", "gpu")
 
@@ -29,9 +31,10 @@ class DeviceUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Devices:
-    """The usable devices by platform ("cpu", "gpu"), host CPU first, and why a GPU is missing when it is."""
+    """The usable devices by platform ("cpu", "gpu"), host CPU first, and why a GPU is missing when it is. A GPU that
+    only numba's CUDA target can use is a :class:`NumbaCudaDevice`."""
 
-    by_platform: dict[str, jax.Device] = field(default_factory=dict)
+    by_platform: dict[str, Any] = field(default_factory=dict)
     note: str = ""
 
 
@@ -53,6 +56,23 @@ def self_test(device: jax.Device) -> str:
         text = " ".join(str(exc).split())[:300]
         return f"the GPU self-test failed on {device.platform}:{device.id} ({type(exc).__name__}: {text})"
     return ""
+
+
+class NumbaCudaDevice:
+    """The GPU as numba's CUDA target sees it where JAX has no working GPU (a CPU-only jaxlib, a jaxlib without code
+    for this GPU): only the native GPU engines (``fused_cuda``) run there; they fail their first call, and drop out of
+    the verify step with the reason, where numba cannot compile for it either."""
+
+    platform = "gpu"
+    id = 0
+
+    def __repr__(self) -> str:
+        return "NumbaCudaDevice(gpu:0)"
+
+
+def native_gpu_available() -> bool:
+    """A native GPU engine (numba's CUDA target) can be built here."""
+    return any(cls.device == "gpu" and cls.available() for cls in NATIVE_VARIANTS.values())
 
 
 def first_gpu() -> tuple[Optional[jax.Device], str]:
@@ -85,12 +105,15 @@ def find_devices(setting: str) -> Devices:
             note = self_test(gpu)
             if not note:
                 found["gpu"] = gpu
-        if note and setting == "gpu":
+        if note and native_gpu_available():
+            found["gpu"] = NumbaCudaDevice()
+            note += "; numba's CUDA target sees a GPU: it runs fused_cuda there"
+        elif note and setting == "gpu":
             raise DeviceUnavailable(f"device: gpu: {note}; set device: auto or cpu to run on the host CPU")
     return Devices(found, note)
 
 
-def describe(device: Optional[jax.Device]) -> str:
+def describe(device: Any) -> str:
     """``cpu:0`` / ``gpu:0``: how logs, diagnostics and Beliefs name the device a tick runs on."""
     return "" if device is None else f"{device.platform}:{device.id}"
 

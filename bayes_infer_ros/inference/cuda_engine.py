@@ -16,6 +16,8 @@ S states) at build, a window ``(T L + 3 T S + S) * itemsize`` at the call: there
 """
 from __future__ import annotations
 
+import os
+
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -28,9 +30,17 @@ CUDA_HINT = ("variant fused_cuda needs numba's CUDA target and a CUDA device (dr
              "toolkit or the nvidia-cuda-nvcc wheel); NUMBA_ENABLE_CUDASIM=1 runs it in numba's simulator")
 
 
+#: Device nodes of an NVIDIA driver: a desktop/server GPU, a Jetson (L4T). Without one, numba's CUDA target is not
+#: imported at all (it costs about 0.1 s).
+NVIDIA_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvhost-ctrl")
+
+
 def cuda_available() -> bool:
     """numba is installed and sees a CUDA device (or runs its CUDA simulator)."""
     if not numba_available():
+        return False
+    simulator = os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
+    if not simulator and not any(os.path.exists(node) for node in NVIDIA_DEVICE_NODES):
         return False
     from numba import cuda  # optional: numba
     try:

@@ -182,3 +182,46 @@ def test_the_nodes_build_falls_back_from_a_broken_gpu_with_the_reason(model, bro
     assert "self-test failed" in slot.note and "no kernel image" in slot.note  # /diagnostics' variant_note
     with pytest.raises(devices.DeviceUnavailable, match="no kernel image"):
         build_slot(model, dec.EngineConfig("fpi", device="gpu"), 0, 2048.0, cache=cache)
+
+
+# ---- a GPU only numba can use, and candidates that do not run ---------------------------------------------
+def test_a_gpu_only_numba_sees_runs_only_the_native_gpu_engines(model, monkeypatch):
+    """JAX has no GPU (a CPU-only jaxlib on a Jetson) but numba's CUDA target has one: the GPU's candidates are the
+    native GPU engines alone, never a JAX program placed on it."""
+    from bayes_infer_ros.inference.cuda_engine import CudaEngine
+
+    monkeypatch.setattr(CudaEngine, "available", staticmethod(lambda: True))  # numba sees a CUDA device
+    found = devices.find_devices("auto")
+    assert isinstance(found.by_platform["gpu"], devices.NumbaCudaDevice) and "fused_cuda" in found.note
+    pool = dec.candidates(model, dec.EngineConfig("fpi"), BUDGET, list(found.by_platform), untrained=True,
+                          native_only=["gpu"])
+    assert [c.variant for c in pool if c.platform == "gpu"] == ["fused_cuda"]
+    assert dec.candidates(model, dec.EngineConfig("fpi", "hybrid"), BUDGET, ["cpu", "gpu"], native_only=["gpu"]) == [
+        dec.Candidate("cpu", "hybrid")]
+
+
+def test_a_candidate_that_fails_its_first_call_drops_out_with_the_reason(model, monkeypatch):
+    """A kernel that cannot compile for this device fails at its first call: the verify step times the others and
+    says why that one did not run, instead of failing the configure."""
+    cpu = jax.devices("cpu")[0]
+    real = dec.build_engine
+
+    class Broken:
+        def __init__(self, engine):
+            self._engine = engine
+
+        def __getattr__(self, name):
+            return getattr(self._engine, name)
+
+        def tick_prepared(self, *args):
+            raise RuntimeError("NvvmSupportError: libNVVM cannot be found")
+
+    def build(m, config, variant, device):
+        engine = real(m, config, variant, cpu)
+        return Broken(engine) if variant != "baseline" else engine
+
+    monkeypatch.setattr(dec, "build_engine", build)
+    decision = dec.decide(model, dec.EngineConfig("fpi"), BUDGET, found=devices.Devices({"cpu": cpu}))
+    assert decision.variant == "baseline" and decision.engine is not None
+    assert "did not run (RuntimeError: NvvmSupportError" in decision.reason
+    assert all(t == float("inf") for name, t in decision.timings.items() if not name.startswith("baseline"))
