@@ -176,6 +176,11 @@ def missing_jetson_jax_message(jetson: Jetson, found: bool = False) -> str:
                 f"{JETSON_INDEX[jetson.jetpack]} {wheels}; or start from the {JETSON_CONTAINER[jetson.jetpack]} "
                 f"image (jetson-containers); or run again with ROS_PIP_CPU_JAX=1 for PyPI's CPU-only jaxlib "
                 f"(the node then runs on the CPU). See docs/jetson.md.")
+    if jetson.jetpack == 7:
+        return (lead + "On JetPack 7 (CUDA 13) the aarch64 CUDA wheels are one (SBSA) build for servers and "
+                "Jetsons: install jax[cuda13] in the venv first and check that the GPU runs a kernel "
+                "(docs/jetson.md), or use a jetson-containers jax image; or ROS_PIP_CPU_JAX=1 for PyPI's "
+                "CPU-only jaxlib.")
     return (lead + "No index of Jetson JAX builds is known for this L4T release: use a jetson-containers jax "
             "image for it, or ROS_PIP_CPU_JAX=1 for PyPI's CPU-only jaxlib. See docs/jetson.md.")
 

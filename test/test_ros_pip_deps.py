@@ -184,6 +184,8 @@ def test_a_jetson_without_jaxlib_is_refused_with_the_jp6_index(deps, jetson_rele
     message = str(exc.value)
     assert "https://pypi.jetson-ai-lab.io/jp6/cu126" in message and "sm_87" in message
     assert "jaxlib==0.6.2" in message and "ROS_PIP_CPU_JAX=1" in message
+    with pytest.raises(deps.Refused, match=r"JetPack 7.*jax\[cuda13\]"):
+        deps.pip_requirements("jazzy", "3.12", "1.26.4", jetson=deps.Jetson(38, "2.0"), installed={})
     cpu = deps.pip_requirements("humble", "3.10", "1.26.4", jetson=jetson, installed={}, cpu_jax=True)
     assert as_pins(cpu)["jaxlib"] == "0.6.2" and no_cuda_plugin(cpu)
 
