@@ -160,13 +160,14 @@ def _jax_lines_for_jetson(jetson: Jetson, installed: Mapping[str, Dist], cpu_jax
     if _version_tuple(jaxlib.version)[:3] < CORE_MIN_JAX:
         raise Refused(f"jaxlib {jaxlib.version} (installed) is older than the core supports (>= "
                       f"{'.'.join(map(str, CORE_MIN_JAX))}); it is kept, so nothing was installed. "
-                      + missing_jetson_jax_message(jetson, found=False))
+                      + missing_jetson_jax_message(jetson, found=True))
     jax = installed.get("jax", jaxlib)
     return [f"jax=={jax.version}", f"jaxlib=={jaxlib.version}"]
 
 
 def missing_jetson_jax_message(jetson: Jetson, found: bool = False) -> str:
-    """What to install on this Jetson, naming the index of Jetson builds or the container."""
+    """What to install on this Jetson, naming the index of Jetson builds or the container (``found``: a jaxlib is
+    installed but unusable, so the sentence saying none is installed is left out)."""
     lead = "" if found else (f"{jetson.describe()} and no jaxlib installed: PyPI's aarch64 CUDA wheels have no code "
                              "for the Orin GPU (sm_87, 'no kernel image'), so this script installs none. ")
     if jetson.jetpack in JETSON_INDEX:

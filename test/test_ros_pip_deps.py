@@ -202,8 +202,9 @@ def test_a_jetson_build_of_jaxlib_is_pinned_as_it_is(deps, jetson_release):
     older = as_pins(deps.pip_requirements("humble", "3.10", "1.26.4", jetson=jetson,
                                           installed={"jaxlib": deps.Dist("0.4.35")}))
     assert older["jaxlib"] == older["jax"] == "0.4.35" and "inferactively-pymdp" not in older
-    with pytest.raises(deps.Refused, match="older than the core supports"):
+    with pytest.raises(deps.Refused, match="older than the core supports") as exc:
         deps.pip_requirements("humble", "3.10", "1.26.4", jetson=jetson, installed={"jaxlib": deps.Dist("0.4.20")})
+    assert "jp6/cu126" in str(exc.value) and "no jaxlib installed" not in str(exc.value)
 
 
 def test_pypi_cuda_plugins_on_a_jetson_are_named(deps):
