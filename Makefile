@@ -29,6 +29,7 @@ help:
 	@echo "make test-gpu - fused_cuda's kernel tests on this machine's CUDA device (make test runs them in a simulator)"
 	@echo "make test-jazzy  - the ROS tests on ROS 2 Jazzy (ros-jazzy-* wheels, Python 3.12) in .venv-jazzy/"
 	@echo "make test-colcon - the suite through colcon test (ament_cmake_pytest) + colcon test-result"
+	@echo "make test-aarch64 - fused_numba's oracle tests on AArch64 under qemu-user (.aarch64/; slow, not in CI)"
 
 VENV_CLI := $(VENV)/bin/bayes-infer
 setup: $(SETUP_STAMP) $(BUILD_STAMP) $(VENV_CLI) $(WARMUP_STAMP)
@@ -104,6 +105,12 @@ test-slow: setup
 # ROS 2 Jazzy from the ros-jazzy-* wheels on Python 3.12 (its own venv and build/install folders).
 test-jazzy:
 	bash scripts/test_ros_jazzy.sh
+
+# fused_numba's oracle tests and its AArch64 FPCR flush-to-zero path on arm64 Python under qemu-user (Debian's
+# arm64 packages and PyPI's aarch64 wheels in .aarch64/, set up idempotently). Not in CI: see docs/jetson.md.
+.PHONY: test-aarch64
+test-aarch64:
+	bash scripts/test_aarch64.sh
 
 # The suite as a ROS workspace runs it: colcon test (ament_cmake_pytest, BUILD_TESTING=ON), then test-result.
 test-colcon: setup

@@ -1,29 +1,40 @@
 #!/usr/bin/env python3
 """The pip packages a sourced ROS 2 (Humble, Jazzy, Kilted) lacks, at versions that resolve on its Python,
-with the distro's numpy kept.
+with the distro's numpy kept, and on a Jetson with its Jetson-built JAX kept.
 
 With a system ROS 2, ``make setup`` makes a venv with ``--system-site-packages`` (it sees rclpy, the message
-packages and the apt Python packages that rosdep installed from package.xml's keys: numpy, yaml, matplotlib,
-tqdm, sklearn, joblib, pytest) and pip-installs only this list. The list pins ``numpy`` to the version already
-there, so pip fails loudly instead of replacing it: the distro's message packages were built against it.
+packages and the apt Python packages that rosdep installed from package.xml's keys: numpy, yaml, pytest) and
+pip-installs only this list. The list pins ``numpy`` to the version already there, so pip fails loudly instead of
+replacing it: the distro's message packages were built against it.
 
     python3 scripts/ros_pip_deps.py                       # print the list for this Python / ROS_DISTRO / numpy
     python3 scripts/ros_pip_deps.py --write FILE          # write it as a requirements file
+    python3 scripts/ros_pip_deps.py --runtime             # only what the node needs (no test / training tools)
+    python3 scripts/ros_pip_deps.py --recipe              # the venv recipe for this machine, as shell lines
     python3 scripts/ros_pip_deps.py --distro humble --python 3.10 --numpy 1.21.5   # any other combination
 
 Humble (Ubuntu 22.04, Python 3.10) ships numpy 1.21.5, older than any jax the core runs on (the core needs jax
 >= 0.4.27, whose jaxlib needs numpy >= 1.22); there the list is refused unless ``ROS_PIP_NUMPY_OVERLAY=1``
 (``--numpy-overlay``), which puts numpy 1.26.4 in the venv only: still numpy 1.x, whose C API stays compatible
-with extensions built against an older 1.x; the system's numpy is left as it is. docs/system-ros.md has the
-details.
+with extensions built against an older 1.x; the system's numpy is left as it is. Run outside a venv on Humble
+(or on a Jetson), the script prints the venv recipe and writes no list, so nothing lands in ``~/.local``.
+
+On a Jetson (``/etc/nv_tegra_release`` exists; ``--tegra-release PATH`` or ``BAYES_INFER_TEGRA_RELEASE`` points
+elsewhere) PyPI's aarch64 CUDA wheels have no code for the Orin's GPU (sm_87) and its CUDA libraries are server
+(SBSA) builds, so the list never carries a JAX CUDA plugin and pins an installed jaxlib (a Jetson build) as it is.
+With no jaxlib installed it refuses and names the Jetson AI Lab index that has one (JetPack 6), unless
+``--cpu-jax`` (``ROS_PIP_CPU_JAX=1``) asks for PyPI's CPU-only jaxlib. docs/system-ros.md and docs/jetson.md have
+the details.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from pathlib import Path
+from typing import Mapping, Optional
 
 # Python and numpy each supported distro ships (Ubuntu's python3-numpy), for --distro without a local ROS.
 DISTRO_DEFAULTS = {
@@ -49,23 +60,68 @@ JAX_PINS = (
     JaxPin("0.10.2", (3, 11), (2, 0), 2),
     JaxPin("0.6.2", (3, 10), (1, 25), 2),
 )
+CORE_MIN_JAX = (0, 4, 27)
 OVERLAY_NUMPY = "1.26.4"
 
 # Not in rosdep (no key), or a -pip key only: pip-installed. Versions as in requirements/dev.txt.
 PIP_ONLY = {
-    "xgboost-cpu": "3.2.0",        # the autotuner (variant: auto)
+    "xgboost-cpu": "3.2.0",        # training the autotuner (the node evaluates the shipped forest in numpy)
     "rosbags": "0.11.9",           # bags, replay, recorder (rosdep key python3-rosbags-pip would pip it too)
     "pytest-timeout": "2.4.0",     # the test suite
-    "numba": "0.68.1",             # variant fused_numba (optional at run time; numpy >= 1.22)
+    "numba": "0.68.1",             # variant fused_numba, what the node runs on a CPU (numpy >= 1.22)
     "llvmlite": "0.50.0",          # numba's LLVM binding (numba 0.68.1's), imported by fused_numba's kernels
 }
+# numba on AArch64 needs >= 0.59 (llvmlite 0.42): older ones overflow RuntimeDyld relocations and crash
+# (numba/numba#9001, fixed by numba/llvmlite#1009). Ubuntu 22.04's python3-numba is 0.55.
+NUMBA_MIN_AARCH64 = (0, 59)
 # pymdp 1.0.4 (the oracle of the tests and the benchmarks; not needed by the node) needs jax >= 0.4.35-ish and
 # equinox: only with a jax pin from this set.
 PYMDP = ("inferactively-pymdp", "1.0.4", {"0.10.2", "0.6.2"})
+# What --runtime leaves out: the test suite and the autotuner's training (pymdp also pulls matplotlib, seaborn,
+# pandas and networkx).
+TOOL_ONLY = frozenset({"xgboost-cpu", "pytest-timeout", PYMDP[0]})
+
+# Jetson (L4T). The release file's first line: "# R36 (release), REVISION: 4.0, GCID: ..., BOARD: ...".
+TEGRA_RELEASE = "/etc/nv_tegra_release"
+TEGRA_RELEASE_ENV = "BAYES_INFER_TEGRA_RELEASE"
+JETPACK_OF_L4T = {35: 5, 36: 6, 38: 7}
+# JetPack 6.1 / 6.2 (L4T R36.4, CUDA 12.6): NVIDIA Jetson AI Lab's index of Jetson builds (what jetson-containers'
+# jax package installs from). JAX 0.6.2 is the newest for Python 3.10 and what jetson-containers ships for R36.
+JETSON_INDEX = {6: "https://pypi.jetson-ai-lab.io/jp6/cu126"}
+JETSON_JAX = {6: ("0.6.2", ("jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt"))}
+JETSON_CONTAINER = {6: "dustynv/jax:r36.4.0"}
 
 
 class Refused(RuntimeError):
-    """No list keeps the distro's numpy; the message says why and what to do."""
+    """No list fits this machine; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Jetson:
+    """An L4T release read from /etc/nv_tegra_release."""
+
+    major: int      # 36
+    revision: str   # "4.0"
+
+    @property
+    def l4t(self) -> str:
+        return f"{self.major}.{self.revision}"
+
+    @property
+    def jetpack(self) -> Optional[int]:
+        return JETPACK_OF_L4T.get(self.major)
+
+    def describe(self) -> str:
+        jp = f"JetPack {self.jetpack}" if self.jetpack else "an unknown JetPack"
+        return f"Jetson L4T R{self.l4t} ({jp})"
+
+
+@dataclass(frozen=True)
+class Dist:
+    """An installed distribution: its version and whether its wheel is a PyPI (manylinux) build."""
+
+    version: str
+    pypi_build: bool = False
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -78,10 +134,66 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def pip_requirements(distro: str, python: str, numpy: Optional[str], numpy_overlay: bool = False) -> list[str]:
+def read_tegra_release(path: os.PathLike) -> Optional[Jetson]:
+    """The L4T release in ``path`` (None when the file is absent: not a Jetson).
+
+    Raises Refused when the file exists but its first line is not ``# R<major> (release), REVISION: <x.y>``.
+    """
+    p = Path(path)
+    if not p.is_file():
+        return None
+    first = (p.read_text(errors="replace").splitlines() or [""])[0]
+    match = re.match(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*([0-9.]+)", first)
+    if not match:
+        raise Refused(f"{p}: expected a first line like '# R36 (release), REVISION: 4.0, ...', got {first!r}")
+    return Jetson(int(match.group(1)), match.group(2).rstrip("."))
+
+
+def _jax_lines_for_jetson(jetson: Jetson, installed: Mapping[str, Dist], cpu_jax: bool) -> Optional[list[str]]:
+    """The jax/jaxlib lines on a Jetson: the installed jaxlib pinned as it is, or None for the default pins
+    (PyPI's CPU-only jaxlib, with ``cpu_jax``). Never a CUDA plugin."""
+    jaxlib = installed.get("jaxlib")
+    if jaxlib is None:
+        if cpu_jax:
+            return None
+        raise Refused(missing_jetson_jax_message(jetson))
+    if _version_tuple(jaxlib.version)[:3] < CORE_MIN_JAX:
+        raise Refused(f"jaxlib {jaxlib.version} (installed) is older than the core supports (>= "
+                      f"{'.'.join(map(str, CORE_MIN_JAX))}); it is kept, so nothing was installed. "
+                      + missing_jetson_jax_message(jetson, found=True))
+    jax = installed.get("jax", jaxlib)
+    return [f"jax=={jax.version}", f"jaxlib=={jaxlib.version}"]
+
+
+def missing_jetson_jax_message(jetson: Jetson, found: bool = False) -> str:
+    """What to install on this Jetson, naming the index of Jetson builds or the container (``found``: a jaxlib is
+    installed but unusable, so the sentence saying none is installed is left out)."""
+    lead = "" if found else (f"{jetson.describe()} and no jaxlib installed: PyPI's aarch64 CUDA wheels have no code "
+                             "for the Orin GPU (sm_87, 'no kernel image'), so this script installs none. ")
+    if jetson.jetpack in JETSON_INDEX:
+        version, dists = JETSON_JAX[jetson.jetpack]
+        wheels = " ".join(f"{d}=={version}" for d in dists)
+        return (lead + f"Install the Jetson build first (in the venv): pip install --index-url "
+                f"{JETSON_INDEX[jetson.jetpack]} {wheels}; or start from the {JETSON_CONTAINER[jetson.jetpack]} "
+                f"image (jetson-containers); or run again with ROS_PIP_CPU_JAX=1 for PyPI's CPU-only jaxlib "
+                f"(the node then runs on the CPU). See docs/jetson.md.")
+    if jetson.jetpack == 7:
+        return (lead + "On JetPack 7 (CUDA 13) the aarch64 CUDA wheels are one (SBSA) build for servers and "
+                "Jetsons: install jax[cuda13] in the venv first and check that the GPU runs a kernel "
+                "(docs/jetson.md), or use a jetson-containers jax image; or ROS_PIP_CPU_JAX=1 for PyPI's "
+                "CPU-only jaxlib.")
+    return (lead + "No index of Jetson JAX builds is known for this L4T release: use a jetson-containers jax "
+            "image for it, or ROS_PIP_CPU_JAX=1 for PyPI's CPU-only jaxlib. See docs/jetson.md.")
+
+
+def pip_requirements(distro: str, python: str, numpy: Optional[str], numpy_overlay: bool = False, *,
+                     jetson: Optional[Jetson] = None, installed: Optional[Mapping[str, Dist]] = None,
+                     cpu_jax: bool = False, runtime_only: bool = False) -> list[str]:
     """Requirement lines for ``distro`` on ``python`` ("3.10") with the distro's ``numpy`` ("1.21.5").
 
-    Raises Refused when no tested jax runs with that numpy (and ``numpy_overlay`` is off) or the Python is too old.
+    On a ``jetson`` the ``installed`` jaxlib (name -> Dist) is pinned as it is and no CUDA plugin is listed;
+    ``runtime_only`` leaves out TOOL_ONLY. Raises Refused when no tested jax runs with that numpy (and
+    ``numpy_overlay`` is off), the Python is too old, or a Jetson has no jaxlib (and ``cpu_jax`` is off).
     """
     if distro not in DISTRO_DEFAULTS:
         raise Refused(f"ROS_DISTRO={distro!r}: expected one of {sorted(DISTRO_DEFAULTS)}")
@@ -111,11 +223,81 @@ def pip_requirements(distro: str, python: str, numpy: Optional[str], numpy_overl
                 f"ROS_PIP_NUMPY_OVERLAY=1. See docs/system-ros.md.")
         pin, kept_numpy = overlay_pin, OVERLAY_NUMPY
     lines.append(f"numpy=={kept_numpy}")
-    lines += [f"jax=={pin.version}", f"jaxlib=={pin.version}"]
+    jetson_jax = _jax_lines_for_jetson(jetson, installed or {}, cpu_jax) if jetson else None
+    lines += jetson_jax or [f"jax=={pin.version}", f"jaxlib=={pin.version}"]
     lines += [f"{name}=={version}" for name, version in PIP_ONLY.items()]
-    if pin.version in PYMDP[2]:
+    jax_version = lines[1].split("==")[1]
+    if jax_version in PYMDP[2]:
         lines.append(f"{PYMDP[0]}=={PYMDP[1]}")
+    if runtime_only:
+        lines = [line for line in lines if line.split("==")[0] not in TOOL_ONLY]
     return lines
+
+
+def needs_venv(distro: str, jetson: Optional[Jetson]) -> bool:
+    """Where a pip install outside a venv would shadow the distro's packages for every ROS process of the user
+    (Humble's numpy overlay, a Jetson's JAX), the list goes into a venv only."""
+    return distro == "humble" or jetson is not None
+
+
+def venv_recipe(distro: str, python: str, numpy: Optional[str], *, jetson: Optional[Jetson] = None,
+                installed: Optional[Mapping[str, Dist]] = None, venv: str = "$HOME/ws/.venv",
+                script: str = "src/bayes_infer_ros/scripts/ros_pip_deps.py") -> list[str]:
+    """Shell lines (with comments) that install the list into a venv that sees the distro's packages: the
+    numpy overlay where the distro's is too old, on a Jetson without jaxlib its Jetson build, then the list
+    (``--runtime``) and colcon. Run from the workspace root with the distro's setup.bash sourced."""
+    installed = installed or {}
+    overlay = numpy is not None and _version_tuple(numpy)[:2] < JAX_PINS[-1].min_numpy
+    where = f", {jetson.describe()}" if jetson else ""
+    out = [f"# bayes_infer_ros on ROS 2 {distro} (Python {python}, distro numpy {numpy}{where}):",
+           "# a venv that sees the distro's packages (rclpy, messages, apt numpy); what pip adds stays in it,",
+           "# never in ~/.local, where every ROS process of this user would load it.",
+           f"python3 -m venv --system-site-packages {venv}",
+           f"touch {venv}/COLCON_IGNORE",
+           f"source {venv}/bin/activate"]
+    if overlay:
+        out += [f"# the distro's numpy {numpy} is older than jax needs: numpy {OVERLAY_NUMPY} in the venv only",
+                f"pip install numpy=={OVERLAY_NUMPY}"]
+    if jetson is not None and "jaxlib" not in installed:
+        if jetson.jetpack in JETSON_INDEX:
+            version, dists = JETSON_JAX[jetson.jetpack]
+            out += ["# a Jetson-built JAX (PyPI's aarch64 CUDA wheels have no sm_87 code): NVIDIA Jetson AI Lab's index",
+                    f"pip install --index-url {JETSON_INDEX[jetson.jetpack]} "
+                    + " ".join(f"{d}=={version}" for d in dists)]
+        else:
+            out += ["# no index of Jetson JAX builds is known for this L4T release: install one (or use a",
+                    "# jetson-containers jax image) before the next line, or add ROS_PIP_CPU_JAX=1 to it"]
+    elif jetson is not None:
+        out += [f"# kept: jaxlib {installed['jaxlib'].version} (installed; the list pins it as it is)"]
+    env = "ROS_PIP_NUMPY_OVERLAY=1 " if overlay else ""
+    out += ["# what the node needs (drop --runtime for the test suite's pymdp, pytest-timeout and xgboost)",
+            f"{env}python {script} --runtime --write {venv}/ros-pip-deps.txt",
+            f"pip install -r {venv}/ros-pip-deps.txt",
+            f"colcon build --packages-select bayes_infer_ros --cmake-args -DPython3_EXECUTABLE={venv}/bin/python",
+            "source install/setup.bash",
+            "bayes-infer warmup    # compile the kernels for the shipped model (a first start in seconds)"]
+    return out
+
+
+def installed_dists() -> dict[str, Dist]:
+    """jax, jaxlib and every jax CUDA plugin this interpreter sees, by normalised name."""
+    from importlib import metadata
+
+    out = {}
+    for dist in metadata.distributions():
+        name = re.sub(r"[-_.]+", "-", (dist.metadata["Name"] or "")).lower()
+        if name in ("jax", "jaxlib") or name.startswith("jax-cuda"):
+            tags = [line.split(":", 1)[1].strip() for line in (dist.read_text("WHEEL") or "").splitlines()
+                    if line.startswith("Tag:")]
+            out.setdefault(name, Dist(dist.version, any("manylinux" in t for t in tags)))
+    return out
+
+
+def jetson_warnings(installed: Mapping[str, Dist]) -> list[str]:
+    """PyPI builds of JAX's CUDA plugins found on a Jetson: they have no sm_87 code."""
+    return [f"{name} {d.version} is a PyPI build (manylinux): it has no code for the Orin GPU (sm_87) and fails "
+            f"with 'no kernel image'; pip uninstall it and install the Jetson build (docs/jetson.md)"
+            for name, d in sorted(installed.items()) if name.startswith("jax-cuda") and d.pypi_build]
 
 
 def installed_numpy() -> Optional[str]:
@@ -127,6 +309,10 @@ def installed_numpy() -> Optional[str]:
         return None
 
 
+def in_venv() -> bool:
+    return sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--distro", default=os.environ.get("ROS_DISTRO"), help="default: $ROS_DISTRO")
@@ -135,6 +321,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--numpy-overlay", action="store_true",
                         default=os.environ.get("ROS_PIP_NUMPY_OVERLAY") == "1",
                         help=f"where the distro's numpy is too old: numpy {OVERLAY_NUMPY} in the venv only")
+    parser.add_argument("--tegra-release", default=os.environ.get(TEGRA_RELEASE_ENV, TEGRA_RELEASE),
+                        help=f"the L4T release file that marks a Jetson (default: ${TEGRA_RELEASE_ENV} or "
+                             f"{TEGRA_RELEASE})")
+    parser.add_argument("--cpu-jax", action="store_true", default=os.environ.get("ROS_PIP_CPU_JAX") == "1",
+                        help="on a Jetson without jaxlib: PyPI's CPU-only jaxlib (the node runs on the CPU)")
+    parser.add_argument("--runtime", action="store_true",
+                        help="only what the node needs: no pymdp, pytest-timeout or xgboost")
+    parser.add_argument("--recipe", action="store_true", help="print the venv recipe for this machine")
+    parser.add_argument("--venv", default="$HOME/ws/.venv", help="the venv the recipe makes (default: $HOME/ws/.venv)")
     parser.add_argument("--write", metavar="FILE", help="write a requirements file instead of printing")
     args = parser.parse_args(argv)
     if not args.distro:
@@ -146,12 +341,32 @@ def main(argv: Optional[list[str]] = None) -> int:
     python = args.python or (here if not explicit and os.environ.get("ROS_DISTRO") else defaults[0])
     numpy = args.numpy or (installed_numpy() if python == here else defaults[1])
     try:
-        lines = pip_requirements(args.distro, python, numpy, args.numpy_overlay)
+        jetson = read_tegra_release(args.tegra_release)
+    except Refused as exc:
+        print(f"ros_pip_deps: {exc}", file=sys.stderr)
+        return 1
+    installed = installed_dists() if python == here else {}
+    if args.recipe or (needs_venv(args.distro, jetson) and not in_venv()):
+        if not args.recipe:
+            print(f"ros_pip_deps: not in a venv on ROS 2 {args.distro}"
+                  f"{' (' + jetson.describe() + ')' if jetson else ''}: installing here would put the packages "
+                  f"where every ROS process of this user loads them (~/.local), so no list was written. "
+                  f"Make a venv as below (or run `make setup`, which makes one).", file=sys.stderr)
+        print("\n".join(venv_recipe(args.distro, python, numpy, jetson=jetson, installed=installed,
+                                    venv=args.venv, script=os.path.abspath(__file__))))
+        return 0 if args.recipe else 3
+    if jetson is not None:
+        for warning in jetson_warnings(installed):
+            print(f"ros_pip_deps: {warning}", file=sys.stderr)
+    try:
+        lines = pip_requirements(args.distro, python, numpy, args.numpy_overlay, jetson=jetson,
+                                 installed=installed, cpu_jax=args.cpu_jax, runtime_only=args.runtime)
     except Refused as exc:
         print(f"ros_pip_deps: {exc}", file=sys.stderr)
         return 1
     overlay = f", numpy {OVERLAY_NUMPY} overlaid in the venv" if lines[0] != f"numpy=={numpy}" else ""
-    text = (f"# pip packages ROS 2 {args.distro} lacks (Python {python}, distro numpy {numpy}{overlay}); "
+    where = f", {jetson.describe()}: jaxlib as installed, no CUDA plugin from PyPI" if jetson else ""
+    text = (f"# pip packages ROS 2 {args.distro} lacks (Python {python}, distro numpy {numpy}{overlay}{where}); "
             f"made by scripts/ros_pip_deps.py\n" + "\n".join(lines) + "\n")
     if args.write:
         with open(args.write, "w") as f:

@@ -83,7 +83,7 @@ def test_the_list_and_package_xml_cover_every_third_party_import(deps):
                    "lifecycle_msgs": "lifecycle_msgs", "std_msgs": "std_msgs", "std_srvs": "std_srvs",
                    "diagnostic_msgs": "diagnostic_msgs", "rosgraph_msgs": "rosgraph_msgs",
                    "ament_index_python": "ament_index_python", "launch": "launch", "launch_ros": "launch_ros",
-                   "rosbags": "python3-rosbags-pip"}
+                   "rosbags": "python3-rosbags-pip", "numba": "python3-numba-pip"}
     from_pip = {"jax": "jax", "jaxlib": "jaxlib", "xgboost": "xgboost-cpu", "rosbags": "rosbags",
                 "pymdp": "inferactively-pymdp", "numba": "numba",
                 "llvmlite": "llvmlite"}
@@ -100,3 +100,186 @@ def test_the_list_and_package_xml_cover_every_third_party_import(deps):
                if not (from_rosdep.get(m) in keys or from_pip.get(m) in pins)]
     assert not missing, f"declare in package.xml (rosdep key) or add to scripts/ros_pip_deps.py: {missing}"
     assert all(from_rosdep[m] in keys for m in ("numpy", "yaml", "rcl_interfaces", "lifecycle_msgs", "rclpy"))
+
+
+# ---- numba, package.xml's keys, tool-only packages ----
+
+def test_numba_is_listed_at_a_version_that_runs_on_aarch64(deps):
+    pins = as_pins(deps.pip_requirements("jazzy", "3.12", "1.26.4", runtime_only=True))
+    assert deps._version_tuple(pins["numba"])[:2] >= deps.NUMBA_MIN_AARCH64 == (0, 59)
+    assert "llvmlite" in pins
+    dev = dict(l.split("==") for l in (REPO_ROOT / "requirements" / "dev.txt").read_text().splitlines()
+               if "==" in l and not l.startswith("#"))
+    assert (pins["numba"], pins["llvmlite"]) == (dev["numba"], dev["llvmlite"])
+
+
+def package_xml_keys(distro):
+    """package.xml's dependency keys as rosdep sees them on ``distro`` (conditions evaluated)."""
+    root = ET.parse(REPO_ROOT / "package.xml").getroot()
+    out = {}
+    for e in root:
+        condition = e.get("condition")
+        if condition:
+            var, op, value = condition.split()
+            assert var == "$ROS_DISTRO" and op in ("==", "!="), condition
+            if (distro == value) != (op == "=="):
+                continue
+        out.setdefault(e.tag, set()).add(e.text)
+    return out
+
+
+def test_package_xml_declares_numba_with_a_pip_key_but_not_on_humble(deps):
+    """numba comes from a pip key (rosdistro's python3-numba is Ubuntu 22.04's 0.55), defined in the rosdep file
+    the repository ships; Humble gets it in the venv instead (rosdep's system-wide pip would replace numpy 1.21)."""
+    import yaml
+
+    assert "python3-numba-pip" in package_xml_keys("jazzy")["exec_depend"]
+    assert "python3-numba-pip" in package_xml_keys("kilted")["exec_depend"]
+    assert "python3-numba-pip" not in package_xml_keys("humble")["exec_depend"]
+    assert "python3-numba" not in set().union(*package_xml_keys("jazzy").values())
+    rules = yaml.safe_load((REPO_ROOT / "rosdep" / "bayes_infer_ros.yaml").read_text())
+    for os_name in ("ubuntu", "debian"):
+        assert rules["python3-numba-pip"][os_name]["pip"]["packages"] == ["numba"]
+
+
+def test_tool_only_keys_are_test_dependencies_and_runtime_leaves_tools_out(deps):
+    keys = package_xml_keys("humble")
+    tools = {"python3-matplotlib", "python3-tqdm", "python3-sklearn", "python3-joblib"}
+    assert tools <= keys["test_depend"] and not tools & keys["exec_depend"]
+    full = as_pins(deps.pip_requirements("jazzy", "3.12", "1.26.4"))
+    runtime = as_pins(deps.pip_requirements("jazzy", "3.12", "1.26.4", runtime_only=True))
+    assert set(full) - set(runtime) == deps.TOOL_ONLY
+    assert {"numpy", "jax", "jaxlib", "numba", "llvmlite", "rosbags"} <= set(runtime)
+
+
+# ---- a Jetson: a fake /etc/nv_tegra_release ----
+
+R36_4 = "# R36 (release), REVISION: 4.0, GCID: 37537400, BOARD: generic, EABI: aarch64, DATE: Fri Sep 13 04:36:44 UTC 2024\n"
+
+
+@pytest.fixture
+def jetson_release(tmp_path):
+    path = tmp_path / "nv_tegra_release"
+    path.write_text(R36_4 + "# KERNEL_VARIANT: oot\nTARGET_USERSPACE_LIB_DIR=nvidia\n")
+    return path
+
+
+def test_the_tegra_release_file_names_the_l4t_release_and_jetpack(deps, jetson_release, tmp_path):
+    jetson = deps.read_tegra_release(jetson_release)
+    assert (jetson.l4t, jetson.jetpack) == ("36.4.0", 6)
+    assert deps.read_tegra_release(tmp_path / "absent") is None
+    (tmp_path / "bad").write_text("not a release\n")
+    with pytest.raises(deps.Refused, match="expected a first line like"):
+        deps.read_tegra_release(tmp_path / "bad")
+
+
+def no_cuda_plugin(lines):
+    return not any(line.lower().replace("_", "-").startswith("jax-cuda") for line in lines)
+
+
+def test_a_jetson_without_jaxlib_is_refused_with_the_jp6_index(deps, jetson_release):
+    jetson = deps.read_tegra_release(jetson_release)
+    with pytest.raises(deps.Refused) as exc:
+        deps.pip_requirements("humble", "3.10", "1.26.4", jetson=jetson, installed={})
+    message = str(exc.value)
+    assert "https://pypi.jetson-ai-lab.io/jp6/cu126" in message and "sm_87" in message
+    assert "jaxlib==0.6.2" in message and "ROS_PIP_CPU_JAX=1" in message
+    with pytest.raises(deps.Refused, match=r"JetPack 7.*jax\[cuda13\]"):
+        deps.pip_requirements("jazzy", "3.12", "1.26.4", jetson=deps.Jetson(38, "2.0"), installed={})
+    cpu = deps.pip_requirements("humble", "3.10", "1.26.4", jetson=jetson, installed={}, cpu_jax=True)
+    assert as_pins(cpu)["jaxlib"] == "0.6.2" and no_cuda_plugin(cpu)
+
+
+def test_a_jetson_build_of_jaxlib_is_pinned_as_it_is(deps, jetson_release):
+    jetson = deps.read_tegra_release(jetson_release)
+    installed = {"jax": deps.Dist("0.6.2"), "jaxlib": deps.Dist("0.6.2+jp6"),
+                 "jax-cuda12-plugin": deps.Dist("0.6.2"), "jax-cuda12-pjrt": deps.Dist("0.6.2")}
+    lines = deps.pip_requirements("humble", "3.10", "1.21.5", True, jetson=jetson, installed=installed)
+    pins = as_pins(lines)
+    assert pins["jaxlib"] == "0.6.2+jp6" and pins["jax"] == "0.6.2" and pins["numpy"] == deps.OVERLAY_NUMPY
+    assert no_cuda_plugin(lines)
+    # an older Jetson build (dustynv/jax:r36.4.0 ships a 0.4.x) is kept too, without pymdp's tested pins
+    older = as_pins(deps.pip_requirements("humble", "3.10", "1.26.4", jetson=jetson,
+                                          installed={"jaxlib": deps.Dist("0.4.35")}))
+    assert older["jaxlib"] == older["jax"] == "0.4.35" and "inferactively-pymdp" not in older
+    with pytest.raises(deps.Refused, match="older than the core supports") as exc:
+        deps.pip_requirements("humble", "3.10", "1.26.4", jetson=jetson, installed={"jaxlib": deps.Dist("0.4.20")})
+    assert "jp6/cu126" in str(exc.value) and "no jaxlib installed" not in str(exc.value)
+
+
+def test_pypi_cuda_plugins_on_a_jetson_are_named(deps):
+    warnings = deps.jetson_warnings({"jax-cuda12-plugin": deps.Dist("0.6.2", pypi_build=True),
+                                     "jax-cuda12-pjrt": deps.Dist("0.6.2", pypi_build=False),
+                                     "jaxlib": deps.Dist("0.6.2", pypi_build=True)})
+    assert len(warnings) == 1 and warnings[0].startswith("jax-cuda12-plugin 0.6.2 is a PyPI build")
+
+
+def run_main(deps, monkeypatch, capsys, argv, venv, installed=None):
+    monkeypatch.setattr(deps, "in_venv", lambda: venv)
+    monkeypatch.setattr(deps, "installed_dists", lambda: dict(installed or {}))
+    monkeypatch.delenv("ROS_DISTRO", raising=False)
+    monkeypatch.delenv("ROS_PIP_NUMPY_OVERLAY", raising=False)
+    monkeypatch.delenv("ROS_PIP_CPU_JAX", raising=False)
+    code = deps.main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_faked_jetson_on_humble_gets_a_venv_recipe_that_installs_no_pypi_cuda_plugin(
+        deps, jetson_release, tmp_path, monkeypatch, capsys):
+    """Done means: on a faked Jetson + Humble (outside a venv) it prints a recipe that uses a venv and installs
+    no PyPI jaxlib CUDA plugin, and writes no list (nothing can land in ~/.local)."""
+    target = tmp_path / "list.txt"
+    code, out, err = run_main(deps, monkeypatch, capsys, ["--distro", "humble", "--tegra-release",
+                                                          str(jetson_release), "--write", str(target)], venv=False)
+    assert code == 3 and not target.exists() and "no list was written" in err
+    commands = [line for line in out.splitlines() if line and not line.startswith("#")]
+    assert commands[0].startswith("python3 -m venv --system-site-packages ")
+    venv = commands[0].split()[-1]
+    assert f"source {venv}/bin/activate" in commands
+    pip_lines = [c for c in commands if c.startswith("pip install")]
+    assert pip_lines[0] == f"pip install numpy=={deps.OVERLAY_NUMPY}"
+    for line in pip_lines:
+        if "jax" in line:  # a jax wheel comes only from the Jetson index, never PyPI
+            assert "--index-url https://pypi.jetson-ai-lab.io/jp6/cu126" in line, line
+    assert any("jax-cuda12-plugin==0.6.2" in line for line in pip_lines)
+    assert any("--runtime --write" in c and c.startswith("ROS_PIP_NUMPY_OVERLAY=1 ") for c in commands)
+    assert any(f"-DPython3_EXECUTABLE={venv}/bin/python" in c for c in commands)
+    assert not any("--user" in c or "break-system-packages" in c for c in commands)
+
+
+def test_the_tegra_release_path_comes_from_the_environment(deps, jetson_release, monkeypatch, capsys):
+    monkeypatch.setenv(deps.TEGRA_RELEASE_ENV, str(jetson_release))
+    code, out, _ = run_main(deps, monkeypatch, capsys, ["--distro", "jazzy", "--recipe"], venv=True)
+    assert code == 0 and "Jetson L4T R36.4.0 (JetPack 6)" in out and "jp6/cu126" in out
+
+
+def test_humble_without_a_jetson_outside_a_venv_gets_the_recipe_too(deps, tmp_path, monkeypatch, capsys):
+    code, out, _ = run_main(deps, monkeypatch, capsys, ["--distro", "humble", "--tegra-release",
+                                                        str(tmp_path / "absent")], venv=False)
+    assert code == 3 and "--system-site-packages" in out and "jetson-ai-lab" not in out
+    # in a venv (make setup's), the list is written as before
+    code, out, _ = run_main(deps, monkeypatch, capsys, ["--distro", "humble", "--numpy-overlay", "--tegra-release",
+                                                        str(tmp_path / "absent")], venv=True)
+    assert code == 0 and f"numpy=={deps.OVERLAY_NUMPY}" in out and "jaxlib==0.6.2" in out
+
+
+def test_in_a_venv_on_a_faked_jetson_the_installed_build_is_written(deps, jetson_release, tmp_path, monkeypatch,
+                                                                    capsys):
+    target = tmp_path / "list.txt"
+    installed = {"jaxlib": deps.Dist("0.6.2"), "jax": deps.Dist("0.6.2"),
+                 "jax-cuda12-plugin": deps.Dist("0.6.2", pypi_build=True)}
+    code, _, err = run_main(deps, monkeypatch, capsys, [
+        "--distro", "humble", "--python", f"{sys.version_info[0]}.{sys.version_info[1]}", "--numpy", "1.26.4",
+        "--runtime", "--tegra-release", str(jetson_release), "--write", str(target)], venv=True, installed=installed)
+    assert code == 0, err
+    lines = [line for line in target.read_text().splitlines() if not line.startswith("#")]
+    assert as_pins(lines)["jaxlib"] == "0.6.2" and no_cuda_plugin(lines)
+    assert "jax-cuda12-plugin 0.6.2 is a PyPI build" in err
+    assert not set(as_pins(lines)) & deps.TOOL_ONLY
+    # no jaxlib in the venv: refused, nothing written, the index named
+    target.unlink()
+    code, _, err = run_main(deps, monkeypatch, capsys, [
+        "--distro", "humble", "--python", f"{sys.version_info[0]}.{sys.version_info[1]}", "--numpy", "1.26.4",
+        "--tegra-release", str(jetson_release), "--write", str(target)], venv=True, installed={})
+    assert code == 1 and not target.exists() and "jp6/cu126" in err
