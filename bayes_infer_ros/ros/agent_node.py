@@ -219,7 +219,7 @@ class _AgentCore(UntypedOverrides):
         make_pub = getattr(self, "create_lifecycle_publisher", None) if self.lifecycle_mode else None
         kind, make_pub = ("lpub", make_pub) if make_pub else ("pub", self.create_publisher)
         published = ["beliefs"] + [f"beliefs/{n}" for n in self._loop.factor_names]
-        pubs = [make_pub(Belief if i else Beliefs, topic, outqos(), qos_overriding_options=overridable())
+        pubs = [make_pub(Belief if i else Beliefs, topic, out_qos(), qos_overriding_options=overridable())
                 for i, topic in enumerate(published)]
         self._beliefs_pub, self._factor_pubs = pubs[0], pubs[1:]
         self._entities += [(kind, p) for p in pubs]

@@ -1,6 +1,5 @@
 """Training (paper protocol, tiny search), the numpy evaluator, regret, and select_variant's guarantees."""
 import json
-import time
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from bayes_infer_ros.bench import train_autotuner as tr
 from bayes_infer_ros.autotune.forest import NumpyForest
 from bayes_infer_ros.bench import generator as g
 from bayes_infer_ros.bench import harness as h
+from engine_stubs import Slowed
 from synthetic_rows import synthetic_rows
 from tolerances import FLOAT32_ATOL, FLOAT64_BOOKKEEPING_ATOL
 
@@ -147,20 +147,6 @@ def test_verify_builds_and_times_candidates():
         None, None, {"no_such_variant": float("inf")})
 
 
-class _Slowed:
-    """An engine whose per-tick calls sleep first: a variant that is slower than baseline on this device."""
-
-    def __init__(self, engine, seconds):
-        self._engine, self._seconds = engine, seconds
-
-    def __getattr__(self, name):
-        return getattr(self._engine, name)
-
-    def tick_prepared(self, *args):
-        time.sleep(self._seconds)
-        return self._engine.tick_prepared(*args)
-
-
 def test_verify_never_picks_a_variant_measured_slower_than_baseline(tmp_path, monkeypatch):
     """The prediction is wrong (it names a variant that runs slower here): the verify step times baseline as
     well and returns it. A sleep is a lower bound on the slowed variant's time, so load cannot flip this."""
@@ -173,7 +159,7 @@ def test_verify_never_picks_a_variant_measured_slower_than_baseline(tmp_path, mo
 
     def build(model, config, variant, device):
         engine = real_build(model, config, variant, device)
-        return _Slowed(engine, 0.02) if variant == "hybrid" else engine
+        return Slowed(engine, 0.02) if variant == "hybrid" else engine
 
     monkeypatch.setattr(dec, "build_engine", build)
     assert dec.select_variant("fpi", model, model_dir=tmp_path) == "hybrid"  # the prediction alone

@@ -2,7 +2,6 @@
 step across devices, the kept decisions, the memory budget. This machine has no GPU: a "GPU" here is either a
 faked failure of the real lookup or a second JAX CPU device standing in for one (labelled "gpu"), which is what
 the policy sees of a device: a name, a self-test, and timings."""
-import time
 from pathlib import Path
 
 import jax
@@ -15,6 +14,7 @@ from bayes_infer_ros.autotune.decision_cache import DecisionCache
 from bayes_infer_ros.inference import VariantUnsupported
 from bayes_infer_ros.inference.native import numba_available
 from bayes_infer_ros.model import load_model
+from engine_stubs import Broken, Slowed
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET = MemoryBudget.from_mib(2048, "memory_budget_mb")
@@ -42,20 +42,6 @@ def broken_gpu(fake_gpu, monkeypatch):
     def no_kernel_image(device):
         raise RuntimeError(NO_KERNEL)
     monkeypatch.setattr(devices, "self_test_program", no_kernel_image)
-
-
-class _Slowed:
-    """An engine whose per-tick call sleeps first (a lower bound on its time that load cannot undo)."""
-
-    def __init__(self, engine, seconds):
-        self._engine, self._seconds = engine, seconds
-
-    def __getattr__(self, name):
-        return getattr(self._engine, name)
-
-    def tick_prepared(self, *args):
-        time.sleep(self._seconds)
-        return self._engine.tick_prepared(*args)
 
 
 # ---- devices and the self-test -------------------------------------------------------------------------
@@ -122,7 +108,7 @@ def test_auto_runs_the_measured_fastest_device(model, monkeypatch, slow):
     def build(m, config, variant, device):
         engine = real(m, config, variant, cpu)
         platform = "gpu" if device is gpu else "cpu"
-        return _Slowed(engine, 0.005) if platform == slow else engine
+        return Slowed(engine, 0.005) if platform == slow else engine
 
     monkeypatch.setattr(dec, "build_engine", build)
     decision = dec.decide(model, dec.EngineConfig("fpi", autotune_verify_top_k=2), BUDGET, found=found)
@@ -206,19 +192,9 @@ def test_a_candidate_that_fails_its_first_call_drops_out_with_the_reason(model, 
     cpu = jax.devices("cpu")[0]
     real = dec.build_engine
 
-    class Broken:
-        def __init__(self, engine):
-            self._engine = engine
-
-        def __getattr__(self, name):
-            return getattr(self._engine, name)
-
-        def tick_prepared(self, *args):
-            raise RuntimeError("NvvmSupportError: libNVVM cannot be found")
-
     def build(m, config, variant, device):
         engine = real(m, config, variant, cpu)
-        return Broken(engine) if variant != "baseline" else engine
+        return Broken(engine, RuntimeError("NvvmSupportError: libNVVM cannot be found")) if variant != "baseline" else engine
 
     monkeypatch.setattr(dec, "build_engine", build)
     decision = dec.decide(model, dec.EngineConfig("fpi"), BUDGET, found=devices.Devices({"cpu": cpu}))
