@@ -17,7 +17,18 @@ from oracle import Case, max_abs_diff, pymdp_reference_jit, structured_case
 from tolerances import FLOAT32_ATOL
 from variant_cases import ITERS, SKEWED_ZEROS, TAU, build, window
 
-VARIANT_PARAMS = [pytest.param(v, marks=pytest.mark.numba) if v == "fused_numba" else v for v in VARIANTS]
+MARKS = {"fused_numba": [pytest.mark.numba], "fused_cuda": [pytest.mark.gpu_kernel]}  # their own make test steps
+
+
+def cases(algorithms):
+    """(variant, algorithm) pairs; fused_cuda's VMP/MMP windows are slow in numba's CUDA simulator (about 15 s
+    each): `make test-slow` runs them, `make test` its FPI cases."""
+    out = []
+    for v in VARIANTS:
+        for alg in algorithms:
+            marks = MARKS.get(v, []) + ([pytest.mark.slow] if v == "fused_cuda" and alg != "fpi" else [])
+            out.append(pytest.param(v, alg, marks=marks, id=f"{v}-{alg}"))
+    return out
 # Four modalities over four factors (a pair, a triple, exact zeros); the observed subset leaves a factor (0's
 # unary modality 0 and modality 2) partly observed and one modality of each order out.
 STRUCTURE = SKEWED_ZEROS
@@ -41,8 +52,7 @@ def _missing(case: Case, keep) -> list:
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("variant", VARIANT_PARAMS)
+@pytest.mark.parametrize("variant,algorithm", cases(ALGORITHMS))
 def test_missing_modalities_equal_pymdp_on_the_reduced_model(variant, algorithm):
     """Modalities 0 and 2 unobserved (all-zero vectors, at every step of a window): the beliefs equal pymdp's
     on the model holding only modalities 1 and 3."""
@@ -57,8 +67,7 @@ def test_missing_modalities_equal_pymdp_on_the_reduced_model(variant, algorithm)
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("variant", VARIANT_PARAMS)
+@pytest.mark.parametrize("variant,algorithm", cases(ALGORITHMS))
 def test_no_observation_at_all_gives_the_prior(variant, algorithm):
     """Every modality unobserved: FPI returns the prior (pymdp: softmax(log prior)); VMP/MMP return pymdp's
     window on the same all-zero observations (no likelihood term at all)."""
@@ -73,8 +82,7 @@ def test_no_observation_at_all_gives_the_prior(variant, algorithm):
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("algorithm", ("vmp", "mmp"))
-@pytest.mark.parametrize("variant", VARIANT_PARAMS)
+@pytest.mark.parametrize("variant,algorithm", cases(("vmp", "mmp")))
 def test_window_steps_with_missing_modalities(variant, algorithm):
     """A window where modality 0 is observed only at steps 1 and 3 and modality 2 never: equal to pymdp on the
     model without modality 2, with modality 0's missing steps all zero (pymdp's xlogy adds nothing for them)."""
