@@ -115,7 +115,7 @@ def sensor_agent(ros_graph, tmp_path_factory, repo_root):
 def _diag_values(diags, fqn="/sensors/agent"):
     for _, arr in reversed(list(diags)):
         for st in arr.status:
-            if st.hardware_id == fqn:
+            if st.name == f"{fqn}: inference":
                 return {kv.key: kv.value for kv in st.values}
     return {}
 

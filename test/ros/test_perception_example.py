@@ -54,7 +54,7 @@ def test_the_agent_accepts_the_example_nodes_labelled_observations(ros_graph, pr
         def values():
             for _, arr in reversed(list(diags)):
                 for st in arr.status:
-                    if st.hardware_id == f"{NS}/agent":
+                    if st.name == f"{NS}/agent: inference":
                         return {kv.key: kv.value for kv in st.values}
             return {}
 
