@@ -23,7 +23,8 @@ Belief[] factors
 """
 
 
-def write_beliefs_bag(path, stamps_ns, probabilities, store, typename="bayes_infer_ros/msg/Beliefs", extra=None):
+def write_beliefs_bag(path, stamps_ns, probabilities, store, typename="bayes_infer_ros/msg/Beliefs", extra=None,
+                      beliefs_extra=None):
     """A beliefs bag as `bayes-infer record` writes it: one Beliefs per stamp, three factors of the default model."""
     from rosbags.rosbag2 import StoragePlugin, Writer
 
@@ -39,7 +40,7 @@ def write_beliefs_bag(path, stamps_ns, probabilities, store, typename="bayes_inf
                                                        probabilities=np.asarray(p[k], np.float32), **(extra or {}))
                        for n, lab, p in zip(names, labels, probabilities)]
             msg = t[typename](header=header, tick=k + 1, algorithm="fpi", variant="baseline", inference_ms=0.5,
-                              factors=factors)
+                              factors=factors, **(beliefs_extra or {}))
             writer.write(conn, int(ns) + 1000, store.serialize_cdr(msg, typename))
 
 
@@ -70,7 +71,8 @@ def test_plot_reads_beliefs_bags_and_draws_the_demo_figure(tmp_path, repo_root, 
         write_beliefs_bag(tmp_path / "beliefs", stamps, probs, store)
     else:
         write_beliefs_bag(tmp_path / "beliefs", stamps, probs, make_typestore(),
-                          extra={"most_likely_index": 0, "most_likely_label": "x", "entropy": 0.1})
+                          extra={"most_likely_index": 0, "most_likely_label": "x", "entropy": 0.1},
+                          beliefs_extra={"device": "cpu:0"})
     series = read_beliefs(tmp_path / "beliefs")
     assert series.factor_names == ["location", "battery", "door"] and series.topic == "/beliefs"
     np.testing.assert_array_equal(series.stamps_ns, stamps)

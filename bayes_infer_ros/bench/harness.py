@@ -331,8 +331,10 @@ class CaseRunner:
         t0 = time.perf_counter()
         out, modes = capture_modes(lambda: block(engine(*list_args)))
         row["first_call_s"] = time.perf_counter() - t0
-        exec_mode = "native" if engine.device == "cpu" else f"native_{engine.device}"  # fused_numba, fused_cuda
-        row["exec_mode"] = program_label(modes, "_lists_impl") if isinstance(engine, InferenceEngine) else exec_mode
+        if isinstance(engine, InferenceEngine):
+            row["exec_mode"] = program_label(modes, "_lists_impl")
+        else:  # a native engine: fused_numba on the CPU, fused_cuda on a GPU
+            row["exec_mode"] = "native" if engine.device == "cpu" else f"native_{engine.device}"
         row["max_abs_diff_vs_pymdp"] = _max_diff(out, reference)
         row["param_count"], row["param_count_source"] = _param_count(model, case.variant, est)
         packed = None

@@ -84,7 +84,7 @@ class Fleet:
         node = self.node
         with node._tick_lock:
             reason = self.loop.add_control(k, msg.indices, msg.labels, msg.header.stamp.sec, msg.header.stamp.nanosec,
-                                           node.get_clock().now().nanoseconds)
+                                           node.get_clock().now().nanoseconds, float(node._p("max_future_stamp")))
         agent = self.loop.agents[k]
         if reason is not None:
             node._count(f"{agent}/rejected.bad_control")

@@ -13,9 +13,8 @@ from typing import Any, Optional, Sequence
 
 from bayes_infer_ros.inference.batch_filter import BatchBeliefFilter
 
-from .admission import Inputs
+from .admission import Inputs, admit_stamp
 from .controls import ControlTimeline, check_controls, fill_window_actions
-from .conversion import stamp_to_ns
 from .statistics import TickStatistics
 from .tick_loop import TickOutput
 
@@ -39,13 +38,17 @@ class FleetLoop:
         self.inputs = Inputs([], [])
         self.inputs.modalities = [m for inputs in self.agent_inputs for m in inputs.modalities]
 
-    def add_control(self, k: int, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int) -> Optional[str]:
-        """Add one ``Controls`` message to agent ``k``'s timeline; the reason when it is refused."""
+    def add_control(self, k: int, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int,
+                    max_future_s: float = 0.5) -> Optional[str]:
+        """Add one ``Controls`` message to agent ``k``'s timeline; the reason when it is refused (nothing added).
+        The header is judged as :meth:`TickLoop.add_control <.tick_loop.TickLoop.add_control>` judges it."""
         control, reason = check_controls(indices, labels, self._num_controls, self._control_labels)
         if control is None:
             return reason
-        stamp = stamp_to_ns(sec, nanosec)
-        self.controls[k].add(stamp if stamp > 0 else now_ns, control)
+        decision = admit_stamp(sec, nanosec, last_ns=-1, now_ns=now_ns, timeout_s=0.0, max_future_s=max_future_s)
+        if not decision.ok:
+            return decision.detail
+        self.controls[k].add(decision.stamp_ns, control)
         return None
 
     def reset(self, k: Optional[int] = None) -> None:

@@ -133,6 +133,7 @@ API: dict[str, str] = {
     # rcl_interfaces messages (fields)
     "rcl_interfaces.msg.ParameterDescriptor(description)": "humble",
     "rcl_interfaces.msg.ParameterDescriptor(read_only)": "humble",
+    "rcl_interfaces.msg.ParameterDescriptor(dynamic_typing)": "humble",
     "rcl_interfaces.msg.ParameterDescriptor.integer_range": "humble",
     "rcl_interfaces.msg.ParameterDescriptor.floating_point_range": "humble",
     "rcl_interfaces.msg.ParameterDescriptor.additional_constraints": "humble",

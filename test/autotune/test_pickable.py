@@ -24,11 +24,12 @@ def test_without_numba_the_native_engine_is_never_offered(tmp_path):
     assert auto_variants("fpi", numba=False, model_dir=tmp_path) == ("baseline",)
 
 
-def test_a_gpu_uses_the_cpus_portable_model_and_never_a_cpu_native_engine(tmp_path):
+def test_a_gpu_uses_the_cpus_portable_model_its_own_native_engine_and_never_the_cpus(tmp_path):
     _write(tmp_path, "cpu", {"vmp": {"constant": "fused_numba"}})
     _write(tmp_path, "cpu_portable", {"vmp": {"classes": ["fused_dense", "baseline"]}})
     assert shipped_model("vmp", "gpu", True, tmp_path)[0] == "cpu_portable"
-    assert auto_variants("vmp", numba=True, platform="gpu", model_dir=tmp_path) == ("fused_dense", "baseline")
+    got = auto_variants("vmp", numba=True, platform="gpu", model_dir=tmp_path)
+    assert got == ("fused_cuda", "fused_dense", "baseline") and "fused_numba" not in got
 
 
 def test_no_model_leaves_the_rule_and_the_untrained_native_engine(tmp_path):

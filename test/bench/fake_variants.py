@@ -5,6 +5,8 @@ import numpy as np
 
 
 class FakeEngine:
+    device = "cpu"
+
     def __init__(self, num_states):
         self.num_states = num_states
         from bayes_infer_ros.inference import PackedLayout  # noqa: F401 - the real layout type exists

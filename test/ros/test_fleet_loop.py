@@ -44,7 +44,8 @@ def test_fleet_loop_equals_one_tick_loop_per_agent(model, algorithm):
             _observe(fleet.agent_inputs[k], np.random.default_rng(seed), model, t)
             _observe(alone[k].inputs, np.random.default_rng(seed), model, t)
             control = [int(rng.integers(0, u)) for u in model.num_controls]
-            stamp = t * S - S // 2 if rng.random() < 0.7 else t * S - 3 * S // 2  # some arrive late
+            late = t > 1 and rng.random() >= 0.7
+            stamp = t * S - 3 * S // 2 if late else t * S - S // 2  # some arrive late
             assert fleet.add_control(k, control, [], *divmod(stamp, S), now_ns=t * S) is None
             assert alone[k].add_control(control, [], *divmod(stamp, S), now_ns=t * S) is None
         outs = dict(fleet.step(t * S, stepping))
@@ -53,6 +54,19 @@ def test_fleet_loop_equals_one_tick_loop_per_agent(model, algorithm):
             want = alone[k].step(t * S)
             np.testing.assert_allclose(outs[k].posterior, want.posterior, atol=FLOAT32_ATOL)
             assert outs[k].stamp_ns == want.stamp_ns
+
+
+def test_a_control_stamp_is_judged_as_a_single_agents_is(model):
+    """Not a time, or too far ahead of the node clock: refused by the fleet with the reason a TickLoop gives."""
+    config = EngineConfig("fpi", "baseline", 8, 1.0, 1, 0)
+    fleet = FleetLoop(model, batched_engine(model, config, "baseline", len(AGENTS)), 1, AGENTS)
+    alone = TickLoop(model, build_engine(model, config, "baseline", None), 1)
+    control = [0] * model.num_factors
+    for sec, nanosec in ((-1, 0), (0, 2 * S), (5, 0)):
+        want = alone.add_control(control, [], sec, nanosec, now_ns=S, max_future_s=0.5)
+        assert want is not None
+        assert fleet.add_control(1, control, [], sec, nanosec, now_ns=S, max_future_s=0.5) == want
+    assert fleet.add_control(1, control, [], 1, 0, now_ns=S, max_future_s=0.5) is None
 
 
 def test_a_refused_observation_is_its_agents_alone(model):
