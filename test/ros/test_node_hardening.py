@@ -490,9 +490,6 @@ def test_an_empty_list_in_the_params_file_is_refused_by_name(ros_graph, tmp_path
         proc.stop()
 
 
-@pytest.mark.xfail(strict=False, reason="over the graph the before-clock observation was not counted in two runs "
-                   "at the end of the session, on the merged tree and on the branch that added it (which passed "
-                   "earlier); the rule itself is held by test_hardening_units' in-process F5 tests")
 def test_a_wall_clock_stamp_before_the_first_clock_does_not_block_a_sensor(probe, ros_graph, io, tmp_path):
     """F5: sim time, /clock late. One wall-clock-stamped observation before the first /clock used to make every
     later sim-stamped message of that modality `out_of_order`."""
@@ -509,9 +506,18 @@ def test_a_wall_clock_stamp_before_the_first_clock_does_not_block_a_sensor(probe
         assert proc.wait_log("active: tick", 60), proc.log_text()
         p = {m: probe.publisher(f"{ns}/observations/{m}", CategoricalObservation) for m in MODALITIES}
         assert wait_for(lambda: all(x.get_subscription_count() >= 1 for x in p.values()), 20)
-        p["rfid_tag"].publish(obs(level=1, stamp_ns=time.time_ns()))  # wall clock, before any /clock
-        assert wait_for(lambda: counter(statuses(io, fqn)[-1][0] if statuses(io, fqn) else {}, "before_clock") == 1,
-                        10), proc.log_text()
+        # Wall-clock stamps before any /clock. The publisher has matched the node's reader, but the reader may not
+        # have matched it yet and a volatile first message can be lost: publish until one is counted.
+
+        def before_clock() -> int:
+            got = statuses(io, fqn)
+            return counter(got[-1][0], "before_clock") if got else 0
+
+        for _ in range(20):
+            p["rfid_tag"].publish(obs(level=1, stamp_ns=time.time_ns()))
+            if wait_for(lambda: before_clock() >= 1, 0.5):
+                break
+        assert before_clock() >= 1, (statuses(io, fqn)[-1:], proc.log_text())
         clock = probe.publisher("/lateclock_private_clock", Clock)
         sim_ns = 100 * 1_000_000_000
         for k in range(20):
@@ -523,7 +529,8 @@ def test_a_wall_clock_stamp_before_the_first_clock_does_not_block_a_sensor(probe
             for m, pub in p.items():
                 pub.publish(obs(level=0, stamp_ns=sim_ns + 1_000_000_000 + k * 1_000_000))
             time.sleep(0.1)
-        assert wait_for(lambda: counter(statuses(io, fqn)[-1][0], "input.rfid_tag.accepted") >= 6, 10), \
+        accepted = before_clock() + 5
+        assert wait_for(lambda: counter(statuses(io, fqn)[-1][0], "input.rfid_tag.accepted") >= accepted, 10), \
             statuses(io, fqn)[-1]
         last = statuses(io, fqn)[-1][0]
         assert counter(last, "rejected.out_of_order") == 0, last
