@@ -1,6 +1,7 @@
 """Per algorithm and configuration of a GPU sweep: pymdp on the GPU, the best GPU candidate (every JAX variant and
 fused_cuda), fused_numba on the host CPU, and the crossover: the smallest parameter count above which the best GPU
-candidate beats the host CPU on every measured configuration.
+candidate beats the host CPU on every measured configuration. Where the sweep timed ``auto`` (the node's device and
+variant decision, ``bench --variants ... auto``), its pick and its time over the fastest (device, variant) of the row.
 
     python benchmarks/gpu_crossover.py benchmarks/sweep_<device>.csv [--metric time_s] > benchmarks/crossover_<device>.md
 
@@ -16,6 +17,7 @@ import sys
 from collections import defaultdict
 
 HOST = {"fused_numba"}  # candidates that run on the host CPU in a GPU sweep
+AUTO = "auto"  # the node's decision: not a candidate, compared with the best one
 
 
 def _f(x: str) -> float:
@@ -36,6 +38,8 @@ def table(rows: list[dict], metric: str) -> dict:
         if v == "pymdp":
             cell["pymdp"] = t
             cell["params"] = int(_f(r.get("param_count")))
+        elif v == AUTO:
+            cell["auto"] = (r.get("reason", "").replace("chose ", ""), t)
         elif v in HOST:
             cell["cpu"] = t
         elif "gpu" not in cell or t < cell["gpu"][1]:
@@ -70,13 +74,15 @@ def main() -> int:
           f"load average {loads[0] if loads else math.nan:.1f}-{loads[-1] if loads else math.nan:.1f}\n")
     for alg in sorted({a for a, _ in tab}):
         cells = sorted(((c.get("params", 0), c, cid) for (a, cid), c in tab.items() if a == alg), key=lambda x: x[0])
-        print(f"## {alg}\n\n| config | params | pymdp (GPU) ms | best GPU | ms | x pymdp | fused_numba (CPU) ms | GPU / CPU |")
-        print("|---|---:|---:|---|---:|---:|---:|---:|")
+        print(f"## {alg}\n\n| config | params | pymdp (GPU) ms | best GPU | ms | x pymdp | fused_numba (CPU) ms | GPU / CPU "
+              "| auto's pick | auto / fastest |")
+        print("|---|---:|---:|---|---:|---:|---:|---:|---|---:|")
         for params, c, cid in cells:
             g, t = c.get("gpu", ("-", math.nan))
             pm, cpu = c.get("pymdp", math.nan), c.get("cpu", math.nan)
+            pick, ta = c.get("auto", ("-", math.nan))
             print(f"| {cid} | {params:,} | {pm * 1e3:.3f} | {g} | {t * 1e3:.3f} | {pm / t:.2f} | {cpu * 1e3:.3f} | "
-                  f"{t / cpu:.2f} |")
+                  f"{t / cpu:.2f} | {pick} | {ta / min(t, cpu):.2f} |")
         print(f"\ncrossover ({alg}): {crossover([(pp, c) for pp, c, _ in cells])}\n")
     return 0
 

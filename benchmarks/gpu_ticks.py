@@ -61,13 +61,11 @@ def tick_callable(model, algorithm: str, variant: str, num_iter: int, horizon: i
     pr = eng.layout.pack_states(prior)
     if algorithm == "fpi" and not predict:
         return lambda: eng.run_packed(ob, pr)
-    if algorithm == "fpi":
+    if algorithm == "fpi":  # the node's tick: beliefs and next prior back on the host (BeliefFilter's call)
+        ob = np.ascontiguousarray(ob, dtype=eng.dtype)
+        pr = np.ascontiguousarray(pr, dtype=eng.dtype)
         zero = np.zeros(len(model.D), np.int32)
-
-        def tick():
-            q = eng.run_packed(ob, pr)
-            return q, eng.predict(eng.layout.split_states(q), zero)
-        return tick
+        return lambda: eng.tick_prepared(ob, pr, zero)
     return lambda: eng.run_packed(ob, pr, actions, valid_steps=T)
 
 
@@ -170,15 +168,18 @@ def timing(args) -> None:
     print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}")
     for algorithm in args.algorithms:
         names = ["pymdp"] + args.variants
+        # fpi: each variant's inference call, and (":tick") the node's whole tick through tick_prepared
+        entries = [(v, False) for v in names] + ([(v, True) for v in args.variants] if algorithm == "fpi" else [])
         ticks = {}
-        for v in names:
+        for v, whole in entries:
+            name = f"{v}:tick" if whole else v
             try:
-                ticks[v] = tick_callable(model, algorithm, v, args.num_iter, args.horizon, predict=False)
+                ticks[name] = tick_callable(model, algorithm, v, args.num_iter, args.horizon, predict=whole)
                 for _ in range(3):
-                    jax.block_until_ready(ticks[v]())
+                    jax.block_until_ready(ticks[name]())
             except Exception as exc:  # a variant refusing the model is reported, not fatal
-                print(f"{algorithm} {v}: {type(exc).__name__}: {exc}")
-                ticks.pop(v, None)
+                print(f"{algorithm} {name}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+                ticks.pop(name, None)
         samples = {v: [] for v in ticks}
         for _ in range(args.rounds):
             for v, fn in ticks.items():

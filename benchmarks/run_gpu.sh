@@ -4,18 +4,18 @@
 # latency table of the default model. Writes under ${OUT:-benchmarks/gpu_out}.
 # Needs jax with CUDA, pymdp 1.0.4 and (for fused_numba, a host-CPU variant) numba.
 # STEPS (default "profile latency bench") picks the steps; each fits one 10-minute device call. The GPU sweep of
-# the M = 25 and M = 125 strata (pymdp and every JAX variant on the GPU, fused_cuda, fused_numba on the host CPU,
+# the M = 25 and M = 125 strata (pymdp and the JAX variants on the GPU, fused_cuda, fused_numba on the host CPU, auto,
 # round-robin per configuration and algorithm) is
-#   STEPS="sweep report agents" bash benchmarks/run_gpu.sh      # rerun "sweep" to resume a time-boxed run
+#   STEPS="latency warm sweep report agents" bash benchmarks/run_gpu.sh      # rerun "sweep" to resume
 # IDS overrides the configurations, AGENT_ARGS the agents step's options. The CPU check of the steps (JAX on the CPU,
 # fused_cuda in numba's CUDA simulator; not GPU results):
-#   OUT=/tmp/gpu_check JAX_PLATFORMS=cpu NUMBA_ENABLE_CUDASIM=1 IDS=c0049 MINUTES=2 STEPS="sweep report agents" \
+#   OUT=/tmp/gpu_check JAX_PLATFORMS=cpu NUMBA_ENABLE_CUDASIM=1 IDS=c0049 MINUTES=2 STEPS="warm sweep report agents" \
 #     AGENT_ARGS="--b 1 4 --rounds 5 --max-seconds 5 --jax-variants fused_pairwise" bash benchmarks/run_gpu.sh
 set -uo pipefail
 OUT=${OUT:-benchmarks/gpu_out}
 MINUTES=${MINUTES:-8}
 mkdir -p "$OUT"
-export JAX_PLATFORMS=${JAX_PLATFORMS:-cuda} XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
+export JAX_PLATFORMS=${JAX_PLATFORMS:-cuda,cpu} XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || echo "no nvidia-smi (CPU check)"
 uptime
 python3 -c "import jax; from importlib.metadata import version as v; print(*(f'{p} {v(p)}' for p in ('jax', 'jaxlib', \
@@ -38,24 +38,51 @@ timeout -k 5 120 python3 benchmarks/gpu_ticks.py hlo --variants baseline hybrid 
 fi
 if [[ " $STEPS " == *" latency "* ]]; then
 # 2. round-robin latency of the default model
-timeout 300 python3 benchmarks/gpu_ticks.py time --variants baseline hybrid hybrid_block end_to_end fused_dense \
-    fused_pairwise fused_numba fused_cuda --rounds 20 2>&1 | tee "$OUT/default_model_latency.txt"
+timeout "${LATENCY_SECONDS:-300}" python3 benchmarks/gpu_ticks.py time --variants ${LATENCY_VARIANTS:-baseline hybrid \
+    hybrid_block end_to_end fused_dense fused_pairwise fused_numba fused_cuda} --rounds 20 2>&1 \
+    | tee "$OUT/default_model_latency_$dev.txt"
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
 # 3. the variants benchmark, time-boxed (resumable: rerun to extend)
 timeout $(( MINUTES * 60 + 240 )) python3 -m bayes_infer_ros.cli bench-variants --out "$OUT/variants_$dev.csv" \
     --max-minutes "$MINUTES" --no-progress --rounds 30 --max-time 1.0 2>&1 | tail -40
 fi
-# 4. The paper's scale: one configuration of every M = 25 and M = 125 stratum (the CPU sweeps' choices), smallest
-#    first, every variant (fused_cuda included; it refuses models over one block's shared memory) and pymdp on the GPU,
-#    fused_numba on the host CPU, timed round-robin per (configuration, algorithm); time-boxed and resumable.
-IDS=${IDS:-c0193 c0247 c0459 c0510 c0677 c0704 c0284 c0308 c0559 c0571 c0722 c0788 c0823 c0877}
+# 4. The paper's scale: one configuration of every M = 25 and M = 125 stratum (the CPU sweeps' choices), the largest
+#    first, pymdp, the VARIANTS (fused_cuda refuses models over one block's shared memory) and `auto` (the node's
+#    device and variant decision) on the GPU, fused_numba on the host CPU, timed round-robin per (configuration,
+#    algorithm); time-boxed and resumable.
+#    "warm" first compiles every case in parallel processes (one per configuration and algorithm, their timings
+#    thrown away) into JAX's persistent compilation cache, so the timed "sweep", one process on an otherwise idle
+#    machine, loads its programs instead of compiling them.
+IDS=${IDS:-c0704 c0510 c0571 c0722 c0284 c0193 c0247 c0459 c0677 c0308 c0559 c0823 c0877 c0788}
+VARIANTS=${VARIANTS:-baseline fused_dense fused_pairwise end_to_end hybrid_block fused_cuda fused_numba auto}
+export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/bayes_gpu_cache/jax} \
+  JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 \
+  NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/bayes_gpu_cache/numba}
+BENCH=(python3 -m bayes_infer_ros.cli bench --cache .cache/pomdp_configs --no-packed --no-progress --variants $VARIANTS)
+if [[ " $STEPS " == *" warm "* || " $STEPS " == *" sweep "* ]]; then
+  python3 -m bayes_infer_ros.cli generate --out .cache/pomdp_configs --index-only > /dev/null
+fi
+if [[ " $STEPS " == *" warm "* ]]; then
+  t0=$(date +%s)
+  export WARM_SECONDS=${WARM_SECONDS:-200}
+  # one process per (configuration, algorithm), at most WARM_JOBS at once (each holds a CUDA context)
+  for id in $IDS; do for alg in mmp vmp fpi; do echo "$id $alg"; done; done \
+    | timeout -k 5 "$WARM_SECONDS" xargs -P "${WARM_JOBS:-16}" -n 2 bash -c 'timeout -k 5 "$WARM_SECONDS" \
+        python3 -m bayes_infer_ros.cli bench --cache .cache/pomdp_configs --no-packed --no-progress --variants '"$VARIANTS"' \
+        --ids "$0" --algorithms "$1" --out "/tmp/warm_$0_$1.csv" --rounds 1 --max-time 0.01 \
+        --case-time-limit "$WARM_SECONDS" > "/tmp/warm_$0_$1.log" 2>&1; true'
+  # a job still compiling at the deadline (and its spawned worker) must not run beside the timed sweep
+  pkill -9 -f "bayes_infer_ros.cli bench" ; pkill -9 -f "multiprocessing.spawn" ; sleep 1
+  echo "warm: $(( $(date +%s) - t0 )) s, cache $(du -sh "$JAX_COMPILATION_CACHE_DIR" | cut -f1)"
+  cat /tmp/warm_*.csv 2>/dev/null | cut -d, -f1,5,6,9 | grep -v ",ok$" | grep -v "^config_id" | sort | uniq | head -40
+fi
 if [[ " $STEPS " == *" sweep "* ]]; then
-python3 -m bayes_infer_ros.cli generate --out .cache/pomdp_configs --index-only > /dev/null
-timeout $(( MINUTES * 60 + 240 )) python3 -m bayes_infer_ros.cli bench --cache .cache/pomdp_configs \
-    --out "$OUT/sweep_$dev.csv" --ids $IDS --no-packed --rounds 30 --max-time 1 --case-time-limit 120 \
-    --max-minutes "$MINUTES" --no-progress 2>&1 | tail -5
-uptime
+  uptime
+  ps -eo pid,pcpu,etime,comm --sort=-pcpu | head -6  # what else runs (the 1-minute load average lags)
+  timeout "${SWEEP_SECONDS:-$(( MINUTES * 60 + 120 ))}" "${BENCH[@]}" --ids $IDS --out "$OUT/sweep_$dev.csv" --rounds 30 \
+      --max-time "${MAX_TIME:-1}" --case-time-limit 60 --max-minutes "$MINUTES" 2>&1 | tail -5
+  uptime
 fi
 if [[ " $STEPS " == *" report "* ]]; then
 # 5. Summary, violins and params-vs-latency of the sweep; the GPU / host CPU table and the crossover per algorithm
@@ -64,6 +91,6 @@ python3 benchmarks/gpu_crossover.py "$OUT/sweep_$dev.csv" | tee "$OUT/crossover_
 fi
 if [[ " $STEPS " == *" agents "* ]]; then
 # 6. Many agents in one call: agent-ticks per second of the default model, b = 1 .. 10000, host CPU and GPU
-timeout 540 python3 benchmarks/agents_throughput.py --gpu --out "$OUT/agents_throughput_$dev.csv" ${AGENT_ARGS:---max-seconds 240} \
+timeout "${AGENT_SECONDS:-540}" python3 benchmarks/agents_throughput.py --gpu --out "$OUT/agents_throughput_$dev.csv" ${AGENT_ARGS:---max-seconds 240} \
     2>&1 | tail -40 | tee "$OUT/agents_throughput_$dev.txt"
 fi

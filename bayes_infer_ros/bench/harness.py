@@ -47,6 +47,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..autotune.budget import MemoryBudget, MemoryBudgetExceeded
+from ..autotune.decision import EngineConfig, decide
 from ..autotune.features import peak_elements, size_estimates
 from ..autotune.timing import CandidateTiming, block, environment, loadavg, time_round_robin
 from ..inference import ALGORITHMS, VARIANTS, InferenceEngine, build_inference, parameter_counts
@@ -54,6 +55,10 @@ from .generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build,
 from .xla_mode import LOG_ENV, capture_modes, program_label
 
 PYMDP = "pymdp"
+#: The node's ``variant: auto`` / ``device: auto`` decision (``autotune.decide``, verify step on) as a case: it is built
+#: and timed beside every variant, and its row's ``reason`` says what it chose (``chose fused_cuda@gpu``).
+AUTO = "auto"
+AUTO_VERIFY_TOP_K = 3
 DEFAULT_ALGORITHMS = ALGORITHMS
 DEFAULT_HORIZON = 5
 DEFAULT_NUM_ITER = 16
@@ -324,8 +329,12 @@ class CaseRunner:
         if self._builder is None:
             self._builder = _import_builder(s.builder)
         t0 = time.perf_counter()
-        engine = self._builder(case.algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies,
-                               variant=case.variant, num_iter=case.num_iter, tau=s.tau)
+        variant = case.variant
+        if variant == AUTO:
+            engine, variant, row["reason"] = _auto_engine(case, model, s.tau)
+        else:
+            engine = self._builder(case.algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies,
+                                   variant=variant, num_iter=case.num_iter, tau=s.tau)
         row["build_s"] = time.perf_counter() - t0
         list_args = (obs, prior) if case.algorithm == "fpi" else (obs, prior, actions)
         t0 = time.perf_counter()
@@ -336,7 +345,7 @@ class CaseRunner:
         else:  # a native engine: fused_numba on the CPU, fused_cuda on a GPU
             row["exec_mode"] = "native" if engine.device == "cpu" else f"native_{engine.device}"
         row["max_abs_diff_vs_pymdp"] = _max_diff(out, reference)
-        row["param_count"], row["param_count_source"] = _param_count(model, case.variant, est)
+        row["param_count"], row["param_count_source"] = _param_count(model, variant, est)
         packed = None
         if s.packed:
             layout = engine.layout
@@ -345,6 +354,14 @@ class CaseRunner:
                 packed_args += (actions,)
             packed = lambda: engine.run_packed(*packed_args)  # noqa: E731
         return _Prepared(row, lambda: engine(*list_args), packed)
+
+
+def _auto_engine(case: Case, model, tau: float) -> tuple[Any, str, str]:
+    """The node's ``auto`` decision for ``case`` (every device here, verify step on, no decision cache): (engine,
+    chosen variant, "chose <variant>@<platform>")."""
+    config = EngineConfig(case.algorithm, "auto", case.num_iter, tau, case.horizon, AUTO_VERIFY_TOP_K, "auto")
+    decision = decide(model, config, MemoryBudget.from_gib(DEFAULT_MEMORY_BUDGET_GB))
+    return decision.engine, decision.variant, f"chose {decision.variant}@{decision.platform}"
 
 
 def _timing_columns(t: CandidateTiming, prefix: str) -> dict:
@@ -457,7 +474,7 @@ def plan_cases(specs: Sequence[ConfigSpec], algorithms: Sequence[str], variants:
 
 def _over_budget(variant: str, spec: ConfigSpec, budget: MemoryBudget, itemsize: int, est: dict) -> str:
     """Why ``variant`` is skipped on ``spec`` (the node's budget check), or "" when it fits (pymdp always runs)."""
-    if variant == PYMDP:
+    if variant in (PYMDP, AUTO):  # pymdp always runs; auto holds itself to the node's budget
         return ""
     try:
         budget.check(variant, spec, itemsize, est)
@@ -517,7 +534,7 @@ def run_sweep(
             rows: dict[str, dict] = {}
             runnable: list[Case] = []
             for case in group:
-                peak = peak_elements(case.variant if case.variant != PYMDP else "baseline", est)
+                peak = peak_elements(case.variant if case.variant not in (PYMDP, AUTO) else "baseline", est)
                 base[case.variant] = {
                     "config_id": spec.config_id, "stratum": spec.stratum, "F": spec.F, "M": spec.M,
                     "algorithm": case.algorithm, "variant": case.variant, "horizon": case.horizon,
@@ -592,7 +609,8 @@ def select_configs(args, specs: Sequence[ConfigSpec]) -> list[ConfigSpec]:
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="generator cache folder")
     p.add_argument("--algorithms", nargs="+", default=list(DEFAULT_ALGORITHMS), choices=DEFAULT_ALGORITHMS)
-    p.add_argument("--variants", nargs="+", help="default: every name in VARIANTS (pymdp always runs)")
+    p.add_argument("--variants", nargs="+", help="default: every name in VARIANTS (pymdp always runs); auto: the node's "
+                   "device and variant decision, timed beside them")
     p.add_argument("--horizon", type=int, default=DEFAULT_HORIZON, help="window T for vmp/mmp")
     p.add_argument("--num-iter", type=int, default=DEFAULT_NUM_ITER)
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))

@@ -116,3 +116,20 @@ def test_real_case_against_pymdp(small_specs, tmp_path):
     assert float(rows["baseline"]["max_abs_diff_vs_pymdp"]) < FLOAT32_ATOL
     assert float(rows["pymdp"]["compile_s"]) > 0 and float(rows["baseline"]["median_s"]) > 0
     assert rows["baseline"]["timing"] == "round_robin" and rows["pymdp"]["exec_mode"] != ""
+
+
+@pytest.mark.oracle
+def test_auto_case_is_the_nodes_decision_timed_beside_the_variants(small_specs, tmp_path):
+    """``auto`` runs ``autotune.decide`` (every device here, verify step on): its row names its pick, which is one of
+    the candidates this machine has, and its result equals pymdp's."""
+    out = tmp_path / "auto.csv"
+    settings = h.Settings(cache=None, rounds=3, max_time_s=0.05, packed=False)
+    h.run_sweep(small_specs[:1], out, algorithms=["fpi"], variants=["baseline", h.AUTO], settings=settings,
+                progress=False)
+    rows = {r["variant"]: r for r in _rows(out)}
+    auto = rows[h.AUTO]
+    assert auto["status"] == "ok", auto
+    variant, _, platform = auto["reason"].removeprefix("chose ").partition("@")
+    assert platform == "cpu" and variant in h.VARIANTS, auto["reason"]  # CI has no GPU
+    assert float(auto["max_abs_diff_vs_pymdp"]) < FLOAT32_ATOL
+    assert float(auto["median_s"]) > 0 and auto["timing"] == "round_robin"

@@ -107,3 +107,28 @@ def test_the_option_check_finds_an_unknown_option(helps):
     cmds = _commands("python -m bayes_infer_ros.cli bench-variants --cache X \\\n    --min-time 0.1 --max-minutes 3\n")
     assert cmds == [("bench-variants", ["--cache", "--min-time", "--max-minutes"])]
     assert "--min-time" not in helps["bench-variants"][1] and "--max-minutes" in helps["bench-variants"][1]
+
+
+def test_gpu_crossover_compares_gpu_host_cpu_and_auto():
+    """gpu_crossover.py: the best GPU candidate per row (pymdp, fused_numba and auto are not GPU candidates), the
+    crossover (the smallest size from which the GPU wins every larger configuration) and auto against the fastest."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gpu_crossover as gc
+    finally:
+        sys.path.remove(str(BENCH))
+
+    def row(cfg, variant, ms, params=0, reason=""):
+        return {"status": "ok", "algorithm": "fpi", "config_id": cfg, "variant": variant, "time_s": str(ms / 1e3),
+                "param_count": str(params), "reason": reason}
+    rows = []
+    for cfg, params, gpu_ms, cpu_ms in [("small", 100, 0.5, 0.02), ("mid", 10_000, 1.0, 2.0), ("big", 1e6, 2.0, 50.0)]:
+        rows += [row(cfg, "pymdp", 3.0, params), row(cfg, "baseline", gpu_ms * 2), row(cfg, "fused_dense", gpu_ms),
+                 row(cfg, "fused_numba", cpu_ms), row(cfg, "auto", min(gpu_ms, cpu_ms) * 1.02, reason="chose x@gpu")]
+    tab = gc.table(rows, "time_s")
+    big = tab[("fpi", "big")]
+    assert big["gpu"] == ("fused_dense", 2.0e-3) and big["cpu"] == 50e-3 and big["auto"][0] == "x@gpu"
+    cells = [(c["params"], c) for c in tab.values()]
+    assert gc.crossover(cells).startswith("10,000 parameters (above 100)")
+    rows[-2]["time_s"] = "0.001"  # the host CPU wins the largest one
+    assert gc.crossover([(c["params"], c) for c in gc.table(rows, "time_s").values()]).startswith("none")
