@@ -9,7 +9,8 @@ Each configuration runs the default model (config/agent.yaml) with a 10 Hz timer
 ``tick_without_observations: true`` (every agent steps every tick), ``--variant`` (default fused_numba, the
 autotuner's pick on the development VM), the JAX compilation cache warm:
 - one node: ``agents: [a0 .. a{N-1}]``: one batched engine call per tick for all N agents;
-- separate: N single-agent processes.
+- separate: N single-agent processes (100 of them, about 330 MiB each, do not fit the 24 GB development VM: the
+  committed CSV stops at 20).
 After ``--warm`` s it samples ``--seconds`` s: ``Beliefs.inference_ms`` (one node: the batched call, read on a0;
 separate: every process's own tick), the processes' CPU time (utime + stime from /proc, as % of one core) and
 VmRSS (summed over the processes). Configurations run round-robin, ``--rounds`` times; the CSV has one row per

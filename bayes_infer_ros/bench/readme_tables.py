@@ -214,7 +214,40 @@ def agents_table(throughput_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+LATENCY_LINE = re.compile(r"^(?P<alg>fpi|vmp|mmp)\s+(?P<name>\S+)\s+median\s+(?P<median>[0-9.]+) us\s+p10\s+(?P<p10>[0-9.]+)"
+                          r"\s+p90\s+(?P<p90>[0-9.]+)", re.M)
+
+
+def latency_medians(path: Path) -> dict[tuple[str, str], float]:
+    """``benchmarks/gpu_ticks.py time``'s output: {(algorithm, name): median microseconds} (``name:tick``: the
+    node's fpi tick through ``tick_prepared``)."""
+    return {(m["alg"], m["name"]): float(m["median"]) for m in LATENCY_LINE.finditer(Path(path).read_text())}
+
+
+def gpu_latency_table(path: Path, names: Sequence[tuple[str, str, str]]) -> str:
+    """The default model per call on a GPU host, from one ``gpu_ticks.py time`` run (every column timed round-robin
+    in one process): median microseconds of each (column title, name, fpi name) and pymdp / it."""
+    med = latency_medians(path)
+    lines = ["| default model | " + " | ".join(t for t, _, _ in names) + " |", "|---|" + "---:|" * len(names)]
+    for alg in ALGORITHMS:
+        cells = []
+        for _, name, fpi_name in names:
+            t = med.get((alg, fpi_name if alg == "fpi" else name), math.nan)
+            base = med.get((alg, "pymdp"), math.nan)
+            cells.append("-" if not math.isfinite(t) else f"{t:.0f} us ({_x(base / t)})")
+        lines.append(f"| {alg} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+H200_LATENCY = (("pymdp (GPU)", "pymdp", "pymdp"), ("fused_dense (GPU)", "fused_dense", "fused_dense"),
+                ("fused_cuda (GPU, one launch)", "fused_cuda", "fused_cuda"),
+                ("fused_numba (host CPU)", "fused_numba", "fused_numba"))
+
+
 TABLES: dict[str, Callable[[Path], str]] = {
+    "gpu_latency_h200": lambda d: gpu_latency_table(d / "default_model_latency_fused_cuda_nvidia_h200.txt",
+                                                    H200_LATENCY),
+    "agents_throughput_h200": lambda d: agents_table(d / "agents_throughput_nvidia_h200.csv"),
     "fleet": lambda d: fleet_table(d / "fleet_cpu.csv"),
     "agents_throughput": lambda d: agents_table(d / "agents_throughput_cpu.csv"),
     "readme_speed": readme_speed_table,

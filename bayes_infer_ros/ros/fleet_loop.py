@@ -80,7 +80,7 @@ class FleetLoop:
         return [k for k, inputs in enumerate(self.agent_inputs) if without_observations or inputs.any_fresh]
 
     def step(self, now_ns: int, agents: Sequence[int]) -> list[tuple[int, TickOutput]]:
-        """One step of each of ``agents`` (their fresh observations, uniform for a modality without one), all in
+        """One step of each of ``agents`` (their fresh observations; a modality without one is all zero: no evidence), all in
         one batched engine call. Raises what the engine raises (the steps stay in the windows)."""
         stamps, arrivals, actions, upcoming = {}, {}, {}, {}
         for k in agents:
