@@ -66,7 +66,7 @@ $(BUILD_STAMP): $(SETUP_STAMP) CMakeLists.txt package.xml setup.py $(wildcard ms
 	touch $@
 
 # The node's configure work once, after each build (the numba kernels and JAX programs of the shipped model into
-# the per-user cache folders: bayes_infer_ros/warmup.py), so the node's first start is a warm start. A failure is a
+# the per-user cache folders: bayes_infer_ros/ros/warmup.py), so the node's first start is a warm start. A failure is a
 # warning: the node then compiles at its first start.
 $(WARMUP_STAMP): $(BUILD_STAMP) | $(VENV_CLI)
 	$(RUN) bayes-infer warmup || echo "warning: bayes-infer warmup failed; the node's first start compiles instead"
@@ -79,7 +79,7 @@ warmup: $(BUILD_STAMP) | $(VENV_CLI)
 RUN := source $(VENV)/bin/activate && source install/setup.bash &&
 
 demo: setup
-	$(RUN) python -m bayes_infer_ros.cli demo
+	$(RUN) python -m lab demo
 
 # Several pytest processes, each holding a bounded number of compiled XLA programs: one per inference oracle
 # module, one for the rest, and fused_numba's tests (marker `numba`) on their own. One process holding the whole
@@ -126,7 +126,7 @@ test-colcon: setup
 	  colcon test-result --test-result-base build-colcon --verbose
 
 bench: setup
-	$(RUN) python -m bayes_infer_ros.cli bench-variants
+	$(RUN) python -m lab bench-variants
 
 clean:
 	rm -rf build install log

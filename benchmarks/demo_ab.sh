@@ -18,7 +18,7 @@ echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cpus;
 for r in $(seq "$rounds"); do
     for rev in "$@"; do
         git checkout -q "$rev" -- bayes_infer_ros
-        line=$(python -m bayes_infer_ros.cli demo --no-live 2>&1 | grep -E 'inference per tick|end-to-end latency' |
+        line=$(python -m lab demo --no-live 2>&1 | grep -E 'inference per tick|end-to-end latency' |
                sed -E 's/ +/ /g' | tr '\n' ';')
         echo "round $r $(git rev-parse --short "$rev"): $line"
     done

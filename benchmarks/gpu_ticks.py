@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jax  # noqa: E402
 
-from bayes_infer_ros.bench.harness import pymdp_callable  # noqa: E402
+from lab.harness import pymdp_callable  # noqa: E402
 from bayes_infer_ros.inference import engine_for_model  # noqa: E402
 from bayes_infer_ros.model.io import load_model  # noqa: E402
 

@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/make_readme_tables.py           # rewrite the marked blocks
     PYTHONPATH=. python benchmarks/make_readme_tables.py --check   # exit 1 naming the tables that differ
 
-The tables sit between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``; ``bayes_infer_ros.bench.readme_tables``
+The tables sit between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``; ``lab.readme_tables``
 renders them (test/bench/test_readme_tables.py runs the check).
 """
 import argparse
@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bayes_infer_ros.bench import readme_tables  # noqa: E402
+from lab import readme_tables  # noqa: E402
 
 FILES = (ROOT / "README.md", ROOT / "benchmarks" / "README.md", ROOT / "docs" / "autotune.md")
 

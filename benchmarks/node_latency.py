@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the lab (not installed)
 sys.path.insert(0, str(REPO / "test" / "ros"))
 
 import numpy as np  # noqa: E402
@@ -95,7 +96,7 @@ def offline_calls(model, variants, rounds=40, paced_hz=50.0, paced_calls=150):
     import jax
 
     from bayes_infer_ros.autotune.timing import time_round_robin
-    from bayes_infer_ros.bench.harness import pymdp_callable
+    from lab.harness import pymdp_callable
     from bayes_infer_ros.inference import engine_for_model
 
     from tick_inputs import default_tick_inputs

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bayes_infer_ros.bench.harness import read_rows
+from lab.harness import read_rows
 
 
 def _rows(path: Path, metric: str) -> dict[tuple, tuple[float, str, float]]:

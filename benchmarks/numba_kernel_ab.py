@@ -21,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bayes_infer_ros.autotune.timing import time_round_robin  # noqa: E402
-from bayes_infer_ros.bench import generator  # noqa: E402
+from lab import generator  # noqa: E402
 from bayes_infer_ros.inference import build_inference  # noqa: E402
 from bayes_infer_ros.inference import native_kernels as current  # noqa: E402
 from bayes_infer_ros.model.io import load_model  # noqa: E402

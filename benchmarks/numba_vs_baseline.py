@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bayes_infer_ros.autotune.select import engine_call  # noqa: E402
 from bayes_infer_ros.autotune.timing import time_round_robin  # noqa: E402
-from bayes_infer_ros.bench import generator  # noqa: E402
+from lab import generator  # noqa: E402
 from bayes_infer_ros.inference import build_inference  # noqa: E402
 
 

@@ -7,36 +7,36 @@ export JAX_PLATFORMS=cpu
 CACHE=.cache/pomdp_configs
 T=.cache/bench_shards_engine
 mkdir -p $T
-python -m bayes_infer_ros.cli generate --out "$CACHE" --index-only > /dev/null
+python -m lab generate --out "$CACHE" --index-only > /dev/null
 
 # 1. The sweep (round-robin timing: every variant and pymdp of one configuration and algorithm in one worker,
 #    interleaved rounds; time_s = p10 over rounds). The committed sweep_engine_cpu.csv is the 13 configurations
 #    (12 strata, F, M <= 25) that the first time-boxed stratified run reached, re-run on the kernels of 0170c6c
 #    (subnormals flushed, vectorised loops), on a quiet machine (2026-11-23 08:15-08:29 UTC, load 1.1-1.9),
 #    small models first.
-python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr7.csv \
+python -m lab bench --cache "$CACHE" --out $T/sweep_rr7.csv \
     --ids c0049 c0031 c0056 c0145 c0132 c0396 c0374 c0193 c0247 c0459 c0677 c0704 c0510 --no-packed \
     --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes 40 --no-progress > $T/sweep_rr7.log 2>&1
 cp $T/sweep_rr7.csv benchmarks/sweep_engine_cpu.csv
 #    The M = 125 strata, one configuration each (25th percentile of A size), smallest first, 55-minute box:
-python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_m125.csv \
+python -m lab bench --cache "$CACHE" --out $T/sweep_m125.csv \
     --ids c0308 c0877 c0788 c0559 c0823 c0284 c0722 c0571 --no-packed --rounds 30 --max-time 1 \
     --case-time-limit 120 --max-minutes 55 --no-progress > $T/sweep_m125.log 2>&1
 cp $T/sweep_m125.csv benchmarks/sweep_engine_m125_cpu.csv
 #    The three uniform M = 125 strata that box did not reach (F5, F10, F25), on the kernels of d3f4670
 #    (2026-11-23 12:16 UTC, quiet), appended to the same file:
-python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_m125u.csv --ids c0284 c0571 c0722 --no-packed \
+python -m lab bench --cache "$CACHE" --out $T/sweep_m125u.csv --ids c0284 c0571 c0722 --no-packed \
     --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes 38 --no-progress > $T/sweep_m125u.log 2>&1
 tail -n +2 $T/sweep_m125u.csv >> benchmarks/sweep_engine_m125_cpu.csv
-python -m bayes_infer_ros.cli report benchmarks/sweep_engine_m125_cpu.csv --tag engine_m125_cpu --no-plots
+python -m lab report benchmarks/sweep_engine_m125_cpu.csv --tag engine_m125_cpu --no-plots
 #    The full stratified sweep (resumable; 3 configurations per stratum, time-boxed):
-# python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/sweep_rr.csv --per-stratum 3 --max-fm 25 --no-packed \
+# python -m lab bench --cache "$CACHE" --out $T/sweep_rr.csv --per-stratum 3 --max-fm 25 --no-packed \
 #     --rounds 30 --max-time 1 --case-time-limit 120 --max-minutes "${SWEEP_MINUTES:-50}" --no-progress > $T/sweep_rr.log 2>&1
 
 # 2. The noise floor: two runs of the same 6 small configurations, one after the other, on a quiet machine.
 IDS="c0049 c0031 c0145 c0132 c0396 c0374"
 for run in a b; do
-  python -m bayes_infer_ros.cli bench --cache "$CACHE" --out $T/noise_$run.csv --ids $IDS --no-packed --rounds 30 \
+  python -m lab bench --cache "$CACHE" --out $T/noise_$run.csv --ids $IDS --no-packed --rounds 30 \
       --max-time 1 --case-time-limit 120 --max-minutes 10 --no-progress > $T/noise_$run.log 2>&1
 done
 cp $T/noise_a.csv benchmarks/noise_a_engine_cpu.csv && cp $T/noise_b.csv benchmarks/noise_b_engine_cpu.csv
@@ -55,11 +55,11 @@ python benchmarks/verify_cost.py | grep -v "^I1" | tee benchmarks/verify_cost_cp
 # 4. The autotuner on both sweeps (18 / 17 / 17 configurations; 60 / 30 search draws), the model for machines without numba,
 #    then the reports: summary tables, violins, params vs latency (autotuner = out-of-fold choices); and the checks
 #    of verify on unseen models, of the companion thread, and of the numba kernel against baseline.
-python -m bayes_infer_ros.cli autotune-train benchmarks/sweep_engine_cpu.csv benchmarks/sweep_engine_m125_cpu.csv \
+python -m lab autotune-train benchmarks/sweep_engine_cpu.csv benchmarks/sweep_engine_m125_cpu.csv \
     --n-iter 60 --rf-n-iter 30 --jobs 2 --report-dir benchmarks | tee benchmarks/autotune_train_cpu.txt
-python -m bayes_infer_ros.cli autotune-train benchmarks/sweep_engine_cpu.csv benchmarks/sweep_engine_m125_cpu.csv --n-iter 60 --rf-n-iter 30 --jobs 2 \
+python -m lab autotune-train benchmarks/sweep_engine_cpu.csv benchmarks/sweep_engine_m125_cpu.csv --n-iter 60 --rf-n-iter 30 --jobs 2 \
     --exclude fused_numba --tag cpu_portable --report-dir $T/portable | grep "configs," >> benchmarks/autotune_train_cpu.txt
-python -m bayes_infer_ros.cli report benchmarks/sweep_engine_cpu.csv --tag engine_cpu --autotune benchmarks/autotune_cv_cpu.csv
+python -m lab report benchmarks/sweep_engine_cpu.csv --tag engine_cpu --autotune benchmarks/autotune_cv_cpu.csv
 PYTHONPATH=. python benchmarks/unseen_vs_baseline.py --models 16 --csv benchmarks/unseen_vs_baseline_cpu.csv \
     > benchmarks/unseen_vs_baseline_cpu.md
 ROS_DOMAIN_ID=77 python benchmarks/companion_gil.py --seconds 30 > benchmarks/companion_gil_cpu.json
@@ -72,4 +72,4 @@ PYTHONPATH=. python benchmarks/numba_kernel_ab.py 548709a --ids default,c0049,c0
 PYTHONPATH=. python benchmarks/numba_kernel_ab.py 5f2395c --ids default,c0049,c0031,c0145,c0677,c0193,c0132,c0459,c0374,c0247 \
     | tee benchmarks/numba_offset_guard_ab_cpu.txt
 PYTHONPATH=. python benchmarks/tick_dispatch_ab.py > benchmarks/tick_dispatch_ab_cpu.json
-python -m bayes_infer_ros.cli bench-variants --max-minutes 30 --no-progress  # benchmarks/variants_cpu.csv; its printed tables -> variants_cpu.md
+python -m lab bench-variants --max-minutes 30 --no-progress  # benchmarks/variants_cpu.csv; its printed tables -> variants_cpu.md

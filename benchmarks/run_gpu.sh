@@ -20,7 +20,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || echo "no nvi
 uptime
 python3 -c "import jax; from importlib.metadata import version as v; print(*(f'{p} {v(p)}' for p in ('jax', 'jaxlib', \
 'numba', 'inferactively-pymdp')), 'devices', jax.devices())"
-dev=$(python3 -c "from bayes_infer_ros.bench.variants_benchmark import device_tag; print(device_tag())")
+dev=$(python3 -c "from lab.variants_benchmark import device_tag; print(device_tag())")
 echo "device tag: $dev"
 STEPS=${STEPS:-profile latency bench}
 if [[ " $STEPS " == *" profile "* ]]; then
@@ -44,7 +44,7 @@ timeout "${LATENCY_SECONDS:-300}" python3 benchmarks/gpu_ticks.py time --variant
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
 # 3. the variants benchmark, time-boxed (resumable: rerun to extend)
-timeout $(( MINUTES * 60 + 240 )) python3 -m bayes_infer_ros.cli bench-variants --out "$OUT/variants_$dev.csv" \
+timeout $(( MINUTES * 60 + 240 )) python3 -m lab bench-variants --out "$OUT/variants_$dev.csv" \
     --max-minutes "$MINUTES" --no-progress --rounds 30 --max-time 1.0 2>&1 | tail -40
 fi
 # 4. The paper's scale: one configuration of every M = 25 and M = 125 stratum (the CPU sweeps' choices), the largest
@@ -59,9 +59,9 @@ VARIANTS=${VARIANTS:-baseline fused_dense fused_pairwise end_to_end hybrid_block
 export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/bayes_gpu_cache/jax} \
   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 \
   NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/bayes_gpu_cache/numba}
-BENCH=(python3 -m bayes_infer_ros.cli bench --cache .cache/pomdp_configs --no-packed --no-progress --variants $VARIANTS)
+BENCH=(python3 -m lab bench --cache .cache/pomdp_configs --no-packed --no-progress --variants $VARIANTS)
 if [[ " $STEPS " == *" warm "* || " $STEPS " == *" sweep "* ]]; then
-  python3 -m bayes_infer_ros.cli generate --out .cache/pomdp_configs --index-only > /dev/null
+  python3 -m lab generate --out .cache/pomdp_configs --index-only > /dev/null
 fi
 if [[ " $STEPS " == *" warm "* ]]; then
   t0=$(date +%s)
@@ -69,11 +69,11 @@ if [[ " $STEPS " == *" warm "* ]]; then
   # one process per (configuration, algorithm), at most WARM_JOBS at once (each holds a CUDA context)
   for id in $IDS; do for alg in mmp vmp fpi; do echo "$id $alg"; done; done \
     | timeout -k 5 "$WARM_SECONDS" xargs -P "${WARM_JOBS:-16}" -n 2 bash -c 'timeout -k 5 "$WARM_SECONDS" \
-        python3 -m bayes_infer_ros.cli bench --cache .cache/pomdp_configs --no-packed --no-progress --variants '"$VARIANTS"' \
+        python3 -m lab bench --cache .cache/pomdp_configs --no-packed --no-progress --variants '"$VARIANTS"' \
         --ids "$0" --algorithms "$1" --out "/tmp/warm_$0_$1.csv" --rounds 1 --max-time 0.01 \
         --case-time-limit "$WARM_SECONDS" > "/tmp/warm_$0_$1.log" 2>&1; true'
   # a job still compiling at the deadline (and its spawned worker) must not run beside the timed sweep
-  pkill -9 -f "bayes_infer_ros.cli bench" ; pkill -9 -f "multiprocessing.spawn" ; sleep 1
+  pkill -9 -f "lab bench" ; pkill -9 -f "multiprocessing.spawn" ; sleep 1
   echo "warm: $(( $(date +%s) - t0 )) s, cache $(du -sh "$JAX_COMPILATION_CACHE_DIR" | cut -f1)"
   cat /tmp/warm_*.csv 2>/dev/null | cut -d, -f1,5,6,9 | grep -v ",ok$" | grep -v "^config_id" | sort | uniq | head -40
 fi
@@ -86,7 +86,7 @@ if [[ " $STEPS " == *" sweep "* ]]; then
 fi
 if [[ " $STEPS " == *" report "* ]]; then
 # 5. Summary, violins and params-vs-latency of the sweep; the GPU / host CPU table and the crossover per algorithm
-python3 -m bayes_infer_ros.cli report "$OUT/sweep_$dev.csv" --tag "$dev" --out-dir "$OUT"
+python3 -m lab report "$OUT/sweep_$dev.csv" --tag "$dev" --out-dir "$OUT"
 python3 benchmarks/gpu_crossover.py "$OUT/sweep_$dev.csv" | tee "$OUT/crossover_$dev.md"
 fi
 if [[ " $STEPS " == *" agents "* ]]; then

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from bayes_infer_ros.autotune import guard
-from bayes_infer_ros.bench.train_autotuner import choose, choose_verify, fit, read_training_csv, regrets
+from lab.train_autotuner import choose, choose_verify, fit, read_training_csv, regrets
 
 CLIP = np.log(50.0)  # targets: log(latency / fastest), capped; a variant that did not run gets the cap
 XGB = dict(n_estimators=300, max_depth=4, learning_rate=0.05, subsample=0.8, colsample_bytree=0.8)

@@ -48,8 +48,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = p.parse_args(argv)
 
     from bayes_infer_ros.bags import read_episode
-    from bayes_infer_ros.demo import AgentProcess, loopback_env
-    from bayes_infer_ros.ros.replay import ReplaySession
+    from lab.agent_process import AgentProcess, loopback_env
+    from lab.replay_session import ReplaySession
 
     env = loopback_env()
     os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOCALHOST_ONLY", "ROS_DOMAIN_ID",

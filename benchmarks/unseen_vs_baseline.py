@@ -27,7 +27,7 @@ from bayes_infer_ros import inference  # noqa: E402
 from bayes_infer_ros.autotune import EngineConfig, MemoryBudget, decide, rank_variants  # noqa: E402
 from bayes_infer_ros.autotune.select import engine_call  # noqa: E402
 from bayes_infer_ros.autotune.timing import time_round_robin  # noqa: E402
-from bayes_infer_ros.bench import generator  # noqa: E402
+from lab import generator  # noqa: E402
 
 ALGORITHMS = ("fpi", "vmp", "mmp")
 NOISE_FLOOR = 0.033  # the larger of the two noise-floor figures in benchmarks/noise_floor_engine_cpu.txt

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bayes_infer_ros.autotune import EngineConfig, MemoryBudget, decide, rank_variants  # noqa: E402
-from bayes_infer_ros.bench import generator  # noqa: E402
+from lab import generator  # noqa: E402
 from bayes_infer_ros.model.io import load_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

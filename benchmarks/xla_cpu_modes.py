@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bayes_infer_ros.bench.xla_mode import LOG_ENV, capture_modes, program_label  # noqa: E402
+from lab.xla_mode import LOG_ENV, capture_modes, program_label  # noqa: E402
 
 os.environ.update(LOG_ENV)
 

@@ -9,6 +9,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # depends on what an earlier run left in the user's cache.
 os.environ.setdefault("BAYES_INFER_DECISION_CACHE", "off")
 sys.path.insert(0, str(Path(__file__).parent))  # tolerances.py, oracle.py, synthetic_rows.py
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the lab (not installed): lab.harness, lab.pymdp_oracle, ...
 
 import contextlib  # noqa: E402
 

@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from bayes_infer_ros import pymdp_oracle
+from lab import pymdp_oracle
 
 
 def normalise(x: np.ndarray) -> np.ndarray:
@@ -93,7 +93,7 @@ def random_case(
 
 def pymdp_reference(algorithm: str, case: Case, num_iter: int, tau: float = 1.0, valid_steps: Optional[int] = None) -> list[np.ndarray]:
     """pymdp 1.0.4 on one (unbatched) case, op by op: run_factorized_fpi / run_vmp / run_mmp, B conditioned as
-    pymdp does (:mod:`bayes_infer_ros.pymdp_oracle`)."""
+    pymdp does (:mod:`lab.pymdp_oracle`)."""
     A, obs, prior = pymdp_oracle.as_jax(case.A), pymdp_oracle.as_jax(case.obs), pymdp_oracle.as_jax(case.prior)
     if algorithm == "fpi":
         return [np.asarray(q) for q in pymdp_oracle.run_fpi(A, obs, prior, case.A_deps, num_iter)]

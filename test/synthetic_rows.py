@@ -11,8 +11,8 @@ from typing import Sequence
 import numpy as np
 
 from bayes_infer_ros.autotune.features import size_estimates
-from bayes_infer_ros.bench.generator import ConfigSpec
-from bayes_infer_ros.bench.harness import PYMDP
+from lab.generator import ConfigSpec
+from lab.harness import PYMDP
 
 SYNTHETIC_VARIANTS = ("baseline", "hybrid", "clustered_hybrid", "hybrid_block", "clustered_hybrid_block")
 

@@ -10,7 +10,8 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from bayes_infer_ros.adapters import read_level
 from bayes_infer_ros.bags import make_typestore, read_custom_data, read_episode, simulate
 from bayes_infer_ros.bags.interfaces import OBSERVATION_TYPE, current_cdr, recorded_decoder
-from bayes_infer_ros.bags.make_bag import SAMPLE_SEED, SAMPLE_STEPS, main as make_bag_main
+from bayes_infer_ros.bags.make_bag import SAMPLE_SEED, SAMPLE_STEPS
+from bayes_infer_ros.cli.make_bag import main as make_bag_main
 from bayes_infer_ros.bags.sensor_messages import load_adapters
 from bayes_infer_ros.model import load_model
 

@@ -8,7 +8,8 @@ from bayes_infer_ros.bags import (
     CLOCK_TOPIC, CONTROLS_TOPIC, TRUE_STATES_TOPIC, bag_content_digest, model_digest, read_custom_data,
     read_episode, simulate, write_episode_bag,
 )
-from bayes_infer_ros.bags.make_bag import SAMPLE_DT_S, SAMPLE_SEED, SAMPLE_STEPS, main as make_bag_main, make_sample_bag
+from bayes_infer_ros.bags.make_bag import SAMPLE_DT_S, SAMPLE_SEED, SAMPLE_STEPS, make_sample_bag
+from bayes_infer_ros.cli.make_bag import main as make_bag_main
 from bayes_infer_ros.model import GenerativeModel, load_model
 
 from tolerances import FLOAT32_ATOL, GOLDEN_FLOAT32_ATOL, sampling_atol
@@ -201,7 +202,8 @@ def test_make_bag_cli_refuses_to_clobber(tmp_path, repo_root, capsys):
 
 def test_offline_golden_engine_matches_pymdp(tmp_path):
     """The two offline implementations the replay tests compare the node with agree (short episode)."""
-    from bayes_infer_ros.bags.golden import engine_beliefs, posterior_mode_accuracy, pymdp_beliefs
+    from bayes_infer_ros.bags.golden import engine_beliefs, posterior_mode_accuracy
+    from lab.pymdp_oracle import pymdp_beliefs
 
     model = tiny_model()
     path = write_episode_bag(tmp_path / "ep", model, simulate(model, 8, seed=2))

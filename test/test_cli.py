@@ -1,4 +1,5 @@
-"""``bayes-infer``: every subcommand is listed; a missing optional dependency names the extra that installs it."""
+"""``bayes-infer`` and ``python -m lab``: every command is listed; a missing optional dependency names the extra that
+installs it."""
 from __future__ import annotations
 
 import sys
@@ -11,8 +12,20 @@ from bayes_infer_ros import cli
 def test_help_lists_every_command(capsys):
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in ("model", "plot", "replay", "record", "make-bag", "demo", "node"):
+    for name in ("infer", "model", "node", "warmup", "plot", "replay", "record", "make-bag"):
         assert f"  {name} " in out, name
+
+
+def test_the_labs_commands_are_its_own(capsys):
+    """The lab's commands run from a checkout (``python -m lab``), not from the installed ``bayes-infer``."""
+    from lab.__main__ import COMMANDS as LAB_COMMANDS
+    from lab.__main__ import main as lab_main
+
+    assert lab_main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in ("generate", "bench", "bench-variants", "report", "autotune-train", "demo"):
+        assert f"  {name} " in out and name in LAB_COMMANDS and name not in cli.COMMANDS, name
+    assert cli.main(["bench"]) == 2  # unknown to bayes-infer: usage, exit 2
 
 
 @pytest.mark.parametrize("command,module,blocked,extra", [
@@ -23,7 +36,8 @@ def test_help_lists_every_command(capsys):
 def test_missing_optional_dependency_names_the_extra(monkeypatch, capsys, tmp_path, repo_root, command, module,
                                                      blocked, extra):
     for name in list(sys.modules):  # force a fresh import of the command and of the blocked package
-        if name == module or name == blocked or name.startswith(blocked + ".") or name.startswith("bayes_infer_ros.bags"):
+        if (name == module or name == blocked or name.startswith(blocked + ".")
+                or name.startswith(("bayes_infer_ros.bags", "bayes_infer_ros.cli."))):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, blocked, None)  # `import blocked` now raises ModuleNotFoundError
     bag = repo_root / "bags" / "agent_sample"

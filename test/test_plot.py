@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.bags import read_episode
-from bayes_infer_ros.plot import align_to_steps, main as plot_main, read_beliefs
+from bayes_infer_ros.cli.plot import main as plot_main
+from bayes_infer_ros.plot import align_to_steps, read_beliefs
 from tolerances import FLOAT32_STORAGE_ATOL
 
 OLD_BELIEF = """std_msgs/Header header

@@ -5,7 +5,7 @@ configure, from timing the best candidates here.
     decision = decide(model, EngineConfig("vmp", horizon=5), MemoryBudget.from_mib(2048))
     variant = select_variant("vmp", model, horizon=5, num_iter=16)      # the ranking's pick, in milliseconds
 
-Training lives in ``bayes_infer_ros.bench.train_autotuner`` (``bayes-infer autotune-train``); see docs/autotune.md.
+Training lives in ``lab.train_autotuner`` (``python -m lab autotune-train``); see docs/autotune.md.
 """
 from .budget import MemoryBudget, MemoryBudgetExceeded
 from .decision import Candidate, Decision, EngineConfig, decide, select_variant, verify_engines

@@ -7,15 +7,13 @@ The node's semantics, reproduced step by step over an :class:`~bayes_infer_ros.b
 - vmp / mmp: the window of the last ``horizon`` steps ``o_{t-H+1..t}`` with the actions between them and the
   prior D at the window's first step; the published belief is the window's last row.
 
-Two independent implementations: :func:`engine_beliefs` (``bayes_infer_ros.inference``, the code the node runs)
-and :func:`pymdp_beliefs` (pymdp 1.0.4, the oracle). Both return ``list[(T, n_f)]`` in float64.
+:func:`engine_beliefs` runs it with ``bayes_infer_ros.inference`` (the code the node runs) and returns
+``list[(T, n_f)]`` in float64; the lab's ``pymdp_oracle.pymdp_beliefs`` computes the same through pymdp 1.0.4.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bayes_infer_ros.inference import engine_for_model
@@ -41,7 +39,8 @@ def observation_distributions(model: GenerativeModel, episode: Episode) -> list[
     return out
 
 
-def _windows(T: int, horizon: int):
+def windows(T: int, horizon: int):
+    """(t, the first step of the window ending at t) for every step t: the last ``horizon`` steps."""
     for t in range(T):
         yield t, max(0, t - horizon + 1)
 
@@ -66,54 +65,6 @@ def engine_beliefs(model: GenerativeModel, episode: Episode, algorithm: str, *, 
         q = belief_filter.step(row, action, upcoming)
         for f, x in enumerate(engine.layout.split_states(q)):
             out[f][t] = np.asarray(x)
-    return out
-
-
-def pymdp_beliefs(model: GenerativeModel, episode: Episode, algorithm: str, *, num_iter: int = 16,
-                  tau: float = 1.0, horizon: int = 5, dtype=np.float32, padded: bool = True) -> list[np.ndarray]:
-    """The same through pymdp 1.0.4 (:mod:`bayes_infer_ros.pymdp_oracle`). vmp/mmp windows: ``padded``
-    (default) runs pymdp's ``update_posterior_states`` on a fixed front-padded window with ``valid_steps`` (one
-    compile, pymdp's default tau); otherwise ``algos.run_vmp``/``run_mmp`` on the truncated windows (one compile
-    per length, ``tau`` passed), which the tests use to check that the two agree."""
-    # optional dependency: pymdp (the [bench] extra); engine_beliefs above runs without it
-    from bayes_infer_ros import pymdp_oracle as oracle
-
-    A = oracle.as_jax(model.A, dtype)
-    B = oracle.as_jax(model.B, dtype)
-    D = oracle.as_jax(model.D, dtype)
-    obs = oracle.as_jax(observation_distributions(model, episode), dtype)
-    T = episode.num_steps
-    out = [np.zeros((T, n)) for n in model.num_states]
-    if algorithm == "fpi":
-        run = oracle.program("fpi", tuple(map(tuple, model.A_dependencies)), (), num_iter)
-        predict = jax.jit(lambda q, a: oracle.expected_state(q, B, a, model.B_dependencies))
-        prior = D
-        for t in range(T):
-            qs = run(A, None, [o[t] for o in obs], prior, None)
-            for f, q in enumerate(qs):
-                out[f][t] = np.asarray(q)
-            if t + 1 < T and B is not None:
-                prior = predict(qs, jnp.asarray(episode.actions[t], dtype=jnp.int32))
-        return out
-    if padded:  # pymdp's own fixed-window masking (valid_steps): one compile
-        masked = oracle.masked_window_program(algorithm, A, B, D, model.A_dependencies, model.B_dependencies,
-                                              num_iter)
-        pad = [jnp.concatenate([jnp.full((horizon - 1, o.shape[1]), 1.0 / o.shape[1], dtype=dtype), o]) for o in obs]
-        acts_pad = jnp.concatenate([jnp.zeros((horizon - 1, model.num_factors), jnp.int32),
-                                    jnp.asarray(episode.actions, jnp.int32).reshape(-1, model.num_factors)])
-        for t in range(T):
-            qs = masked([o[t:t + horizon] for o in pad], acts_pad[t:t + horizon - 1], min(t + 1, horizon))
-            for f, q in enumerate(qs):
-                out[f][t] = np.asarray(q)[-1]
-        return out
-
-    window = oracle.program(algorithm, tuple(map(tuple, model.A_dependencies)),
-                            tuple(map(tuple, model.B_dependencies)), num_iter, tau)
-    for t, t0 in _windows(T, horizon):
-        acts = jnp.asarray(episode.actions[t0:t], dtype=jnp.int32).reshape(t - t0, model.num_factors)
-        qs = window(A, B, [o[t0:t + 1] for o in obs], D, acts)
-        for f, q in enumerate(qs):
-            out[f][t] = np.asarray(q)[-1]
     return out
 
 

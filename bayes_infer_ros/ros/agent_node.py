@@ -4,8 +4,9 @@ Two modes, one implementation (:class:`_AgentCore`):
 - lifecycle (default): ``configure`` loads and validates the model, resolves the variant and compiles the
   engine; ``activate`` starts the tick; ``deactivate`` stops it; ``cleanup`` drops everything.
   ``autostart:=true`` (what the launch file passes) walks configure -> activate at start.
-- plain (``--plain`` on the command line): a plain rclpy Node that configures and activates itself at
-  start and exits with status 1 when the model is refused.
+- plain (:class:`AgentNode`, ``--plain`` on the command line): a plain rclpy Node that configures and activates
+  itself at start and raises when the model is refused.
+The process's entry point (``agent_node``, ``bayes-infer node``) is ``bayes_infer_ros.cli.node``.
 
 Topics (relative to the node's namespace; every QoS but /diagnostics' can be changed with ``qos_overrides``):
   in   observations/<modality>   bayes_infer_ros/CategoricalObservation   SensorDataQoS (best effort), depth param
@@ -44,17 +45,14 @@ import os
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import functools
-import sys
 import threading
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType, JumpThreshold
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -72,7 +70,7 @@ from .compat import add_parameter_callbacks
 from .parameter_declaration import (UntypedOverrides, declare_parameters, model_parameter_values, prefixed_names,
                                     take_overrides)
 from .jax_cache import pin_to_cpus
-from .parameters import ENGINE_PARAMETERS, PARAMETERS, parse_agents, parse_cpus, read_at_configure
+from .parameters import ENGINE_PARAMETERS, parse_agents, parse_cpus, read_at_configure
 from .messages import tick_message
 from .qos import overridable, profile as qos
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
@@ -457,58 +455,3 @@ class AgentNode(_AgentCore, Node):
             self.destroy_node()
             raise node_help.ConfigureRefused(self._config_error, self._log.name)
         self._activate()
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point (scripts/agent_node). ``argv`` with or without the program name; ``--plain``: plain-node mode;
-    everything after ``--ros-args`` goes to rclpy."""
-    argv = list(sys.argv if argv is None else argv)
-    if not argv or argv[0].startswith("-"):  # called as main(argv[1:]) (bayes-infer CLI convention)
-        argv = ["agent_node"] + argv
-    ours = argv[1:argv.index("--ros-args")] if "--ros-args" in argv else argv[1:]
-    if "-h" in ours or "--help" in ours:
-        print(node_help.usage(PARAMETERS))
-        return 0
-    plain = "--plain" in argv
-    argv = [a for a in argv if a != "--plain"]
-    try:
-        rclpy.init(args=argv)
-    except Exception as exc:  # noqa: BLE001 - e.g. a params file rcl cannot parse (mixed int/float lists)
-        print(f"[FATAL] [{NODE_NAME}]: {node_help.start_failure(exc)}", file=sys.stderr)
-        return 2
-    node = None
-    try:
-        try:
-            node = AgentNode() if plain else AgentLifecycleNode()
-        except Exception as exc:  # noqa: BLE001 - a refused model (plain mode), a name ROS refuses: say it, exit 1
-            rclpy.logging.get_logger(getattr(exc, "logger_name", NODE_NAME)).fatal(node_help.creation_failure(exc))
-            return 1
-        if not plain and node.get_parameter("autostart").value:
-            if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-                node.trigger_activate()
-        elif not plain:
-            node.get_logger().info(node_help.unconfigured_hint(node.get_fully_qualified_name()))
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        # plain mode configures in its constructor: a SIGINT there leaves no node, only configure's thread
-        abandon = any(t.name == "configure" and t.is_alive() for t in threading.enumerate())
-        if node is not None:
-            abandon = abandon or node.build_in_progress()
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
-    if abandon:
-        # An engine build is still compiling in its daemon thread (XLA cannot be interrupted): exit now rather
-        # than let interpreter finalisation race the compiler.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

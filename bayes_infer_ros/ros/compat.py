@@ -8,7 +8,7 @@ after its ``set_parameters``. The post-set callback sees only values that were s
 are not the node's yet is kept for ``STORE_WAIT_S`` (the set that queued it may still be storing them on another
 thread) and then dropped (another on-set callback refused it, or a newer change replaced it).
 
-The table of every rclpy API the node uses, with the first distro that has it: ``rclpy_api.py``.
+The table of every rclpy API the node uses, with the first distro that has it: the lab's ``rclpy_api.py``.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``bayes-infer replay BAG``: publish a rosbag2 bag into a running ROS 2 graph, in log-time order.
+"""Publishing a rosbag2 bag into a running ROS 2 graph, in log-time order (``bayes-infer replay BAG``: cli/replay.py).
 
 ``ros2 bag play`` (rosbag2_py) is not on PyPI; this player reads the bag with ``rosbags`` (pure Python) and
 publishes with rclpy using the colcon-generated message classes (the raw CDR from the bag is turned into a
@@ -26,21 +26,14 @@ best-effort ``/clock`` subscription of rclpy's TimeSource).
 """
 from __future__ import annotations
 
-import argparse
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-import numpy as np
-import rclpy
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
-from rclpy.utilities import remove_ros_args
 from rosbags.rosbag2 import Reader
 from rosgraph_msgs.msg import Clock
 
@@ -48,8 +41,6 @@ from bayes_infer_ros.bags.bagio import step_topic_test
 from bayes_infer_ros.bags.convert import message_class
 from bayes_infer_ros.bags.interfaces import current_cdr
 
-from .recorder import BagRecorder
-from .spinning import SpinThread, stop_spinning
 
 CLOCK_TOPIC = "/clock"
 FIRST_STEP_RESENDS = 5
@@ -101,63 +92,73 @@ class ReplayStats:
         return "; ".join(parts)
 
 
+@dataclass(frozen=True)
+class PlaybackOptions:
+    """How :class:`BagPlayer` plays a bag (the ``bayes-infer replay`` options).
+
+    rate: schedule speed factor (0 = as fast as possible); loop / max_loops: start again at the end (sim time jumps
+    back, ``jump_pause_s`` after the jump), ``continuous_loop``: shift ``/clock`` and every ``header.stamp`` by the
+    bag's length instead; namespace: prefix of every topic but ``/clock``; topics / exclude: which bag topics;
+    clock: publish ``/clock``; wait_for / wait_timeout / wait_listeners: lockstep on a Beliefs topic; depth: the
+    publishers' queue; raw: publish the bag's CDR as it is; control_gap_s: pause after each controls message.
+    """
+
+    rate: float = 1.0
+    loop: bool = False
+    max_loops: Optional[int] = None
+    namespace: Optional[str] = None
+    topics: Optional[Sequence[str]] = None
+    exclude: Sequence[str] = ()
+    clock: bool = True
+    wait_for: Optional[str] = None
+    wait_timeout: float = 2.0
+    depth: int = 100
+    raw: bool = False
+    control_gap_s: float = 0.0
+    jump_pause_s: float = 0.1
+    continuous_loop: bool = False
+    wait_listeners: int = 0
+
+
 class BagPlayer:
-    """Publishes one bag through ``node``'s publishers. Thread-safe to stop; spin ``node`` elsewhere.
+    """Publishes one bag through ``node``'s publishers as ``options`` say; ``on_step(step_ns, published_at)`` after
+    each observation step. Thread-safe to stop; spin ``node`` elsewhere.
 
     ``run()`` blocks until the bag (or every loop) is done or ``stop()`` is called.
     """
 
-    def __init__(
-        self,
-        node,
-        bag: Path,
-        *,
-        rate: float = 1.0,
-        loop: bool = False,
-        max_loops: Optional[int] = None,
-        namespace: Optional[str] = None,
-        topics: Optional[Sequence[str]] = None,
-        exclude: Sequence[str] = (),
-        clock: bool = True,
-        wait_for: Optional[str] = None,
-        wait_timeout: float = 2.0,
-        depth: int = 100,
-        raw: bool = False,
-        control_gap_s: float = 0.0,
-        jump_pause_s: float = 0.1,
-        continuous_loop: bool = False,
-        on_step: Optional[Callable[[int, float], None]] = None,
-        wait_listeners: int = 0,
-    ) -> None:
-        if rate < 0:
-            raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {rate}")
+    def __init__(self, node, bag: Path, options: Optional["PlaybackOptions"] = None,
+                 on_step: Optional[Callable[[int, float], None]] = None) -> None:
+        o = options or PlaybackOptions()
+        if o.rate < 0:
+            raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {o.rate}")
+        if o.continuous_loop and o.raw:
+            raise ValueError("continuous_loop rewrites stamps: it needs decoded messages (not raw)")
         self.node = node
         self.bag = Path(bag)
-        self.rate = float(rate)
-        self.loop = loop
-        self.max_loops = max_loops
-        self.namespace = namespace
-        self.clock = clock
-        self.wait_timeout = float(wait_timeout)
-        self.raw = raw
-        self.control_gap_s = float(control_gap_s)
-        self.jump_pause_s = float(jump_pause_s)
-        self.continuous_loop = continuous_loop
-        self.wait_listeners = int(wait_listeners)
-        if continuous_loop and raw:
-            raise ValueError("continuous_loop rewrites stamps: it needs decoded messages (not raw)")
+        self.rate = float(o.rate)
+        self.loop = o.loop
+        self.max_loops = o.max_loops
+        self.namespace = o.namespace
+        self.clock = o.clock
+        self.wait_timeout = float(o.wait_timeout)
+        self.raw = o.raw
+        self.control_gap_s = float(o.control_gap_s)
+        self.jump_pause_s = float(o.jump_pause_s)
+        self.continuous_loop = o.continuous_loop
+        self.wait_listeners = int(o.wait_listeners)
         self._last_clock_ns: Optional[int] = None
         self.on_step = on_step
         self.stats = ReplayStats()
         self._stop = threading.Event()
-        self._qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE,
+        self._qos = QoSProfile(depth=o.depth, reliability=ReliabilityPolicy.RELIABLE,
                                durability=DurabilityPolicy.VOLATILE)
         self._is_step = step_topic_test(self.bag)
         with Reader(self.bag) as reader:
             conns = list(reader.connections)
-        keep = set(topics) if topics else None
-        self._connections = [c for c in conns if (keep is None or c.topic in keep) and c.topic not in set(exclude)]
-        if not clock:
+        keep = set(o.topics) if o.topics else None
+        self._connections = [c for c in conns if (keep is None or c.topic in keep) and c.topic not in set(o.exclude)]
+        if not o.clock:
             self._connections = [c for c in self._connections if c.topic != CLOCK_TOPIC]
         self._bag_has_clock = any(c.topic == CLOCK_TOPIC for c in self._connections)
         self._classes: dict[int, type] = {}
@@ -167,9 +168,9 @@ class BagPlayer:
         for c in self._connections:
             cls = message_class(c.msgtype)
             self._classes[c.id] = cls
-            self._publishers[c.id] = node.create_publisher(cls, remap_topic(c.topic, namespace), self._qos)
+            self._publishers[c.id] = node.create_publisher(cls, remap_topic(c.topic, o.namespace), self._qos)
         self._clock_pub = None
-        if clock and not self._bag_has_clock:
+        if o.clock and not self._bag_has_clock:
             self._clock_pub = node.create_publisher(Clock, CLOCK_TOPIC, self._qos)
         # lockstep
         self._cond = threading.Condition()
@@ -179,8 +180,8 @@ class BagPlayer:
         self._step_messages: list[tuple[Any, Any]] = []  # (publisher, message) of the step being sent
         self._wait_sub = None
         self._wait_topic = None
-        if wait_for:
-            self._wait_topic = remap_topic(wait_for, namespace)
+        if o.wait_for:
+            self._wait_topic = remap_topic(o.wait_for, o.namespace)
             self._wait_sub = node.create_subscription(
                 message_class(BELIEFS_TYPE), self._wait_topic, self._on_wait_msg, QoSProfile(depth=100))
 
@@ -329,211 +330,3 @@ class BagPlayer:
         if self.on_step is not None and step_ns is not None:
             self.on_step(step_ns, self.stats.step_published_at.get(step_ns, time.monotonic()))
         self._end_step()
-
-
-@dataclass
-class BeliefSample:
-    """One received ``Beliefs``: receive time (this process's monotonic clock) and the decoded content."""
-
-    received: float
-    stamp_ns: int
-    tick: int
-    algorithm: str
-    variant: str
-    inference_ms: float
-    names: list[str]
-    probabilities: list  # per factor, np.ndarray (n_f,) float32
-    latency_s: Optional[float] = None  # receive time - publish time of the step's last observation
-
-
-class ReplaySession:
-    """A private rclpy context with one node that plays a bag, listens to ``beliefs`` and may record them.
-
-    For the demo, the tests and the soak benchmark: ``with ReplaySession(bag, namespace=ns) as s:
-    s.wait_ready(); s.play(rate=...); s.drain()``, then ``s.beliefs`` and :meth:`latencies_s`.
-    Latency of a tick = receive time of its Beliefs minus the time the player published the step's last
-    observation (matched by ``header.stamp`` = the newest observation used), both taken in this process.
-    """
-
-    def __init__(self, bag: Path, *, namespace: Optional[str] = None, record_to: Optional[Path] = None,
-                 node_name: str = "bayes_infer_replay", on_beliefs: Optional[Callable[[BeliefSample], None]] = None,
-                 keep_beliefs: bool = True):
-        self.bag = Path(bag)
-        self.namespace = namespace
-        self.record_to = record_to
-        self.node_name = node_name
-        self.on_beliefs = on_beliefs
-        self.beliefs: list[BeliefSample] = []
-        self.keep_beliefs = keep_beliefs  # False (soak): keep only counts, latencies and inference times
-        self.received = 0
-        self.latencies: list[float] = []
-        self.inference_ms: list[float] = []
-        self.player: Optional[BagPlayer] = None
-        self.recorder = None
-        self.stats: Optional[ReplayStats] = None
-        self._lock = threading.Lock()
-
-    @property
-    def beliefs_topic(self) -> str:
-        return remap_topic("/beliefs", self.namespace)
-
-    def __enter__(self) -> "ReplaySession":
-        self.context = Context()
-        rclpy.init(args=[], context=self.context)
-        self.node = rclpy.create_node(self.node_name, context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._sub = self.node.create_subscription(
-            message_class(BELIEFS_TYPE), self.beliefs_topic, self._on_beliefs,
-            QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
-        self._spin = SpinThread(self.executor, name="replay")
-        if self.record_to is not None:
-            self.recorder = BagRecorder(self.node, self.record_to)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.player is not None:
-            self.player.stop()
-        if self.recorder is not None:
-            self.recorder.close()
-        stop_spinning(self.executor, self._spin, self.node, self.context)
-
-    def _on_beliefs(self, msg) -> None:
-        sample = BeliefSample(
-            received=time.monotonic(),
-            stamp_ns=msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec,
-            tick=int(msg.tick), algorithm=msg.algorithm, variant=msg.variant, inference_ms=float(msg.inference_ms),
-            names=[b.name for b in msg.factors],
-            probabilities=[np.asarray(b.probabilities, dtype=np.float32) for b in msg.factors])
-        player = self.player
-        if player is not None:  # the step this tick answers is the latest published one with that stamp
-            published = player.stats.step_published_at.get(sample.stamp_ns)
-            if published is not None:
-                sample.latency_s = sample.received - published
-        with self._lock:
-            self.received += 1
-            if self.keep_beliefs:
-                self.beliefs.append(sample)
-            else:
-                self.inference_ms.append(sample.inference_ms)
-                if sample.latency_s is not None:
-                    self.latencies.append(sample.latency_s)
-        if self.on_beliefs is not None:
-            self.on_beliefs(sample)
-
-    def wait_ready(self, timeout: float, observation_topics: Optional[Sequence[str]] = None) -> bool:
-        """Wait until the agent subscribes every observation topic of the bag and publishes ``beliefs``
-        (and, when recording, until the recorder subscribed ``beliefs``)."""
-        deadline = time.monotonic() + timeout
-        if observation_topics is None:
-            is_step = step_topic_test(self.bag)
-            with Reader(self.bag) as reader:
-                observation_topics = [remap_topic(c.topic, self.namespace) for c in reader.connections
-                                      if is_step(c.topic)]
-        while time.monotonic() < deadline:
-            if (all(self.node.count_subscribers(t) > 0 for t in observation_topics)
-                    and self.node.count_publishers(self.beliefs_topic) > 0):
-                if self.recorder is not None:
-                    self.recorder.wait_and_add([self.beliefs_topic], max(deadline - time.monotonic(), 0.1))
-                return True
-            time.sleep(0.05)
-        return False
-
-    def play(self, settle_s: float = 0.5, **player_kwargs) -> ReplayStats:
-        """Play the bag once (kwargs: see :class:`BagPlayer`); blocks until done."""
-        self.player = BagPlayer(self.node, self.bag, namespace=self.namespace, **player_kwargs)
-        if not self.player.wait_for_subscribers(5.0):
-            self.node.get_logger().warning(f"no subscriber on some of {self.player.observation_topics}")
-        # Our side has matched the node's subscriptions; give its side a moment to match our new publishers,
-        # or the first step can be lost (DDS discovery is not symmetric in time).
-        time.sleep(settle_s)
-        self.stats = self.player.run()
-        return self.stats
-
-    def drain(self, expected: int, timeout: float) -> bool:
-        """Wait until ``expected`` Beliefs have arrived and, when recording, the recorder has written as many
-        (True), or ``timeout`` s pass (False). The recorder has its own subscription: its callback for the last
-        message can run after ours."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                received = self.received
-            recorded = expected if self.recorder is None else self.recorder.counts.get(self.beliefs_topic, 0)
-            if received >= expected and recorded >= expected:
-                return True
-            time.sleep(0.02)
-        return False
-
-    def latencies_s(self) -> list[float]:
-        """Receive - publish time (s) of every received Beliefs that answers a played step."""
-        with self._lock:
-            if not self.keep_beliefs:
-                return list(self.latencies)
-            return [b.latency_s for b in self.beliefs if b.latency_s is not None]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bayes-infer replay", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("bag", type=Path, help="rosbag2 folder (MCAP or SQLite3)")
-    p.add_argument("--rate", type=float, default=1.0, help="playback speed factor; 0 = as fast as possible")
-    p.add_argument("--loop", action="store_true", help="start again at the end (sim time jumps back)")
-    p.add_argument("--continuous", action="store_true", help="with --loop: keep time increasing across passes")
-    p.add_argument("--loops", type=int, default=None, help="with --loop: stop after this many passes")
-    p.add_argument("--namespace", default=None, help="prefix every topic except /clock")
-    p.add_argument("--topics", nargs="+", default=None, help="only these bag topics")
-    p.add_argument("--exclude", nargs="+", default=[], help="skip these bag topics")
-    p.add_argument("--no-clock", action="store_true", help="publish no /clock")
-    p.add_argument("--wait-for", default=None, metavar="TOPIC",
-                   help="lockstep: after each observation step wait for one Beliefs on TOPIC")
-    p.add_argument("--wait-timeout", type=float, default=2.0)
-    p.add_argument("--wait-listeners", type=int, default=0, metavar="N",
-                   help="with --wait-for: before starting, also wait for N other subscribers on TOPIC (a recorder)")
-    p.add_argument("--wait-subscribers", type=float, default=5.0, metavar="S",
-                   help="wait up to S seconds for subscribers on the observation topics before starting")
-    p.add_argument("--wait-every-topic", action="store_true",
-                   help="with --wait-subscribers: wait for a subscriber on every played topic, not only observations")
-    p.add_argument("--depth", type=int, default=100, help="publisher queue depth")
-    p.add_argument("--control-gap", type=float, default=0.0, metavar="S", help="pause after each controls message")
-    p.add_argument("--raw", action="store_true", help="publish the bag's CDR bytes as they are (no decode check)")
-    return p
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(remove_ros_args(["replay"] + argv)[1:])
-    if not (args.bag / "metadata.yaml").is_file():
-        print(f"replay: {args.bag} is not a rosbag2 folder (no metadata.yaml)", file=sys.stderr)
-        return 2
-    rclpy.init(args=["replay"] + argv)
-    node = rclpy.create_node("bayes_infer_replay")
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    spin = SpinThread(executor, name="spin")
-    try:
-        player = BagPlayer(node, args.bag, rate=args.rate, loop=args.loop, max_loops=args.loops,
-                           namespace=args.namespace, topics=args.topics, exclude=args.exclude,
-                           clock=not args.no_clock, wait_for=args.wait_for, wait_timeout=args.wait_timeout,
-                           depth=args.depth, raw=args.raw, control_gap_s=args.control_gap,
-                           continuous_loop=args.continuous, wait_listeners=args.wait_listeners)
-        if args.wait_subscribers > 0 and not player.wait_for_subscribers(args.wait_subscribers,
-                                                                         every_topic=args.wait_every_topic):
-            node.get_logger().warning(
-                f"no subscriber yet on some of {player.observation_topics} (or the --wait-for topic's publisher and "
-                f"listeners) after {args.wait_subscribers} s; playing anyway")
-        try:
-            stats = player.run()
-        except KeyboardInterrupt:
-            player.stop()
-            stats = player.stats
-        print(stats.summary(), flush=True)
-        return 0
-    except (ImportError, ValueError) as exc:
-        print(f"replay: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        stop_spinning(executor, spin, node)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.autotune import features as ft
-from bayes_infer_ros.bench import generator as g
+from lab import generator as g
 from bayes_infer_ros.inference import VARIANTS, VariantUnsupported, variant_ops
 from bayes_infer_ros.inference.registry import NATIVE_VARIANTS
 from bayes_infer_ros.model.generative_model import ModelStructure, trivial_B_dependencies

@@ -8,9 +8,9 @@ import pytest
 
 from bayes_infer_ros.autotune import guard
 from bayes_infer_ros.autotune import select as sel
-from bayes_infer_ros.bench import train_autotuner as tr
+from lab import train_autotuner as tr
 from bayes_infer_ros.autotune.features import feature_vector, size_estimates
-from bayes_infer_ros.bench import generator as g
+from lab import generator as g
 from tolerances import FLOAT32_ATOL, FLOAT64_BOOKKEEPING_ATOL
 
 VARIANTS = ["baseline", "hybrid", "end_to_end", "sparse_end_to_end"]

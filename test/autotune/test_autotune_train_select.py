@@ -7,10 +7,10 @@ import pytest
 from bayes_infer_ros.autotune import decision as dec
 from bayes_infer_ros.autotune import select as sel
 from bayes_infer_ros.autotune.budget import MemoryBudget
-from bayes_infer_ros.bench import train_autotuner as tr
+from lab import train_autotuner as tr
 from bayes_infer_ros.autotune.forest import NumpyForest
-from bayes_infer_ros.bench import generator as g
-from bayes_infer_ros.bench import harness as h
+from lab import generator as g
+from lab import harness as h
 from engine_stubs import Slowed
 from synthetic_rows import synthetic_rows
 from tolerances import FLOAT32_ATOL, FLOAT64_BOOKKEEPING_ATOL
@@ -103,7 +103,7 @@ def test_without_numba_the_portable_model_ranks_and_the_native_engine_is_never_o
     """Where numba is not installed, select_variant reads the model trained without the native variants
     (``cpu_portable``: a real ranking of the JAX variants) and never offers ``fused_numba``."""
     if not (sel.DEFAULT_MODEL_DIR / "cpu_portable_meta.json").is_file():
-        pytest.fail("the package ships no cpu_portable model: `bayes-infer autotune-train ... --exclude fused_numba "
+        pytest.fail("the package ships no cpu_portable model: `python -m lab autotune-train ... --exclude fused_numba "
                     "--tag cpu_portable`")
     portable = json.loads((sel.DEFAULT_MODEL_DIR / "cpu_portable_meta.json").read_text())
     assert all("fused_numba" not in e["variants"] for e in portable["algorithms"].values())

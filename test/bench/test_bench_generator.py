@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from bayes_infer_ros.bench import generator as g
+from lab import generator as g
 from tolerances import FLOAT32_ATOL
 
 

@@ -5,8 +5,8 @@ import csv
 
 import pytest
 
-from bayes_infer_ros.bench import generator as g
-from bayes_infer_ros.bench import harness as h
+from lab import generator as g
+from lab import harness as h
 from tolerances import FLOAT32_ATOL
 
 
@@ -54,11 +54,11 @@ def test_sweep_records_resumes_skips_and_limits(small_specs, tmp_path):
     specs = small_specs[:2]
     variants = ["fast", "refuses", "broken"]
     counts = h.run_sweep(specs, out, algorithms=["fpi", "vmp"], variants=variants,
-                         settings=settings, case_time_limit=30, progress=False, include_pymdp=False)
+                         settings=settings, limits=h.SweepLimits(case_time_limit=30), progress=False, include_pymdp=False)
     assert counts == {"resumed": 0, "ok": 4, "unsupported": 4, "error": 4}
     # a case over the limit kills the worker and is recorded; the group's other cases run again on their own
     counts = h.run_sweep(specs[:1], out, algorithms=["fpi"], variants=["sleepy", "fast"], settings=settings,
-                         case_time_limit=3, progress=False, include_pymdp=False)
+                         limits=h.SweepLimits(case_time_limit=3), progress=False, include_pymdp=False)
     assert counts == {"resumed": 0, "timeout": 1, "ok": 1}
     rows = h.read_rows([out])  # the rerun "fast" row replaces the first one
     assert len(rows) == 2 * 2 * 3 + 1 and len(_rows(out)) == len(rows) + 1
@@ -78,7 +78,7 @@ def test_sweep_records_resumes_skips_and_limits(small_specs, tmp_path):
             assert r[col] != "", col
     # resume: nothing left to do
     again = h.run_sweep(specs, out, algorithms=["fpi", "vmp"], variants=variants,
-                        settings=settings, case_time_limit=30, progress=False, include_pymdp=False)
+                        settings=settings, limits=h.SweepLimits(case_time_limit=30), progress=False, include_pymdp=False)
     assert again == {"resumed": 12}
     assert len(_rows(out)) == 14
 
@@ -87,7 +87,7 @@ def test_memory_budget_skips_before_building(small_specs, tmp_path):
     out = tmp_path / "mem.csv"
     settings = h.Settings(cache=None, builder="fake_variants:build")
     h.run_sweep(small_specs[:1], out, algorithms=["fpi"], variants=["end_to_end", "sleepy"], settings=settings,
-                memory_budget_gb=1e-9, progress=False, include_pymdp=False)
+                limits=h.SweepLimits(memory_budget_gb=1e-9), progress=False, include_pymdp=False)
     rows = _rows(out)
     assert {r["status"] for r in rows} == {"skipped_memory"}  # "sleepy" was never built (no timeout)
     assert all("budget" in r["reason"] for r in rows)

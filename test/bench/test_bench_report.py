@@ -3,9 +3,9 @@ import math
 
 import pytest
 
-from bayes_infer_ros.bench import generator as g
-from bayes_infer_ros.bench import harness as h
-from bayes_infer_ros.bench import report as r
+from lab import generator as g
+from lab import harness as h
+from lab import report as r
 from synthetic_rows import synthetic_rows
 
 

@@ -1,6 +1,6 @@
 """The variants benchmark's configuration: a dozen models spanning sizes, and its tables."""
-from bayes_infer_ros.bench import generator as g
-from bayes_infer_ros.bench import variants_benchmark as vb
+from lab import generator as g
+from lab import variants_benchmark as vb
 from synthetic_rows import synthetic_rows
 
 

@@ -1,5 +1,5 @@
 """Every script under benchmarks/ still runs: each Python script answers ``--help``, each shell script parses, and
-every option a shell script (or benchmarks/README.md) passes to a ``bayes-infer`` subcommand or a benchmarks/ script
+every option a shell script (or benchmarks/README.md) passes to a ``python -m lab`` command or a benchmarks/ script
 is one that command still has."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 SCRIPTS = sorted(p for p in BENCH.glob("*.py") if p.name != "tick_inputs.py")  # tick_inputs: a module, no CLI
 SHELL = sorted(BENCH.glob("*.sh"))
-# bayes-infer subcommands the benchmark scripts use (the others need a ROS graph or a bag)
+# the lab's commands the benchmark scripts use (the demo needs a ROS graph)
 SUBCOMMANDS = ("generate", "bench", "bench-variants", "report", "autotune-train")
 
 # One process for every --help: each script's main runs with argv [script, --help] (runpy), each subcommand's
@@ -24,7 +24,7 @@ HELPER = r"""
 import contextlib, importlib, io, json, runpy, sys
 out = {}
 scripts, subcommands = json.loads(sys.argv[1])
-from bayes_infer_ros.cli import COMMANDS
+from lab.__main__ import COMMANDS
 def run(name, fn):
     buf = io.StringIO()
     code = 0
@@ -46,7 +46,7 @@ for path in scripts:
             sys.path.pop(0)
     run(path, go)
 for sub in subcommands:
-    run(sub, lambda sub=sub: importlib.import_module(COMMANDS[sub][0]).main(["--help"]))
+    run(sub, lambda sub=sub: importlib.import_module("lab." + COMMANDS[sub][0]).main(["--help"]))
 print("\n@@JSON@@" + json.dumps(out))
 """
 
@@ -74,7 +74,7 @@ def test_shell_script_parses(script):
     assert r.returncode == 0, r.stderr
 
 
-COMMAND = re.compile(r"(?:python3? -m bayes_infer_ros\.cli|bayes-infer) +([a-z-]+)(.*)|python3? +(benchmarks/[a-z_0-9]+\.py)(.*)")
+COMMAND = re.compile(r"python3? -m lab +([a-z-]+)(.*)|python3? +(benchmarks/[a-z_0-9]+\.py)(.*)")
 
 
 def _commands(text: str) -> list[tuple[str, list[str]]]:
@@ -104,7 +104,7 @@ def test_options_passed_exist(helps, source):
 
 def test_the_option_check_finds_an_unknown_option(helps):
     """The check can fail: the removed run_cpu.sh passed --min-time to bench-variants."""
-    cmds = _commands("python -m bayes_infer_ros.cli bench-variants --cache X \\\n    --min-time 0.1 --max-minutes 3\n")
+    cmds = _commands("python -m lab bench-variants --cache X \\\n    --min-time 0.1 --max-minutes 3\n")
     assert cmds == [("bench-variants", ["--cache", "--min-time", "--max-minutes"])]
     assert "--min-time" not in helps["bench-variants"][1] and "--max-minutes" in helps["bench-variants"][1]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bayes_infer_ros.bench import readme_tables
+from lab import readme_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"

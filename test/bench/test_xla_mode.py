@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from bayes_infer_ros.bench.xla_mode import LOG_ENV, parse_log
+from lab.xla_mode import LOG_ENV, parse_log
 
 LOG = """\
 I1122 thunk_executor.cc:163] Constructed ThunkExecutor with 51 thunks: #source_nodes=5 #sink_nodes=3, is_sequential=false, small_buffers=false
@@ -31,7 +31,7 @@ def test_parse_log_top_level_and_loop_bodies():
 SCRIPT = textwrap.dedent("""
     import json, os, sys
     import numpy as np, jax
-    from bayes_infer_ros.bench.xla_mode import capture_modes, program_label
+    from lab.xla_mode import capture_modes, program_label
     from bayes_infer_ros.inference import engine_for_model
     from bayes_infer_ros.model.io import load_model
     model = load_model(sys.argv[1])

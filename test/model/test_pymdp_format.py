@@ -9,7 +9,7 @@ import pytest
 from bayes_infer_ros.model import load_model
 from bayes_infer_ros.model.pymdp_format import read_pymdp_npz
 from bayes_infer_ros.model.validation import ModelValidationError
-from bayes_infer_ros.model_cli import main as model_main
+from bayes_infer_ros.cli.model import main as model_main
 
 from tolerances import FLOAT64_ATOL
 

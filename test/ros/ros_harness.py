@@ -1,5 +1,5 @@
 """Test harness for the node over a real ROS graph: loopback-only env with a per-run domain id, the node
-started as ``ros2 run`` would (the package's ``bayes_infer_ros.ros.agent_process``, which the demo uses too), and
+started as ``ros2 run`` would (the lab's ``agent_process``, which the demo uses too), and
 a probe node (publishers, subscribers, service clients) spun in a background thread of the test process.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from bayes_infer_ros.ros import agent_process as _agent_process
+from lab import agent_process as _agent_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -197,8 +197,8 @@ def test_a_bad_adapter_refuses_configure_naming_the_parameter(ros_graph, tmp_pat
 
 # ---- the adapter bag replays like the categorical one ---------------------------------------------------------
 def _replay(bag, params_files, tmp_path, tag):
-    from bayes_infer_ros.demo import AgentProcess as Agent
-    from bayes_infer_ros.ros.replay import ReplaySession
+    from lab.agent_process import AgentProcess as Agent
+    from lab.replay_session import ReplaySession
 
     ns = f"adapters_{tag}_{os.getpid()}"
     node = Agent(params_files[0], parameters={"algorithm": "fpi", "variant": "baseline", "use_sim_time": True,
@@ -223,8 +223,8 @@ def _replay(bag, params_files, tmp_path, tag):
 def test_the_adapter_bag_replays_with_the_categorical_bags_accuracy(ros_graph, tmp_path, repo_root):
     from bayes_infer_ros.bags import read_episode
     from bayes_infer_ros.bags.golden import posterior_mode_accuracy
-    from bayes_infer_ros.bags.make_bag import main as make_bag_main
-    from bayes_infer_ros.demo import align_beliefs
+    from bayes_infer_ros.cli.make_bag import main as make_bag_main
+    from lab.demo import align_beliefs
     from bayes_infer_ros.model import load_model
 
     from tolerances import ROS_FLOAT32_ATOL

@@ -1,4 +1,4 @@
-"""`make demo`'s program (bayes_infer_ros.demo) end to end, the way CI runs it: no TTY, its own processes."""
+"""`make demo`'s program (lab.demo) end to end, the way CI runs it: no TTY, its own processes."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.ros
 def test_demo_runs_without_a_tty_and_writes_the_plot(ros_graph, repo_root, tmp_path):
     env = dict(os.environ)
     out = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "bayes_infer_ros.demo", "--rate", "5", "--out-dir", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "lab.demo", "--rate", "5", "--out-dir", str(out)],
                           env=env, capture_output=True, text=True, timeout=240, cwd=repo_root, stdin=subprocess.DEVNULL)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text
@@ -41,7 +41,7 @@ def test_demo_runs_without_a_tty_and_writes_the_plot(ros_graph, repo_root, tmp_p
 
 def test_demo_refuses_a_bag_of_another_model(ros_graph, repo_root, tmp_path):
     from bayes_infer_ros.bags import simulate, write_episode_bag
-    from bayes_infer_ros.demo import main
+    from lab.demo import main
     from bayes_infer_ros.model import GenerativeModel
     import numpy as np
 

@@ -241,7 +241,7 @@ def test_a_tick_without_observations_returns_the_predicted_prior(repo_root):
 def test_a_tick_with_some_modalities_equals_pymdp_on_those_modalities_alone(repo_root):
     """The default model, fpi: one modality observed, the others silent: the tick's beliefs equal pymdp 1.0.4's
     on the model holding only that modality's A."""
-    from bayes_infer_ros import pymdp_oracle
+    from lab import pymdp_oracle
     from bayes_infer_ros.inference import engine_for_model
     from bayes_infer_ros.model import load_model
     from bayes_infer_ros.ros.tick_loop import TickLoop

@@ -25,7 +25,7 @@ import rclpy.node
 del rclpy.node.Node.add_post_set_parameters_callback
 from rclpy.lifecycle import LifecycleNode
 assert not hasattr(LifecycleNode, "add_post_set_parameters_callback")
-from bayes_infer_ros.ros.agent_node import main
+from bayes_infer_ros.cli.node import main
 sys.exit(main(sys.argv))
 """
 

@@ -13,7 +13,7 @@ import pytest
 
 from ros_harness import AgentProcess, default_params, wait_for
 
-from bayes_infer_ros import pymdp_oracle
+from lab import pymdp_oracle
 from bayes_infer_ros.inference.native import numba_available
 from tolerances import ROS_FLOAT32_ATOL
 

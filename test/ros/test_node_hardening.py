@@ -583,7 +583,7 @@ def _agent_run(args, env_update=None, drop=()):
 
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(env_update or {})
-    return subprocess.run([sys.executable, "-m", "bayes_infer_ros.ros.agent_node", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "node", *args], capture_output=True,
                           text=True, env=env, timeout=120)
 
 

@@ -1,4 +1,4 @@
-"""The table of rclpy / rcl_interfaces APIs the ROS layer uses (bayes_infer_ros/ros/rclpy_api.py) is complete,
+"""The table of rclpy / rcl_interfaces APIs the ROS layer uses (lab/rclpy_api.py) is complete,
 true on the installed distro, and, where rclpy's and rcl_interfaces' git histories are at hand
 (RCLPY_GIT_DIR, RCL_INTERFACES_GIT_DIR), true for Humble, Iron and Jazzy."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ def api():
     reason = ros_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    from bayes_infer_ros.ros import rclpy_api
+    from lab import rclpy_api
 
     return rclpy_api
 

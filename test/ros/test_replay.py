@@ -57,8 +57,8 @@ def sample(repo_root):
 
 
 def _run_node_and_replay(sample, tmp_path, algorithm: str, loops: int = 1):
-    from bayes_infer_ros.demo import AgentProcess
-    from bayes_infer_ros.ros.replay import ReplaySession
+    from lab.agent_process import AgentProcess
+    from lab.replay_session import ReplaySession
 
     ns = f"replay_{algorithm}_{os.getpid()}"
     node = AgentProcess(sample["bag"].parents[1] / "config" / "agent.yaml",
@@ -96,7 +96,8 @@ def _beliefs_by_step(samples, episode, model):
 
 
 def _golden(sample, algorithm):
-    from bayes_infer_ros.bags.golden import engine_beliefs, pymdp_beliefs
+    from bayes_infer_ros.bags.golden import engine_beliefs
+    from lab.pymdp_oracle import pymdp_beliefs
 
     kw = {"num_iter": int(sample["params"]["num_iter"]), "tau": float(sample["params"]["tau"]),
           "horizon": int(sample["params"]["horizon"])}
@@ -186,7 +187,7 @@ def test_lockstep_sends_a_step_again_only_until_the_node_first_answers(sample):
     """A node whose reader matched late misses the first step: the player sends it again and goes on in
     lockstep. Once the node has answered, an unanswered step is a timeout, never a second copy (one tick per
     step)."""
-    from bayes_infer_ros.ros.replay import BagPlayer
+    from bayes_infer_ros.ros.replay import BagPlayer, PlaybackOptions
 
     num_modalities = sample["model"].num_modalities
     seen = []
@@ -201,7 +202,7 @@ def test_lockstep_sends_a_step_again_only_until_the_node_first_answers(sample):
             node.answer(msg)
 
     node = _Node(on_publish)
-    player = BagPlayer(node, sample["bag"], rate=0.0, clock=False, wait_for="beliefs", wait_timeout=0.2)
+    player = BagPlayer(node, sample["bag"], PlaybackOptions(rate=0.0, clock=False, wait_for="beliefs", wait_timeout=0.2))
     stats = player.run()
     steps = sample["episode"].num_steps
     assert stats.steps == steps and stats.resent_steps == 1 and stats.wait_timeouts == 1, stats.summary()

@@ -92,12 +92,12 @@ def _same(a, b) -> bool:
 def test_played_equals_recorded_in_order_and_never_early(two_contexts, repo_root, tmp_path):
     from bayes_infer_ros.bags import make_typestore
     from bayes_infer_ros.ros.recorder import BagRecorder
-    from bayes_infer_ros.ros.replay import BagPlayer
+    from bayes_infer_ros.ros.replay import BagPlayer, PlaybackOptions
 
     bag = repo_root / "bags" / "agent_sample"
     player_ctx, rec_ctx = two_contexts
     ns = f"tool_{os.getpid()}"
-    player = BagPlayer(player_ctx.node, bag, rate=20.0, namespace=ns)
+    player = BagPlayer(player_ctx.node, bag, PlaybackOptions(rate=20.0, namespace=ns))
     from rosbags.rosbag2 import Reader
 
     with Reader(bag) as reader:
@@ -130,7 +130,7 @@ def test_loop_synthesised_clock_and_undecodable_records(two_contexts, tmp_path):
     from rosbags.rosbag2 import StoragePlugin, Writer
 
     from bayes_infer_ros.bags import make_typestore
-    from bayes_infer_ros.ros.replay import BagPlayer
+    from bayes_infer_ros.ros.replay import BagPlayer, PlaybackOptions
 
     store = make_typestore()
     t = store.types
@@ -153,7 +153,8 @@ def test_loop_synthesised_clock_and_undecodable_records(two_contexts, tmp_path):
     clocks, levels = [], []
     rec_ctx.node.create_subscription(Clock, "/clock", lambda m: clocks.append(m.clock.sec * 10**9 + m.clock.nanosec), 100)
     rec_ctx.node.create_subscription(CategoricalObservation, "/loopns/observations/x", lambda m: levels.append(m.level), 100)
-    player = BagPlayer(player_ctx.node, bag, rate=0.0, loop=True, max_loops=2, namespace="loopns", jump_pause_s=0.05)
+    player = BagPlayer(player_ctx.node, bag, PlaybackOptions(rate=0.0, loop=True, max_loops=2, namespace="loopns",
+                                                         jump_pause_s=0.05))
     assert player.wait_for_subscribers(60.0, every_topic=True)
     assert _wait_until(lambda: rec_ctx.node.count_publishers("/loopns/observations/x") > 0
                        and rec_ctx.node.count_publishers("/clock") > 0)
@@ -171,8 +172,8 @@ def test_loop_synthesised_clock_and_undecodable_records(two_contexts, tmp_path):
     stamps = []
     rec_ctx.node.create_subscription(CategoricalObservation, "/contns/observations/x",
                                      lambda m: stamps.append(m.header.stamp.sec * 10**9 + m.header.stamp.nanosec), 100)
-    player = BagPlayer(player_ctx.node, bag, rate=0.0, loop=True, max_loops=2, namespace="contns",
-                       continuous_loop=True)
+    player = BagPlayer(player_ctx.node, bag, PlaybackOptions(rate=0.0, loop=True, max_loops=2, namespace="contns",
+                                                             continuous_loop=True))
     assert player.wait_for_subscribers(60.0, every_topic=True)
     assert _wait_until(lambda: rec_ctx.node.count_publishers("/contns/observations/x") > 0)
     time.sleep(0.3)
@@ -189,13 +190,14 @@ def test_waiting_for_every_topic_covers_topics_that_are_not_observations(two_con
 
     from bayes_infer_ros.bags import read_episode
     from bayes_infer_ros.bags.convert import message_class
-    from bayes_infer_ros.ros.replay import BagPlayer
+    from bayes_infer_ros.ros.replay import BagPlayer, PlaybackOptions
 
     bag = repo_root / "bags" / "agent_sample"
     first = read_episode(bag).modality_names[0]
     player_ctx, rec_ctx = two_contexts
     ns = f"every_{os.getpid()}"
-    player = BagPlayer(player_ctx.node, bag, namespace=ns, clock=False, topics=[f"/observations/{first}", "/true_states"])
+    player = BagPlayer(player_ctx.node, bag, PlaybackOptions(namespace=ns, clock=False,
+                                                         topics=[f"/observations/{first}", "/true_states"]))
     obs_type = message_class("bayes_infer_ros/msg/CategoricalObservation")
     rec_ctx.node.create_subscription(obs_type, f"/{ns}/observations/{first}", lambda _m: None, 10)
     assert player.wait_for_subscribers(60.0)
@@ -213,12 +215,12 @@ def test_replay_and_record_commands(ros_graph, repo_root, tmp_path):
     ns = f"cli_{os.getpid()}"
     ep = read_episode(repo_root / "bags" / "agent_sample")
     first = ep.modality_names[0]
-    rec = subprocess.Popen([sys.executable, "-m", "bayes_infer_ros.ros.recorder", str(out), "--namespace", ns,
+    rec = subprocess.Popen([sys.executable, "-m", "bayes_infer_ros.cli", "record", str(out), "--namespace", ns,
                             "--topics", f"observations/{first}", "true_states", "--count", str(2 * ep.num_steps),
                             "--discovery-timeout", "60"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            cwd=repo_root)
     try:
-        play = subprocess.run([sys.executable, "-m", "bayes_infer_ros.ros.replay", str(repo_root / "bags" / "agent_sample"),
+        play = subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "replay", str(repo_root / "bags" / "agent_sample"),
                                "--namespace", ns, "--rate", "40", "--wait-subscribers", "60", "--wait-every-topic", "--no-clock",
                                "--topics", f"/observations/{first}", "/true_states"], env=env, capture_output=True, text=True,
                               timeout=120, cwd=repo_root)
@@ -244,6 +246,6 @@ def test_replay_and_record_commands(ros_graph, repo_root, tmp_path):
 
 
 def test_replay_command_rejects_a_missing_bag(tmp_path):
-    from bayes_infer_ros.ros.replay import main
+    from bayes_infer_ros.cli.replay import main
 
     assert main([str(tmp_path / "nope")]) == 2

@@ -27,7 +27,7 @@ order, on any machine. A and B values are uniform then normalised over the outco
 
 The cache folder (default ``.cache/pomdp_configs``, git-ignored) holds ``index.json`` (the generator
 parameters and every configuration's structure) and ``npz/<config_id>.npz`` (the arrays, written by
-``bayes_infer_ros.model.save_npz``). Arrays are written by ``bayes-infer generate`` or on first use.
+``bayes_infer_ros.model.save_npz``). Arrays are written by ``python -m lab generate`` or on first use.
 """
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ def write_index(specs: Sequence[ConfigSpec], cache: Path, params: dict) -> Path:
 def read_index(cache: Path = DEFAULT_CACHE) -> list[ConfigSpec]:
     path = Path(cache) / "index.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: run `bayes-infer generate --out {cache}` first")
+        raise FileNotFoundError(f"{path} not found: run `python -m lab generate --out {cache}` first")
     return [ConfigSpec.from_json(d) for d in json.loads(path.read_text())["configs"]]
 
 
@@ -301,7 +301,7 @@ def select_specs(specs: Sequence[ConfigSpec], ids: Optional[Iterable[str]] = Non
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="bayes-infer generate", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m lab generate", description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, default=DEFAULT_CACHE, help="cache folder (git-ignored)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
     p.add_argument("--samples", type=int, default=SAMPLES_PER_COMBINATION, help="samples per combination")

@@ -1,4 +1,4 @@
-"""``make demo`` / ``bayes-infer demo``: the agent node inferring a robot's state from a recorded bag.
+"""``make demo`` / ``python -m lab demo``: the agent node inferring a robot's state from a recorded bag.
 
 1. starts ``agent_node`` as its own process with ``config/agent.yaml`` (sim time, autostart: what the launch
    file passes), the way ``ros2 run`` would find it;
@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from bayes_infer_ros.ros.agent_process import AgentProcess, agent_executable, loopback_env
+from lab.agent_process import AgentProcess, agent_executable, loopback_env
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "bayes_infer_ros"
@@ -50,7 +50,7 @@ DEFAULT_PARAMS = package_data("config/agent.yaml")
 DEFAULT_BAG = package_data("bags/agent_sample")
 
 
-# the node as a process: bayes_infer_ros.ros.agent_process (shared with the tests)
+# the node as a process: lab.agent_process (shared with the tests)
 
 
 # ---- the live view -----------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def _pct(xs: Sequence[float], q: float) -> float:
 
 # ---- main --------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bayes-infer demo", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m lab demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--params-file", type=Path, default=DEFAULT_PARAMS)
     p.add_argument("--bag", type=Path, default=DEFAULT_BAG)
@@ -145,7 +145,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         from bayes_infer_ros.bags import model_digest, read_episode
         from bayes_infer_ros.model import load_model
-        from bayes_infer_ros.ros.replay import ReplaySession
+        from lab.replay_session import ReplaySession
 
         agent_executable()
     except (ImportError, FileNotFoundError) as exc:

@@ -1,4 +1,4 @@
-"""Every variant vs pymdp on a dozen models, small to large (``bayes-infer bench-variants``, ``make bench``).
+"""Every variant vs pymdp on a dozen models, small to large (``python -m lab bench-variants``, ``make bench``).
 
 A thin configuration of the harness: the twelve models are picked from the generator's configurations by
 total A size, geometrically spaced (about 60 to 1.2e6 elements), with at most 10 factors and 10 modalities
@@ -22,8 +22,8 @@ from typing import Optional, Sequence
 import jax
 import numpy as np
 
-from . import harness, report
-from .generator import ConfigSpec, generate_specs, read_index
+from lab import harness, report
+from lab.generator import ConfigSpec, generate_specs, read_index
 
 DEFAULT_MODELS = 12
 SIZE_RANGE = (60.0, 1.2e6)
@@ -99,7 +99,7 @@ def parameter_table(rows: Sequence[dict]) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="bayes-infer bench-variants", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m lab bench-variants", description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, help="CSV (default benchmarks/variants_<device>.csv)")
     p.add_argument("--models", type=int, default=DEFAULT_MODELS)
     p.add_argument("--ids", nargs="+", help="use these config ids instead of the dozen")
@@ -120,9 +120,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("models: " + ", ".join(f"{s.config_id} (F={s.F}, M={s.M}, |A|={sum(s.a_elements())})" for s in run))
         t0 = time.time()
         counts = harness.run_sweep(run, out, args.algorithms, args.variants, args.horizon, args.num_iter,
-                                   harness.settings_from_args(args), args.memory_budget_gb, args.case_time_limit,
-                                   args.retry_failed, progress=not args.no_progress,
-                                   max_minutes=args.max_minutes)
+                                   harness.settings_from_args(args), harness.limits_from_args(args),
+                                   args.retry_failed, progress=not args.no_progress)
         print(f"{time.time() - t0:.0f} s: {counts} -> {out}")
     ids = {s.config_id for s in chosen}
     rows = [r for r in harness.read_rows([out]) if r["config_id"] in ids]

@@ -8,7 +8,7 @@ or ``module.Callable(keyword)``. ``test/ros/test_rclpy_api.py`` checks that
 - only the entries in ``FEATURE_DETECTED`` are newer than Humble, and the code reaches them only through a
   ``hasattr``/``getattr`` check (``compat.py``);
 - with rclpy's git history at hand (``RCLPY_GIT_DIR``, ``RCL_INTERFACES_GIT_DIR``), each entry's first distro is
-  right for humble, iron and jazzy. ``python -m bayes_infer_ros.ros.rclpy_api --rclpy-git DIR
+  right for humble, iron and jazzy. ``python -m lab.rclpy_api --rclpy-git DIR
   --rcl-interfaces-git DIR`` prints the same check.
 
 No rclpy import at module level: the table and the source scan are plain Python.

@@ -1,4 +1,4 @@
-"""Train the autotuner from benchmark CSVs (``bayes-infer autotune-train``).
+"""Train the autotuner from benchmark CSVs (``python -m lab autotune-train``).
 
 Per algorithm (fpi, vmp, mmp), one classifier maps structure features to the fastest variant. The protocol
 follows Section V of the paper:
@@ -43,12 +43,12 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..autotune import guard
-from ..autotune.features import feature_names, structure_features
-from ..autotune.select import DEFAULT_MODEL_DIR
-from ..inference import VARIANTS
-from .generator import DEFAULT_CACHE, generate_specs, read_index
-from .harness import PYMDP, read_rows
+from bayes_infer_ros.autotune import guard
+from bayes_infer_ros.autotune.features import feature_names, structure_features
+from bayes_infer_ros.autotune.select import DEFAULT_MODEL_DIR
+from bayes_infer_ros.inference import VARIANTS
+from lab.generator import DEFAULT_CACHE, generate_specs, read_index
+from lab.harness import PYMDP, read_rows
 
 N_ITER = 60
 FOLDS = 5
@@ -418,9 +418,26 @@ def single_best_cv(ds: Dataset, folds: int = FOLDS, seed: int = 0) -> tuple[floa
 
 
 # ---- the command --------------------------------------------------------------------------------
-def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[Path], n_iter: int, folds: int,
-              seed: int, top_k: int, classifiers: Sequence[str], n_jobs: int, tag: Optional[str] = None,
-              log=print, rf_n_iter: Optional[int] = None, metric: str = "time_s") -> dict:
+@dataclass(frozen=True)
+class TrainingSettings:
+    """How the selectors are trained: ``n_iter`` randomized-search draws (``rf_n_iter`` for the random forest, default
+    ``n_iter``), ``folds`` outer CV folds, the verify step's ``top_k``, the ``classifiers`` ("xgboost", "rf"),
+    ``n_jobs`` parallel draws, the ``seed`` and the latency ``metric`` column."""
+
+    n_iter: int
+    folds: int
+    seed: int
+    top_k: int
+    classifiers: Sequence[str]
+    n_jobs: int = 1
+    rf_n_iter: Optional[int] = None
+    metric: str = "time_s"
+
+
+def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[Path], training: TrainingSettings,
+              tag: Optional[str] = None, log=print) -> dict:
+    n_iter, folds, seed, top_k = training.n_iter, training.folds, training.seed, training.top_k
+    classifiers, n_jobs, rf_n_iter, metric = training.classifiers, training.n_jobs, training.rf_n_iter, training.metric
     out_dir.mkdir(parents=True, exist_ok=True)
     backend = tag or next(iter(datasets.values())).backend
     summary: dict[str, Any] = {"backend": backend, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -530,8 +547,8 @@ def regret_table(summary: dict) -> str:
 def main(argv: Optional[list[str]] = None) -> int:
     # tiny training splits make sklearn warn about fractional max_samples; the search just scores those draws
     warnings.filterwarnings("ignore", category=UserWarning, module="sklearn")
-    p = argparse.ArgumentParser(prog="bayes-infer autotune-train", description=__doc__.split("\n")[0])
-    p.add_argument("csv", nargs="*", type=Path, help="benchmark CSVs from `bayes-infer bench` (merged)")
+    p = argparse.ArgumentParser(prog="python -m lab autotune-train", description=__doc__.split("\n")[0])
+    p.add_argument("csv", nargs="*", type=Path, help="benchmark CSVs from `python -m lab bench` (merged)")
     p.add_argument("--from-training-csv", type=Path, help="retrain from an autotune_training_*.csv instead")
     p.add_argument("--out-dir", type=Path, default=DEFAULT_MODEL_DIR, help="where the models are written")
     p.add_argument("--report-dir", type=Path, help="also write out-of-fold choices and the regret table here")
@@ -561,9 +578,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not datasets:
         print("no usable rows (status ok) in the input")
         return 1
-    summary = train_all(datasets, args.out_dir, args.report_dir, args.n_iter, args.folds, args.seed, args.top_k,
-                        args.classifiers, args.jobs, args.tag, rf_n_iter=args.rf_n_iter,
-                        metric="(training CSV)" if args.from_training_csv else args.metric)
+    training = TrainingSettings(args.n_iter, args.folds, args.seed, args.top_k, args.classifiers, args.jobs,
+                                args.rf_n_iter, "(training CSV)" if args.from_training_csv else args.metric)
+    summary = train_all(datasets, args.out_dir, args.report_dir, training, args.tag)
     print(regret_table(summary))
     return 0
 

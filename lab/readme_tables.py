@@ -25,12 +25,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..autotune.pickable import auto_variants_table
-from ..inference.registry import PAPER_VARIANTS
-from . import report
+from bayes_infer_ros.autotune.pickable import auto_variants_table
+from bayes_infer_ros.autotune.select import DEFAULT_MODEL_DIR
+from bayes_infer_ros.inference.registry import PAPER_VARIANTS
+from lab import report
 
 ALGORITHMS = ("fpi", "vmp", "mmp")
-MODEL_DIR = Path(__file__).resolve().parents[1] / "autotune" / "models"
+MODEL_DIR = DEFAULT_MODEL_DIR
 BLOCK = re.compile(r"(<!-- table:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /table:(?P=name) -->)", re.S)
 
 
@@ -40,7 +41,7 @@ def _rows(path: Path) -> list[dict]:
 
 
 def _summary(path: Path) -> dict[tuple[str, str], dict]:
-    """A ``bayes-infer report`` summary CSV: {(algorithm, variant): row with float ratios}."""
+    """A ``python -m lab report`` summary CSV: {(algorithm, variant): row with float ratios}."""
     out = {}
     for r in _rows(path):
         out[(r["algorithm"], r["variant"])] = {k: (float(v) if k.endswith("_ratio") else v) for k, v in r.items()}

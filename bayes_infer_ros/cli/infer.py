@@ -14,12 +14,12 @@ from typing import Optional
 
 import numpy as np
 
-from .bags.bagio import Episode
-from .bags.golden import engine_beliefs, posterior_mode_accuracy
-from .bags.simulate import simulate
-from .model import load_model
+from bayes_infer_ros.bags.bagio import Episode
+from bayes_infer_ros.bags.golden import engine_beliefs, posterior_mode_accuracy
+from bayes_infer_ros.bags.simulate import simulate
+from bayes_infer_ros.model import load_model
 
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "config" / "agent.yaml"
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "config" / "agent.yaml"
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -1,4 +1,4 @@
-"""Reports from benchmark CSVs (``bayes-infer report``): the paper's plots and a summary table.
+"""Reports from benchmark CSVs (``python -m lab report``): the paper's plots and a summary table.
 
 - ``violin_<tag>.png``: latency ratios (pymdp latency / variant latency; > 1 is a speedup) per variant, one
   panel per algorithm, the autotuner as the last violin (out-of-fold choices from ``autotune-train
@@ -23,8 +23,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..inference import ALGORITHMS, VARIANTS
-from .harness import PYMDP, read_rows
+from bayes_infer_ros.inference import ALGORITHMS, VARIANTS
+from lab.harness import PYMDP, read_rows
 
 ORDER = list(VARIANTS)
 AUTOTUNER = "autotuner"
@@ -235,7 +235,7 @@ def run_report(csvs: Sequence[Path], out_dir: Path, tag: str, metric: str = "tim
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="bayes-infer report", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m lab report", description=__doc__.split("\n")[0])
     p.add_argument("csv", nargs="+", type=Path, help="benchmark CSVs (merged; later rows win)")
     p.add_argument("--out-dir", type=Path, default=Path("benchmarks"))
     p.add_argument("--tag", default="cpu", help="suffix of the output files, e.g. cpu, h200")

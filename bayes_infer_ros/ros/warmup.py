@@ -1,7 +1,7 @@
-"""``bayes-infer warmup``: fill the caches the node's configure reads, so that the first start after an install is
-a warm start.
+"""Filling the caches the node's configure reads, so that the first start after an install is a warm start
+(``bayes-infer warmup``: ``cli/warmup.py``).
 
-It runs the node's configure work itself (:meth:`~.ros.engine_host.EngineHost.load_and_build`: JAX set-up with
+:func:`warm` runs the node's configure work itself (:meth:`~.ros.engine_host.EngineHost.load_and_build`: JAX set-up with
 ``jax_compilation_cache_dir``, the model, ``build_slot`` with ``variant: auto``'s verify step) on the parameters a
 params file gives the node (default: the installed ``config/agent.yaml``, the shipped model and the node's
 defaults), in this process, without ROS. What it fills:
@@ -12,25 +12,22 @@ defaults), in this process, without ROS. What it fills:
 - whatever else ``build_slot`` keeps between starts.
 
 Run it as the user, and with the environment (HOME, XDG_CACHE_HOME, NUMBA_CACHE_DIR), the node runs with: the
-folders are per user. The install tree is never written. A cache folder that cannot be written is a WARNING and
-exit status 0 (the node then runs without that cache, too); a model or build error is exit status 1.
-``make setup``, ``colcon build`` (CMakeLists.txt) and the container builds run it; a failure there is a warning.
+folders are per user. The install tree is never written. A cache folder that cannot be written is a WARNING (the
+node then runs without that cache, too); a model or build error raises. ``make setup``, ``colcon build`` (CMakeLists.txt) and the container builds run it; a failure there is a warning.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from .inference.kernel_cache import resolved_folder
-from .model.io import read_parameters_yaml
-from .ros.engine_host import EngineHost, forward_cache_warnings
-from .ros.parameters import PARAMETERS
+from bayes_infer_ros.inference.kernel_cache import resolved_folder
+from bayes_infer_ros.model.io import read_parameters_yaml
+from .engine_host import EngineHost, forward_cache_warnings
+from .parameters import PARAMETERS
 
 log = logging.getLogger("bayes_infer_ros.warmup")
 PACKAGE = "bayes_infer_ros"
@@ -47,7 +44,7 @@ def default_params_file() -> Path:
             return path
     except Exception:  # noqa: BLE001 - not built / not sourced: the checkout's copy below
         pass
-    return Path(__file__).resolve().parents[1] / "config" / "agent.yaml"
+    return Path(__file__).resolve().parents[2] / "config" / "agent.yaml"
 
 
 def node_parameters(params_file: Path) -> dict[str, Any]:
@@ -74,26 +71,3 @@ def warm(params_file: Path) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t0, "variant": slot.variant, "note": slot.note,
             "numba_cache": (str(numba_folder) if numba_folder else "(none)") if used else "(not used)",
             "jax_cache": os.path.expanduser(str(values.get("jax_compilation_cache_dir") or "(off)"))}
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="bayes-infer warmup", description=__doc__.split("\n\n")[0])
-    p.add_argument("--params-file", type=Path, default=None,
-                   help="the node's params file (default: the installed config/agent.yaml)")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="warmup: %(levelname)s %(message)s", stream=sys.stderr)
-    log.setLevel(logging.INFO)
-    params_file = args.params_file or default_params_file()
-    try:
-        out = warm(params_file)
-    except Exception as exc:  # noqa: BLE001 - reported; the caller decides whether it matters
-        print(f"warmup: FAILED for {params_file}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(f"warmup: configured {params_file} in {out['seconds']:.2f} s: variant {out['variant']}"
-          f"{' (' + out['note'] + ')' if out['note'] else ''}; numba cache {out['numba_cache']}, "
-          f"JAX cache {out['jax_cache']}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""The benchmark harness (``bayes-infer bench``): configuration x algorithm x variant, pymdp in the same run.
+"""The benchmark harness (``python -m lab bench``): configuration x algorithm x variant, pymdp in the same run.
 
 The cases of one (configuration, algorithm) are a group: pymdp and every variant are built in one worker,
 then timed round-robin against each other (``autotune.timing.time_round_robin``: interleaved short rounds, so
@@ -46,13 +46,13 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from ..autotune.budget import MemoryBudget, MemoryBudgetExceeded
-from ..autotune.decision import EngineConfig, decide
-from ..autotune.features import peak_elements, size_estimates
-from ..autotune.timing import CandidateTiming, block, environment, loadavg, time_round_robin
-from ..inference import ALGORITHMS, VARIANTS, InferenceEngine, build_inference, parameter_counts
-from .generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build, read_index
-from .xla_mode import LOG_ENV, capture_modes, program_label
+from bayes_infer_ros.autotune.budget import MemoryBudget, MemoryBudgetExceeded
+from bayes_infer_ros.autotune.decision import EngineConfig, decide
+from bayes_infer_ros.autotune.features import peak_elements, size_estimates
+from bayes_infer_ros.autotune.timing import CandidateTiming, block, environment, loadavg, time_round_robin
+from bayes_infer_ros.inference import ALGORITHMS, VARIANTS, InferenceEngine, build_inference, parameter_counts
+from lab.generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build, read_index
+from lab.xla_mode import LOG_ENV, capture_modes, program_label
 
 PYMDP = "pymdp"
 #: The node's ``variant: auto`` / ``device: auto`` decision (``autotune.decide``, verify step on) as a case: it is built
@@ -209,7 +209,7 @@ def pymdp_callable(algorithm: str, A_dependencies, B_dependencies, num_iter: int
     pymdp pays no dispatch cost for unused leaves).
     """
     # optional dependency: pymdp (the [bench] extra), through the one pymdp adapter
-    from bayes_infer_ros.pymdp_oracle import benchmark_callable
+    from lab.pymdp_oracle import benchmark_callable
 
     return benchmark_callable(algorithm, A_dependencies, B_dependencies, num_iter, tau)
 
@@ -483,6 +483,16 @@ def _over_budget(variant: str, spec: ConfigSpec, budget: MemoryBudget, itemsize:
     return ""
 
 
+@dataclass(frozen=True)
+class SweepLimits:
+    """A sweep's limits: a variant estimated over ``memory_budget_gb`` is skipped before it is built; a case over
+    ``case_time_limit`` seconds is killed and recorded as a timeout; no case starts after ``max_minutes``."""
+
+    memory_budget_gb: float = DEFAULT_MEMORY_BUDGET_GB
+    case_time_limit: float = DEFAULT_CASE_TIME_LIMIT
+    max_minutes: Optional[float] = None
+
+
 def run_sweep(
     specs: Sequence[ConfigSpec],
     out_csv: os.PathLike,
@@ -491,19 +501,19 @@ def run_sweep(
     horizon: int = DEFAULT_HORIZON,
     num_iter: int = DEFAULT_NUM_ITER,
     settings: Optional[Settings] = None,
-    memory_budget_gb: float = DEFAULT_MEMORY_BUDGET_GB,
-    case_time_limit: float = DEFAULT_CASE_TIME_LIMIT,
+    limits: Optional[SweepLimits] = None,
     retry_failed: bool = False,
     progress: bool = True,
     include_pymdp: bool = True,
-    max_minutes: Optional[float] = None,
 ) -> dict:
     """Run (or resume) a sweep; returns counts by status. Rows are appended to ``out_csv`` as they finish.
 
-    ``max_minutes``: start no new case after this long (the sweep can be resumed later).
+    ``limits``: the memory budget, the case time limit and the time box (:class:`SweepLimits`).
     """
     settings = settings or Settings(cache=str(DEFAULT_CACHE))
-    budget = MemoryBudget.from_gib(memory_budget_gb, "--memory-budget-gb")
+    limits = limits or SweepLimits()
+    budget = MemoryBudget.from_gib(limits.memory_budget_gb, "--memory-budget-gb")
+    case_time_limit, max_minutes = limits.case_time_limit, limits.max_minutes
     if variants is None:
         variants = list(VARIANTS)
     env = environment(settings.dtype)
@@ -625,13 +635,17 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-minutes", type=float, help="start no new case after this many minutes")
 
 
+def limits_from_args(args) -> SweepLimits:
+    return SweepLimits(args.memory_budget_gb, args.case_time_limit, args.max_minutes)
+
+
 def settings_from_args(args) -> Settings:
     return Settings(cache=str(args.cache), dtype=args.dtype, rounds=args.rounds, max_time_s=args.max_time,
                     packed=not args.no_packed)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="bayes-infer bench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m lab bench", description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, default=Path("benchmarks/sweep_cpu.csv"), help="CSV (appended, resumed)")
     add_common_arguments(p)
     p.add_argument("--ids", nargs="+", help="only these config ids, in this order")
@@ -663,8 +677,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     t0 = time.time()
     counts = run_sweep(chosen, args.out, args.algorithms, args.variants, args.horizon, args.num_iter,
-                       settings_from_args(args), args.memory_budget_gb, args.case_time_limit, args.retry_failed,
-                       progress=not args.no_progress, max_minutes=args.max_minutes)
+                       settings_from_args(args), limits_from_args(args), args.retry_failed,
+                       progress=not args.no_progress)
     print(f"{len(chosen)} configurations, {time.time() - t0:.0f} s: {counts} -> {args.out}")
     return 0
 

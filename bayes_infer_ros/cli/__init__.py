@@ -1,7 +1,9 @@
-"""``bayes-infer``: one command, subcommands mapped to ``module:main(argv) -> int`` (imported lazily).
+"""The command line, the package's top floor: ``bayes-infer COMMAND`` and ``agent_node``.
 
-A subcommand whose optional dependency is missing says which extra installs it (``OPTIONAL_EXTRAS``) instead
-of ending in an ImportError.
+Each command is a module of this package with ``main(argv) -> int`` (imported when it runs, so ``bayes-infer
+--help`` needs neither ROS nor JAX). A command whose optional dependency is missing says which extra installs it
+(``OPTIONAL_EXTRAS``) instead of ending in an ImportError. The lab's commands (generator, benchmarks, autotuner
+training, the demo) are not installed: ``python -m lab`` in a checkout.
 """
 from __future__ import annotations
 
@@ -10,20 +12,14 @@ import sys
 from typing import Optional
 
 COMMANDS = {
-    "infer": ("bayes_infer_ros.infer_cli", "offline inference on a model file with a random observation stream"),
-    "model": ("bayes_infer_ros.model_cli", "your own model: from-pymdp, validate, show (docs/your-model.md)"),
-    "node": ("bayes_infer_ros.ros.agent_node", "run the agent node (ROS args after --ros-args)"),
-    "warmup": ("bayes_infer_ros.warmup", "compile the kernels and fill the caches the node's configure reads"),
-    "demo": ("bayes_infer_ros.demo", "the live demo: node + sample bag replay + summary and plot"),
-    "generate": ("bayes_infer_ros.bench.generator", "generate the paper's POMDP configurations into a cache"),
-    "bench": ("bayes_infer_ros.bench.harness", "benchmark every variant x algorithm vs pymdp (resumable CSV)"),
-    "bench-variants": ("bayes_infer_ros.bench.variants_benchmark", "the dozen-model variants benchmark"),
-    "report": ("bayes_infer_ros.bench.report", "plots and summary tables from benchmark CSVs"),
-    "autotune-train": ("bayes_infer_ros.bench.train_autotuner", "train the autotuner from a benchmark CSV"),
-    "make-bag": ("bayes_infer_ros.bags.make_bag", "simulate a model and write a rosbag2 (MCAP), e.g. bags/agent_sample"),
-    "replay": ("bayes_infer_ros.ros.replay", "publish a bag into a running ROS graph"),
-    "record": ("bayes_infer_ros.ros.recorder", "record beliefs into a bag"),
-    "plot": ("bayes_infer_ros.plot", "the demo's figure from a recorded beliefs bag"),
+    "infer": ("infer", "offline inference on a model file with a random observation stream"),
+    "model": ("model", "your own model: from-pymdp, validate, show, layout (docs/your-model.md)"),
+    "node": ("node", "run the agent node (ROS args after --ros-args)"),
+    "warmup": ("warmup", "compile the kernels and fill the caches the node's configure reads"),
+    "make-bag": ("make_bag", "simulate a model and write a rosbag2 (MCAP), e.g. bags/agent_sample"),
+    "replay": ("replay", "publish a bag into a running ROS graph"),
+    "record": ("record", "record beliefs into a bag"),
+    "plot": ("plot", "the demo's figure from a recorded beliefs bag"),
 }
 
 # top-level module -> the pip extra of bayes_infer_ros (setup.cfg) that installs it
@@ -62,7 +58,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"  {name.ljust(width)}  {text}")
         return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
     try:
-        module = importlib.import_module(COMMANDS[argv[0]][0])
+        module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
         return int(module.main(argv[1:]) or 0)
     except ModuleNotFoundError as exc:
         message = missing_dependency_message(argv[0], exc.name or "")
