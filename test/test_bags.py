@@ -203,7 +203,7 @@ def test_make_bag_cli_refuses_to_clobber(tmp_path, repo_root, capsys):
 def test_offline_golden_engine_matches_pymdp(tmp_path):
     """The two offline implementations the replay tests compare the node with agree (short episode)."""
     from bayes_infer_ros.bags.golden import engine_beliefs, posterior_mode_accuracy
-    from lab.pymdp_oracle import pymdp_beliefs
+    from lab.golden_pymdp import pymdp_beliefs
 
     model = tiny_model()
     path = write_episode_bag(tmp_path / "ep", model, simulate(model, 8, seed=2))

@@ -8,7 +8,7 @@ The node's semantics, reproduced step by step over an :class:`~bayes_infer_ros.b
   prior D at the window's first step; the published belief is the window's last row.
 
 :func:`engine_beliefs` runs it with ``bayes_infer_ros.inference`` (the code the node runs) and returns
-``list[(T, n_f)]`` in float64; the lab's ``pymdp_oracle.pymdp_beliefs`` computes the same through pymdp 1.0.4.
+``list[(T, n_f)]`` in float64; the lab's ``golden_pymdp.pymdp_beliefs`` computes the same through pymdp 1.0.4.
 """
 from __future__ import annotations
 

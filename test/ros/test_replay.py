@@ -97,7 +97,7 @@ def _beliefs_by_step(samples, episode, model):
 
 def _golden(sample, algorithm):
     from bayes_infer_ros.bags.golden import engine_beliefs
-    from lab.pymdp_oracle import pymdp_beliefs
+    from lab.golden_pymdp import pymdp_beliefs
 
     kw = {"num_iter": int(sample["params"]["num_iter"]), "tau": float(sample["params"]["tau"]),
           "horizon": int(sample["params"]["horizon"])}
