@@ -14,9 +14,8 @@ from . import sizes
 from .algorithms import ALGORITHMS
 from .api import Engine
 from .engine import InferenceEngine
-from .cuda_engine import CudaEngine
 from .errors import VariantUnsupported
-from .native import NativeEngine
+from .native import CudaEngine, NativeEngine
 from .reference import LoopedLikelihood, LoopedTransitions
 from .variants import end_to_end, fused, hybrid
 from .variants.transitions import MergedTransitions
