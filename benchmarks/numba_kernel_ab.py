@@ -2,7 +2,9 @@
 
     PYTHONPATH=. python benchmarks/numba_kernel_ab.py REV [--ids c0049,c0031,...] [--dtypes float32 float64]
 
-REV's ``bayes_infer_ros/inference/native_kernels.py`` is loaded as a second module. Per configuration, algorithm
+REV's kernels are loaded as a second copy: the kernel modules of ``bayes_infer_ros/inference/native/`` (every one
+but ``__init__``, ``engine`` and the CUDA modules) as a package of their own, or, at a revision before that folder,
+``bayes_infer_ros/inference/native_kernels.py``. Per configuration, algorithm
 and dtype both kernels get the same arguments (the working tree's engine, a random observation sequence and prior;
 VMP/MMP over T = 5, 16 iterations), are timed with ``timing.time_round_robin`` (30 rounds, at most 3 s) and
 compared element-wise: ``new/old`` is the time ratio, ``max|new-old|`` the largest difference of the beliefs.
@@ -15,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -23,21 +26,42 @@ sys.path.insert(0, str(ROOT))
 from bayes_infer_ros.autotune.timing import time_round_robin  # noqa: E402
 from lab import generator  # noqa: E402
 from bayes_infer_ros.inference import build_inference  # noqa: E402
-from bayes_infer_ros.inference import native_kernels as current  # noqa: E402
+from bayes_infer_ros.inference.native import fpi as current_fpi  # noqa: E402
+from bayes_infer_ros.inference.native import sequence as current_sequence  # noqa: E402
 from bayes_infer_ros.model.io import load_model  # noqa: E402
 
-KERNELS = "bayes_infer_ros/inference/native_kernels.py"
+KERNELS = "bayes_infer_ros/inference/native/"
+FLAT_KERNELS = "bayes_infer_ros/inference/native_kernels.py"  # the kernels' one file before native/
+NOT_KERNELS = ("__init__.py", "engine.py")  # and cuda_*.py
 
 
-def load_kernels_at(rev: str, folder: Path):
-    """REV's kernel module, written to ``folder`` (numba caches next to it) and imported under its own name."""
-    path = folder / "native_kernels_at_rev.py"
-    path.write_text(subprocess.run(["git", "show", f"{rev}:{KERNELS}"], cwd=ROOT, check=True, capture_output=True,
-                                   text=True).stdout)
-    spec = importlib.util.spec_from_file_location("native_kernels_at_rev", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def git_show(rev: str, path: str) -> str:
+    return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+
+
+def load_kernels_at(rev: str, folder: Path) -> SimpleNamespace:
+    """REV's ``fpi`` and ``sequence`` entry points, their sources written to ``folder`` (numba caches next to them)
+    and imported under names of their own."""
+    listed = subprocess.run(["git", "ls-tree", "--name-only", rev, KERNELS], cwd=ROOT, check=True, capture_output=True,
+                            text=True).stdout.split()
+    if not listed:
+        path = folder / "native_kernels_at_rev.py"
+        path.write_text(git_show(rev, FLAT_KERNELS))
+        spec = importlib.util.spec_from_file_location("native_kernels_at_rev", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return SimpleNamespace(fpi=module.fpi, sequence=module.sequence)
+    package = folder / "native_kernels_at_rev"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for path in listed:
+        name = Path(path).name
+        if name.endswith(".py") and name not in NOT_KERNELS and not name.startswith("cuda_"):
+            (package / name).write_text(git_show(rev, path))
+    sys.path.insert(0, str(folder))
+    fpi = importlib.import_module("native_kernels_at_rev.fpi")
+    sequence = importlib.import_module("native_kernels_at_rev.sequence")
+    return SimpleNamespace(fpi=fpi.fpi, sequence=sequence.sequence)
 
 
 def kernel_call(module, engine, algorithm: str, obs: np.ndarray, prior: np.ndarray, actions: np.ndarray):
@@ -72,10 +96,11 @@ def main(argv=None) -> int:
     p.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
     p.add_argument("--horizon", type=int, default=5)
     args = p.parse_args(argv)
+    current = SimpleNamespace(fpi=current_fpi.fpi, sequence=current_sequence.sequence)
     specs = {s.config_id: s for s in generator.generate_specs()}
     with tempfile.TemporaryDirectory() as tmp:
         old = load_kernels_at(args.rev, Path(tmp))
-        print(f"old = {args.rev}:{KERNELS}, new = working tree; p10 over 30 round-robin rounds", flush=True)
+        print(f"old = {args.rev}'s kernels, new = working tree's; p10 over 30 round-robin rounds", flush=True)
         for cid in args.ids.split(","):
             if cid == "default":
                 model = load_model(ROOT / "config" / "agent.yaml")

@@ -4,7 +4,7 @@
 
 Per configuration, FPI (``engine.tick``) and VMP (T = 5, ``run_packed``): both engines built, then
 ``timing.time_round_robin`` (20 rounds, at most 3 s); prints the 10th-percentile times and numba / baseline.
-Run once on each side of a kernel change (``git checkout <rev> -- bayes_infer_ros/inference/native_kernels.py``):
+Run once on each side of a kernel change (``git checkout <rev> -- bayes_infer_ros/inference/native/``):
 the ratio to the unchanged baseline engine compares the two kernels across processes.
 """
 import argparse

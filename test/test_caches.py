@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import importlib
 import importlib.util
 import json
 import logging
@@ -160,6 +161,37 @@ def test_a_failed_kernel_cache_write_compiles_anyway_and_turns_the_cache_off_onc
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "NUMBA_CACHE_DIR" in warnings[0] and "disk is full" in warnings[0]
     assert not list((tmp_path / "numba").rglob("*.nbc"))
+
+
+@pytest.mark.numba
+def test_a_kernel_is_compiled_again_when_a_helper_it_inlines_from_another_file_changes(fresh_kernel_cache, tmp_path,
+                                                                                       monkeypatch):
+    """numba keys a cached kernel by its own file; fused_numba's kernels inline helpers from sibling files, which
+    are part of the key through ``sources``: an unchanged helper loads the cached kernel, a changed one compiles it."""
+    pytest.importorskip("numba")
+    helper, kernel = tmp_path / "tiny_helper.py", tmp_path / "tiny_kernel.py"
+    helper.write_text('import numba\n\n@numba.njit(inline="always")\ndef step(x):\n    return x + 1\n')
+    kernel.write_text("import numba\nfrom tiny_helper import step\n\n@numba.njit\ndef run(x):\n    return step(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+
+    def fresh_run():
+        for name in ("tiny_helper", "tiny_kernel"):
+            sys.modules.pop(name, None)
+        module = importlib.import_module("tiny_kernel")
+        monkeypatch.setattr(kernel_cache, "_enabled", {})
+        fresh_kernel_cache.enable_disk_cache(module, [helper, kernel])
+        return module.run
+
+    run = fresh_run()
+    assert run(1) == 2 and not run.stats.cache_hits
+    run = fresh_run()
+    assert run(1) == 2 and sum(run.stats.cache_hits.values()) == 1
+    helper.write_text(helper.read_text().replace("x + 1", "x + 2"))
+    run = fresh_run()
+    assert run(1) == 3 and not run.stats.cache_hits
+    for name in ("tiny_helper", "tiny_kernel"):
+        sys.modules.pop(name, None)
 
 
 # ---- the node's configure (subprocesses: fresh numba and JAX state) --------------------------------------------

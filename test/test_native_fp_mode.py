@@ -17,7 +17,7 @@ FLUSH_BITS = {"x86_64": ("MXCSR", 0x8040), "amd64": ("MXCSR", 0x8040),
 def test_the_kernels_flush_subnormals_through_this_machines_control_register():
     import numba
 
-    from bayes_infer_ros.inference import native_kernels as nk
+    from bayes_infer_ros.inference.native import fp_mode as nk
 
     register, bits = FLUSH_BITS[MACHINE]
     assert (nk._X86, nk._ARM64) == (register == "MXCSR", register == "FPCR")

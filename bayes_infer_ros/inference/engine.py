@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import jax
@@ -73,6 +74,17 @@ def pack_params(params: Any) -> tuple[list[Array], Callable[[list[Array]], Any]]
     return buffers, unpack
 
 
+@dataclass(frozen=True)
+class PreparedVariant:
+    """A JAX variant's build for one model: its likelihood and transition ops (hashable: the engine's ``plan``) and
+    their parameters (pytrees of (b, ...) arrays), what the variant's ops classes' ``prepare`` return."""
+
+    lik_ops: Any
+    lik_params: dict
+    trans_ops: Any
+    trans_params: dict
+
+
 class InferenceEngine(EngineFlags):
     """A compiled-once FPI/VMP/MMP engine for one model structure and variant.
 
@@ -81,8 +93,9 @@ class InferenceEngine(EngineFlags):
     ``dtype``, ``num_iter``, ``tau``, ``trace_count`` (how many times a call was traced),
     ``param_passing`` ("separate" or "packed"), ``device`` (the platform of ``jax_device``: "cpu" or "gpu").
 
-    ``jax_device`` (default: JAX's default device) holds the prepared arrays, committed there, so every call runs
-    on it whatever JAX's default device is; numpy inputs are copied to it per call.
+    ``prepared``: the variant's ops and parameters (:class:`PreparedVariant`). ``jax_device`` (default: JAX's
+    default device) holds the prepared arrays, committed there, so every call runs on it whatever JAX's default
+    device is; numpy inputs are copied to it per call.
 
     How the parameters reach the compiled program decides how XLA:CPU runs it. As separate arrays, each
     small buffer stays small: a program whose buffers are all <= 512 bytes (or that has <= 8 steps) runs
@@ -96,10 +109,7 @@ class InferenceEngine(EngineFlags):
         algorithm: str,
         variant: str,
         structure: ModelStructure,
-        lik_ops: Any,
-        lik_params: dict,
-        trans_ops: Any,
-        trans_params: dict,
+        prepared: PreparedVariant,
         B: Optional[list[np.ndarray]],
         num_iter: int,
         tau: float,
@@ -112,14 +122,14 @@ class InferenceEngine(EngineFlags):
         self.variant = variant
         self.structure = structure
         self.layout = PackedLayout(structure.num_obs, structure.num_states)
-        self.plan = (lik_ops, trans_ops)
+        self.plan = (prepared.lik_ops, prepared.trans_ops)
         self.num_iter = int(num_iter)
         self.tau = float(tau)
         self.batch_size = batch_size
         self.dtype = jnp.dtype(dtype)
         self.trace_count = 0
-        self._lik, self._trans = lik_ops, trans_ops
-        tree = {"lik": lik_params, "trans": trans_params}
+        self._lik, self._trans = prepared.lik_ops, prepared.trans_ops
+        tree = {"lik": prepared.lik_params, "trans": prepared.trans_params}
         if param_passing == "auto":
             param_passing = "separate" if len(jax.tree_util.tree_leaves(tree)) <= MAX_SEPARATE_PARAM_LEAVES else "packed"
         if param_passing not in ("separate", "packed"):

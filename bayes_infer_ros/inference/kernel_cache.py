@@ -17,17 +17,20 @@ A cache is an optimisation: nothing here raises.
 The kernels are decorated without ``cache=True`` (numba refuses to import a ``cache=True`` function when no
 folder is writable: "cannot cache function ... no locator available"); :func:`enable_disk_cache` gives each of
 a module's dispatchers its cache afterwards, as ``cache=True`` would, with a cache that logs instead of raising.
+numba keys a cached kernel by its own source file only; a kernel that inlines helpers from other files is also keyed
+by those files' contents (``sources``), so that a changed helper is compiled again rather than loaded stale.
 """
 from __future__ import annotations
 
 import errno
+import hashlib
 import logging
 import os
 import pickle
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 log = logging.getLogger(__name__)
 
@@ -128,13 +131,33 @@ def _turn_off(action: str, exc: BaseException) -> None:
               f"make it writable, or set {NUMBA_ENV} to a writable folder")
 
 
+def sources_digest(sources: Iterable[os.PathLike]) -> str:
+    """sha256 of the files' contents, in the order given ("" for none, or when one cannot be read)."""
+    paths = list(sources)
+    if not paths:
+        return ""
+    h = hashlib.sha256()
+    try:
+        for path in paths:
+            h.update(Path(path).read_bytes())
+    except OSError:
+        return ""
+    return h.hexdigest()
+
+
 def _tolerant_cache_class() -> type:
     # optional dependency: numba (only fused_numba's kernels get here)
     from numba.core.caching import FunctionCache
 
     class TolerantFunctionCache(FunctionCache):
         """numba's per-function disk cache (what ``cache=True`` makes), with a failed load read as a miss and a
-        failed save dropped; either turns every kernel cache off (:func:`_turn_off`)."""
+        failed save dropped; either turns every kernel cache off (:func:`_turn_off`). ``digest`` (of the sources
+        the kernel inlines from other files) is part of each entry's key."""
+
+        digest = ""
+
+        def _index_key(self, sig: Any, codegen: Any) -> Any:
+            return (*super()._index_key(sig, codegen), self.digest)
 
         def load_overload(self, sig: Any, target_context: Any) -> Any:
             try:
@@ -152,9 +175,10 @@ def _tolerant_cache_class() -> type:
     return TolerantFunctionCache
 
 
-def enable_disk_cache(module: ModuleType) -> Optional[Path]:
-    """Give every numba dispatcher in ``module`` its on-disk cache in :func:`numba_cache_folder` (once per
-    module and process); returns the folder, None when the kernels run without a cache."""
+def enable_disk_cache(module: ModuleType, sources: Iterable[os.PathLike] = ()) -> Optional[Path]:
+    """Give every numba dispatcher defined in ``module`` its on-disk cache in :func:`numba_cache_folder` (once per
+    module and process), keyed also by the contents of ``sources`` (the files its kernels inline code from);
+    returns the folder, None when the kernels run without a cache."""
     import numba  # optional dependency: numba (only fused_numba's kernels get here)
     from numba.core.dispatcher import Dispatcher  # optional (numba)
 
@@ -162,9 +186,10 @@ def enable_disk_cache(module: ModuleType) -> Optional[Path]:
         if module.__name__ in _enabled:
             return _enabled[module.__name__]
         folder = numba_cache_folder()
-        dispatchers = [v for v in vars(module).values() if isinstance(v, Dispatcher) and hasattr(v, "_cache")]
+        dispatchers = [v for v in vars(module).values() if isinstance(v, Dispatcher) and hasattr(v, "_cache")
+                       and getattr(v.py_func, "__module__", None) == module.__name__]
         if folder is not None:
-            cls = _tolerant_cache_class()
+            cls = type("TolerantFunctionCache", (_tolerant_cache_class(),), {"digest": sources_digest(sources)})
             saved = numba.config.CACHE_DIR
             numba.config.CACHE_DIR = str(folder)  # read by numba's locator when each cache is made, only here
             try:

@@ -13,10 +13,9 @@ from ..model.validation import ModelValidationError, validate_model
 from . import sizes
 from .algorithms import ALGORITHMS
 from .api import Engine
-from .engine import InferenceEngine
-from .cuda_engine import CudaEngine
+from .engine import InferenceEngine, PreparedVariant
 from .errors import VariantUnsupported
-from .native import NativeEngine
+from .native import CudaEngine, NativeEngine
 from .reference import LoopedLikelihood, LoopedTransitions
 from .variants import end_to_end, fused, hybrid
 from .variants.transitions import MergedTransitions
@@ -155,10 +154,9 @@ def build_inference(
         if device is not None and device.platform != engine_cls.device:
             raise VariantUnsupported(f"variant {variant} runs on the {engine_cls.device}, not on {device.platform}")
         return engine_cls(algorithm, structure, A_b, B_b, num_iter, tau, batch, dtype)
-    lik_ops, lik_params = lik_cls.prepare(structure, A_b, dtype)
-    trans_ops, trans_params = trans_cls.prepare(structure, B_b, dtype)
-    return InferenceEngine(algorithm, variant, structure, lik_ops, lik_params, trans_ops, trans_params, B_b,
-                           num_iter, tau, batch, dtype, param_passing, device)
+    prepared = PreparedVariant(*lik_cls.prepare(structure, A_b, dtype), *trans_cls.prepare(structure, B_b, dtype))
+    return InferenceEngine(algorithm, variant, structure, prepared, B_b, num_iter, tau, batch, dtype, param_passing,
+                           device)
 
 
 def engine_for_model(model: GenerativeModel, algorithm: str, variant: str = "baseline", **kwargs: Any) -> Engine:

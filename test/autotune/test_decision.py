@@ -174,7 +174,7 @@ def test_the_nodes_build_falls_back_from_a_broken_gpu_with_the_reason(model, bro
 def test_a_gpu_only_numba_sees_runs_only_the_native_gpu_engines(model, monkeypatch):
     """JAX has no GPU (a CPU-only jaxlib on a Jetson) but numba's CUDA target has one: the GPU's candidates are the
     native GPU engines alone, never a JAX program placed on it."""
-    from bayes_infer_ros.inference.cuda_engine import CudaEngine
+    from bayes_infer_ros.inference.native import CudaEngine
 
     monkeypatch.setattr(CudaEngine, "available", staticmethod(lambda: True))  # numba sees a CUDA device
     found = devices.find_devices("auto")

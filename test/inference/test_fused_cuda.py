@@ -33,7 +33,7 @@ NUM_ITER = 12  # variant_cases.ITERS["fpi"]
 
 @pytest.fixture(scope="module", autouse=True)
 def _needs_cuda():
-    from bayes_infer_ros.inference.cuda_engine import cuda_available  # imports numba: only when these tests run
+    from bayes_infer_ros.inference.native.cuda_engine import cuda_available  # imports numba: only when these tests run
     if not cuda_available():
         pytest.skip("no CUDA device and NUMBA_ENABLE_CUDASIM is not 1")
 
@@ -169,7 +169,7 @@ def test_refusals_name_the_limit(monkeypatch):
     engine = build_inference("vmp", *args, variant="fused_cuda")
     with pytest.raises(ValueError, match="tick_agents: fpi only"):
         engine.tick(np.zeros(engine.layout.obs_size), np.zeros(engine.layout.state_size), [0, 0, 0])
-    from bayes_infer_ros.inference import cuda_kernels
+    from bayes_infer_ros.inference.native import cuda_kernels
     monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 1024)
     with pytest.raises(VariantUnsupported, match="fused_cuda: a window of 40 steps needs .* bytes of shared memory"):
         engine.run_packed(np.zeros((40, engine.layout.obs_size)), engine.layout.pack_states(case.prior),
@@ -178,7 +178,7 @@ def test_refusals_name_the_limit(monkeypatch):
     with pytest.raises(VariantUnsupported, match="bytes of shared memory .* over the 0 KiB of one block"):
         build_inference("fpi", *args, variant="fused_cuda")
     monkeypatch.undo()
-    from bayes_infer_ros.inference import cuda_engine
+    from bayes_infer_ros.inference.native import cuda_engine
     monkeypatch.setattr(cuda_engine, "cuda_available", lambda: False)
     with pytest.raises(VariantUnsupported, match="fused_cuda needs numba's CUDA target and a CUDA device"):
         build_inference("fpi", *args, variant="fused_cuda")

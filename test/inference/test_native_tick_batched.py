@@ -1,4 +1,4 @@
-"""fused_numba's FPI tick for b agents in one dispatch (``NativeEngine.tick_agents``, native_tick_batched.py):
+"""fused_numba's FPI tick for b agents in one dispatch (``NativeEngine.tick_agents``, native/tick.py):
 the bits of the unbatched tick per agent, and pymdp's beliefs and next prior per model of a batched engine."""
 import contextlib
 

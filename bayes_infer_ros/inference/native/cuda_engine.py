@@ -2,7 +2,7 @@
 per agent (optional: needs numba's CUDA target and a CUDA device, or numba's CUDA simulator:
 ``NUMBA_ENABLE_CUDASIM=1``).
 
-The engine is :class:`~.native.NativeEngine` (the same prepared arrays, the same public API) whose calls run on
+The engine is :class:`~.engine.NativeEngine` (the same prepared arrays, the same public API) whose calls run on
 the GPU: FPI's ``tick``, ``tick_agents``, ``run_packed`` and the list call (``cuda_kernels.fpi_tick_kernel``), and
 VMP / MMP's ``run_packed`` and list call (``cuda_window.window_kernel``).
 ``predict`` alone stays on the host (one small contraction; the tick computes the next prior on the device).
@@ -22,9 +22,9 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..model.generative_model import ModelStructure
-from .errors import VariantUnsupported
-from .native import NativeEngine, numba_available
+from ...model.generative_model import ModelStructure
+from ..errors import VariantUnsupported
+from .engine import NativeEngine, numba_available
 
 CUDA_HINT = ("variant fused_cuda needs numba's CUDA target and a CUDA device (driver, and NVVM from the CUDA "
              "toolkit or the nvidia-cuda-nvcc wheel); NUMBA_ENABLE_CUDASIM=1 runs it in numba's simulator")

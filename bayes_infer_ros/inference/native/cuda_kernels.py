@@ -5,7 +5,7 @@ without a GPU the same kernel runs in numba's CUDA simulator (``NUMBA_ENABLE_CUD
 tests run it. numba compiles the kernel at run time through NVVM for the device's own compute capability (a
 Jetson Orin's sm_87 included). See docs/gpu.md for the choice of technology and what a GPU session measures.
 
-The maths is ``fused_numba``'s (``native_kernels.fpi_tick``), pymdp 1.0.4's term by term, parallelised:
+The maths is ``fused_numba``'s (``tick.fpi_tick``), pymdp 1.0.4's term by term, parallelised:
 
 * one thread block per agent (``blockIdx.x``); its threads stride over the log-likelihood elements, then over
   the states s = (f, a) of the packed belief (S = sum n_f): every state is owned by one thread;
@@ -21,7 +21,7 @@ The maths is ``fused_numba``'s (``native_kernels.fpi_tick``), pymdp 1.0.4's term
 * the next prior (pymdp ``compute_expected_state``): ``out[1, s] = sum_p B_f[a, p, u_f] prod_j Q[dep_j, p_j]``.
 
 Only the summation order differs from pymdp's (rounding level). Shapes (O = sum m_i, F factors):
-``ints``: ``native_kernels.pack_tick_model``'s index arrays; ``log_A`` (bA, NA), ``B`` (bA, NB), bA = 1 (one
+``ints``: ``tick.pack_tick_model``'s index arrays; ``log_A`` (bA, NA), ``B`` (bA, NB), bA = 1 (one
 model shared by every agent) or b; ``inp`` (b, O + S + F): each agent's observation, prior and action (the
 action as floats: one transfer per tick); ``out`` (b, 2, S): beliefs and next priors.
 """

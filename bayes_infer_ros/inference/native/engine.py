@@ -1,8 +1,9 @@
 """``fused_numba``: the fused form of FPI, VMP and MMP as numba-compiled CPU kernels (optional: needs numba).
 
-The same maths as the JAX variants, written as plain loops compiled once by numba (``native_kernels.py``) and
-called with numpy arrays directly (no dispatch, no device buffers). Why the kernels are shaped as they are, with
-the measurements: ``NATIVE_TUNING.md`` beside this file.
+The same maths as the JAX variants, written as plain loops compiled once by numba (the kernel modules beside this
+file: ``fpi``, ``sequence``, ``transitions``, ``tick``, on ``contractions``, ``common`` and ``fp_mode``) and called
+with numpy arrays directly (no dispatch, no device buffers). Why the kernels are shaped as they are, with the
+measurements: ``TUNING.md`` beside this file.
 
 The maths is pymdp 1.0.4's, term by term:
 
@@ -30,16 +31,17 @@ from __future__ import annotations
 import importlib.util
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..model.generative_model import ModelStructure
-from .api import EngineFlags, PackedLayout
-from .errors import VariantUnsupported
-from .kernel_cache import enable_disk_cache
-from .numerics import MINVAL, log_stable_np
-from .sizes import unmerged_elements
+from ...model.generative_model import ModelStructure
+from ..api import EngineFlags, PackedLayout
+from ..errors import VariantUnsupported
+from ..kernel_cache import enable_disk_cache
+from ..numerics import MINVAL, log_stable_np
+from ..sizes import unmerged_elements
 
 NUMBA_HINT = "variant fused_numba needs numba: pip install 'numba==0.68.1' (or the package's [native] extra)"
 
@@ -68,15 +70,22 @@ class NativePlan:
     has_B: bool
 
 
-def _kernels() -> Any:
-    """The numba kernels' module (its functions compile on first use): cached on disk in
+def _kernels() -> SimpleNamespace:
+    """The numba kernels' entry points (each compiles on first use): cached on disk in
     ``kernel_cache.numba_cache_folder()``, or in memory only when no folder can be written (logged once)."""
     try:  # imported here: the kernels need numba, an optional dependency
-        from . import native_kernels
+        from . import common, contractions, fp_mode, fpi, sequence, tick, transitions
     except ImportError as exc:
         raise ImportError(NUMBA_HINT) from exc
-    enable_disk_cache(native_kernels)
-    return native_kernels
+    modules = (fp_mode, common, contractions, transitions, fpi, sequence, tick)
+    # every kernel's cache is keyed by all these sources: numba's own key is the kernel's file alone, and the kernels
+    # inline helpers from the other files
+    sources = [m.__file__ for m in modules]
+    for module in modules:
+        enable_disk_cache(module, sources)
+    return SimpleNamespace(fpi=fpi.fpi, sequence=sequence.sequence, predict=transitions.predict,
+                           pack_tick_model=tick.pack_tick_model, fpi_tick_entry=tick.fpi_tick_entry,
+                           fpi_tick_batched_entry=tick.fpi_tick_batched_entry)
 
 
 class NativeEngine(EngineFlags):
@@ -154,7 +163,7 @@ class NativeEngine(EngineFlags):
                            self._o_off, self._s_off)
         self._sequence_model = (*self._fpi_model, self._B, self._log_B, self._b_off, self._bdeps, self._bdims,
                                 self._bks, self._ncontrols, self._has_B)
-        # fpi_tick's arguments: the index arrays and (log A, B) packed in two (see native_kernels.fpi_tick)
+        # fpi_tick's arguments: the index arrays and (log A, B) packed in two (see tick.fpi_tick)
         self._tick_model = (*self._k.pack_tick_model(
             (self._a_off, self._ll_off, self._deps, self._dims, self._ks, self._ns, self._o_off, self._s_off,
              self._b_off, self._bdeps, self._bdims, self._bks, self._ncontrols), self._log_A, self._B),
@@ -253,7 +262,7 @@ class NativeEngine(EngineFlags):
         """b agents' FPI ticks in one numba dispatch: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S) and
         next priors (b, S) (O = ``layout.obs_size``, S = ``layout.state_size``, F factors). An unbatched engine's
         agents all run its one model (any b >= 1); a batched engine's agent i runs model i (b = ``batch_size``).
-        Agent i's outputs are the bits of ``tick`` on agent i's inputs (native_tick_batched.py)."""
+        Agent i's outputs are the bits of ``tick`` on agent i's inputs (tick.fpi_tick_batched)."""
         if self.algorithm != "fpi":
             raise ValueError(f"tick_agents: fpi only (this engine runs {self.algorithm})")
         obs = np.ascontiguousarray(obs_packed, dtype=self.dtype)
@@ -270,7 +279,7 @@ class NativeEngine(EngineFlags):
             q = self.run_packed(obs, prior) if self.batched else self._run_agents_unbatched(obs, prior)
             return q, q
         if self._agents_call is None:
-            self._agents_call = self._kb().fpi_tick_batched_entry(self.dtype)
+            self._agents_call = self._k.fpi_tick_batched_entry(self.dtype)
         out = np.empty((b, 2, self.layout.state_size), self.dtype)
         bad = self._agents_call(self._tick_model[0], self._log_A, self._B, obs, prior, self.num_iter, self._minval,
                                 act, out)
@@ -285,12 +294,6 @@ class NativeEngine(EngineFlags):
         log_A = np.ascontiguousarray(np.broadcast_to(self._log_A, (obs.shape[0], self._log_A.shape[1])))
         self._k.fpi(log_A, *self._fpi_model[1:], obs, prior, self.num_iter, self._minval, out)
         return out
-
-    def _kb(self) -> Any:
-        """The batched tick's numba module (imported at the first batched tick; it needs numba, as ``_kernels``)."""
-        from . import native_tick_batched  # optional: numba
-        enable_disk_cache(native_tick_batched)
-        return native_tick_batched
 
     def _tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``tick`` for inputs already in the kernel's form, unchecked: C-contiguous ndarrays of the engine's dtype

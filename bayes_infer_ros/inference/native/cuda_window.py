@@ -1,6 +1,6 @@
 """``fused_cuda``'s VMP / MMP kernel: a whole window (every iteration, every step) of b agents in ONE CUDA launch.
 
-The maths is ``native_kernels._sequence`` (pymdp 1.0.4's ``update_marginals`` with ``get_vmp_messages`` /
+The maths is ``sequence._sequence`` (pymdp 1.0.4's ``update_marginals`` with ``get_vmp_messages`` /
 ``get_mmp_messages``), one thread block per agent; threads own the window's states e = (t, s), t < T, s < S.
 The owner of (t, f, a) computes, each iteration, everything that lands on it: its forward message (from step
 t - 1's posteriors, or the log prior at the window's start and after an invalid transition; MMP halves it before a

@@ -1,0 +1,54 @@
+"""fused_numba's FPI kernel (optional: needs numba): ``fpi`` is the entry point, ``_fpi_into`` the update on
+scratch the caller gives (the node's tick reuses it).
+"""
+import numpy as np
+
+from .common import _n_max, _nobs, inline, log_stable_pad, njit, scratch_sizes, softmax_rows, unpad
+from .contractions import add_messages, log_likelihoods
+from .fp_mode import flush_subnormals, restore_fp_mode
+
+@njit
+def _fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out):
+    """obs (b, O), prior (b, S) -> out (b, S)."""
+    F, n_max = ns.shape[0], _n_max(ns)
+    half_max, w_max = scratch_sizes(ll_off, dims, ks)
+    ll = np.zeros(ll_off[-1], obs.dtype)
+    dbuf, wv = np.zeros((2, half_max), obs.dtype), np.zeros(w_max, obs.dtype)
+    _fpi_into(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out,
+              _nobs(o_off), np.zeros(deps.shape[1], np.int64), ll, dbuf, wv, np.zeros((F, n_max), obs.dtype),
+              np.zeros((F, n_max), obs.dtype), np.zeros((F, n_max), obs.dtype))
+
+
+@inline
+def _fpi_into(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out, nobs, idx, ll,
+              dbuf, wv, c, x, Q):
+    """``_fpi`` with its scratch given: nobs (M,), idx (K,) int64; ll (L,), dbuf (2, half_max), wv (w_max,), c, x
+    and Q (F, n_max), all zero."""
+    zero = minval - minval  # 0 in the kernel's dtype (a float literal would promote float32 to float64)
+    F, n_max, L = ns.shape[0], c.shape[1], ll.shape[0]
+    for b in range(obs.shape[0]):
+        log_likelihoods(log_A, b, a_off, ll_off, obs[b], o_off, nobs, ll, 0)
+        log_stable_pad(prior[b], s_off, ns, n_max, minval, c)
+        add_messages(ll, L, 1, dbuf, wv, ll_off, deps, dims, ks, Q, c, True, idx, zero)
+        if F == 1:
+            softmax_rows(c, ns, Q, zero)
+        else:
+            for f in range(F):
+                for a in range(n_max):
+                    Q[f, a] = 1.0 / ns[f] if a < ns[f] else 0.0
+            for _ in range(num_iter):
+                for f in range(F):
+                    for a in range(n_max):
+                        x[f, a] = c[f, a]
+                add_messages(ll, L, 1, dbuf, wv, ll_off, deps, dims, ks, Q, x, False, idx, zero)
+                softmax_rows(x, ns, Q, zero)
+        unpad(Q, 0, s_off, ns, out[b])
+
+
+# The entry point sets the floating-point mode around a call of its kernel (not inside it: TUNING.md).
+@njit
+def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out):
+    """obs (b, O), prior (b, S) -> out (b, S)."""
+    mode = flush_subnormals()
+    _fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out)
+    restore_fp_mode(mode)
