@@ -240,6 +240,34 @@ def gpu_latency_table(path: Path, names: Sequence[tuple[str, str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def latency_rows_table(path: Path) -> str:
+    """Every candidate of one ``gpu_ticks.py time`` run, a row each: median microseconds per call (fpi: the inference
+    call, and with ``tick`` the node's whole tick, its host round trip included) and pymdp / it."""
+    med = latency_medians(path)
+    names = list(dict.fromkeys(n.split(":")[0] for _, n in med))
+    cols = [("fpi", ""), ("fpi", ":tick"), ("vmp", ""), ("mmp", "")]
+    lines = ["| candidate | fpi call | fpi tick | vmp | mmp |", "|---|---:|---:|---:|---:|"]
+    for name in names:
+        cells = []
+        for alg, suffix in cols:
+            t, base = med.get((alg, name + suffix), math.nan), med.get((alg, "pymdp"), math.nan)
+            cells.append("-" if not math.isfinite(t) else f"{t:.0f} us ({_x(base / t)})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+FLOOR_LINE = re.compile(r"^(?P<name>.+?)\s+median\s+(?P<median>[0-9.]+) us\s+p10\s+(?P<p10>[0-9.]+)\s+p90\s+(?P<p90>[0-9.]+)",
+                        re.M)
+
+
+def launch_floor_table(path: Path) -> str:
+    """``benchmarks/launch_floor.py``'s output: each trivial GPU call with its synchronisation, median (p10-p90) us."""
+    lines = ["| one call, synchronised | median us | p10-p90 us |", "|---|---:|---:|"]
+    for m in FLOOR_LINE.finditer(Path(path).read_text()):
+        lines.append(f"| {m['name'].strip()} | {float(m['median']):.0f} | {float(m['p10']):.0f}-{float(m['p90']):.0f} |")
+    return "\n".join(lines) + "\n"
+
+
 H200_LATENCY = (("pymdp (GPU)", "pymdp", "pymdp"), ("fused_dense (GPU)", "fused_dense", "fused_dense"),
                 ("fused_cuda (GPU, one launch)", "fused_cuda", "fused_cuda"),
                 ("fused_numba (host CPU)", "fused_numba", "fused_numba"))
@@ -249,6 +277,8 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "gpu_latency_h200": lambda d: gpu_latency_table(d / "default_model_latency_fused_cuda_nvidia_h200.txt",
                                                     H200_LATENCY),
     "agents_throughput_h200": lambda d: agents_table(d / "agents_throughput_nvidia_h200.csv"),
+    "gpu_variants_h200": lambda d: latency_rows_table(d / "default_model_latency_nvidia_h200.txt"),
+    "launch_floor_h200": lambda d: launch_floor_table(d / "launch_floor_nvidia_h200.txt"),
     "fleet": lambda d: fleet_table(d / "fleet_cpu.csv"),
     "agents_throughput": lambda d: agents_table(d / "agents_throughput_cpu.csv"),
     "readme_speed": readme_speed_table,

@@ -132,3 +132,21 @@ def test_prose_numbers_match_the_csvs():
         "e+0", "e") in bench
     unseen = {r["config_id"] for r in readme_tables._rows(BENCH / "unseen_vs_baseline_cpu.csv")}
     assert f"{len(unseen)} models from another generator seed" in bench
+
+
+def test_the_gpu_prose_matches_the_h200_files():
+    """README's "from about 100 agents per call the GPU wins": the smallest b at which the best GPU candidate's
+    agent-ticks per second beat the host CPU's best (agents_throughput_nvidia_h200.csv), and in benchmarks/README the
+    default model's tick is fastest on the host CPU (default_model_latency_fused_cuda_nvidia_h200.txt)."""
+    rows = readme_tables._rows(BENCH / "agents_throughput_nvidia_h200.csv")
+    best: dict[tuple[int, str], float] = {}
+    for r in rows:
+        key = (int(r["b"]), "cpu" if r["device"] == "cpu" else "gpu")
+        best[key] = max(best.get(key, 0.0), float(r["agent_ticks_per_s"]))
+    crossover = min(b for b, dev in best if dev == "gpu" and best[(b, "gpu")] > best[(b, "cpu")])
+    assert crossover == 100
+    assert all(best[(b, "gpu")] > best[(b, "cpu")] for b, dev in best if dev == "gpu" and b >= crossover)
+    assert f"from about {crossover} agents per call the GPU" in " ".join((ROOT / "README.md").read_text().split())
+    med = readme_tables.latency_medians(BENCH / "default_model_latency_fused_cuda_nvidia_h200.txt")
+    gpu = [t for (alg, name), t in med.items() if alg == "fpi" and not name.startswith("fused_numba")]
+    assert med[("fpi", "fused_numba:tick")] < min(gpu)

@@ -1,5 +1,5 @@
 """One conformance test for every backend of the engine contract (``inference.api.Engine``): the JAX engine in a
-few variants and the native one. Each must expose the whole contract, and its calls must agree with each other:
+few variants and the native ones (fused_numba; fused_cuda in numba's CUDA simulator or on a GPU). Each must expose the whole contract, and its calls must agree with each other:
 ``tick`` and ``tick_prepared`` are ``run_packed`` followed by ``predict``; a batch is b independent models; a second
 call never traces again. Exactness against pymdp is the oracle tests' job."""
 from pathlib import Path
@@ -14,7 +14,9 @@ from tolerances import FLOAT32_ATOL
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = [pytest.param("baseline", id="jax-baseline"), pytest.param("fused_pairwise", id="jax-fused_pairwise"),
             pytest.param("hybrid_block", id="jax-hybrid_block"),
-            pytest.param("fused_numba", id="native-fused_numba", marks=pytest.mark.numba)]
+            pytest.param("fused_numba", id="native-fused_numba", marks=pytest.mark.numba),
+            # numba's CUDA simulator in `make test` (NUMBA_ENABLE_CUDASIM=1), the device in `make test-gpu`
+            pytest.param("fused_cuda", id="native-fused_cuda", marks=pytest.mark.gpu_kernel)]
 ATTRIBUTES = ("algorithm", "variant", "device", "structure", "layout", "dtype", "num_iter", "tau", "batch_size",
               "trace_count", "batched")
 
