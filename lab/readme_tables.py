@@ -268,6 +268,25 @@ def launch_floor_table(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def first_start_table(jsonl: Path) -> str:
+    """``benchmarks/first_start.py``'s runs, one a line: the node's "configured in" and spawn -> first Beliefs, first
+    start (after the caches were cleared, and warmed by ``bayes-infer warmup`` for "after") and warm start, median
+    (min-max) seconds over the run's repetitions, with the machine's load."""
+    def cell(stat: dict) -> str:
+        return f"{stat['median']:.2f} ({stat['min']:.2f}-{stat['max']:.2f})"
+
+    lines = ["| when (UTC) | caches | load | runs | first: configured in s | first: first belief s | warm: configured in s "
+             "| warm: first belief s |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for line in Path(jsonl).read_text().splitlines():
+        r = json.loads(line)
+        caches = "warmed by `bayes-infer warmup`" if r["prepare"] == "warmup" else "empty (before warmup existed)"
+        load = r["machine"].rsplit("load ", 1)[-1]
+        lines.append(f"| {r['when_utc']} | {caches} | {load} | {r['first_configure_s']['n']} | "
+                     f"{cell(r['first_configure_s'])} | {cell(r['first_belief_s'])} | {cell(r['warm_configure_s'])} | "
+                     f"{cell(r['warm_belief_s'])} |")
+    return "\n".join(lines) + "\n"
+
+
 H200_LATENCY = (("pymdp (GPU)", "pymdp", "pymdp"), ("fused_dense (GPU)", "fused_dense", "fused_dense"),
                 ("fused_cuda (GPU, one launch)", "fused_cuda", "fused_cuda"),
                 ("fused_numba (host CPU)", "fused_numba", "fused_numba"))
@@ -277,6 +296,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "gpu_latency_h200": lambda d: gpu_latency_table(d / "default_model_latency_fused_cuda_nvidia_h200.txt",
                                                     H200_LATENCY),
     "agents_throughput_h200": lambda d: agents_table(d / "agents_throughput_nvidia_h200.csv"),
+    "first_start": lambda d: first_start_table(d / "first_start_cpu.jsonl"),
     "gpu_variants_h200": lambda d: latency_rows_table(d / "default_model_latency_nvidia_h200.txt"),
     "launch_floor_h200": lambda d: launch_floor_table(d / "launch_floor_nvidia_h200.txt"),
     "fleet": lambda d: fleet_table(d / "fleet_cpu.csv"),

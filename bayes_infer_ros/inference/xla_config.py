@@ -8,14 +8,13 @@ name (a user's own setting always wins); otherwise it changes nothing.
 
 * ``xla_cpu_small_while_loop_byte_threshold`` (through ``--xla_backend_extra_options``): XLA:CPU compiles a
   while loop whose state is below this many bytes into ONE kernel instead of running its body step by step
-  (with a thread-pool hand-off per step). Measured on the default model (benchmarks/README.md): pymdp and the
-  baseline engine's VMP/MMP 15-35% faster, FPI unchanged (its loop is already inline); loop unrolling went the
-  other way on CPU (baseline VMP 208 -> 324 us), so no unroll flag is set.
+  (with a thread-pool hand-off per step). It speeds up pymdp's and the baseline engine's VMP/MMP loops and leaves
+  FPI (already inline) alone; its measurement is in benchmarks/README.md. No unroll flag is set: unrolling was
+  slower on CPU.
 
-Not on by default: with it on, one full test-suite run (2026-11-22) died in an XLA:CPU compile (a segfault in
-``backend_compile_and_load`` while compiling a small pymdp op under load) that a rerun did not reproduce and that
-runs without the flag never showed. A speed-up of 15-35% on looped programs is not worth an unexplained crash in a
-robot's process; the fused and numba variants do not need it.
+It is opt-in because a test-suite run with it on once died in an XLA:CPU compile (``backend_compile_and_load``,
+not reproduced since, never seen without the flag): an unexplained crash in a robot's process costs more than the
+speed-up of the looped programs, and the fused and numba variants do not need it.
 """
 from __future__ import annotations
 
