@@ -1,11 +1,10 @@
 """``python -m lab COMMAND [ARGS...]``: the lab's commands, run from a checkout."""
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import Optional
 
-from bayes_infer_ros.cli import missing_dependency_message
+from bayes_infer_ros.cli import dispatch
 
 COMMANDS = {
     "generate": ("generator", "generate the paper's POMDP configurations into a cache"),
@@ -19,22 +18,7 @@ COMMANDS = {
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        width = max(map(len, COMMANDS))
-        print("usage: python -m lab COMMAND [ARGS...]\n\ncommands:")
-        for name, (_, text) in COMMANDS.items():
-            print(f"  {name.ljust(width)}  {text}")
-        return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
-    try:
-        module = importlib.import_module(f"lab.{COMMANDS[argv[0]][0]}")
-        return int(module.main(argv[1:]) or 0)
-    except ModuleNotFoundError as exc:
-        message = missing_dependency_message(argv[0], exc.name or "")
-        if message is None:
-            raise
-        print(message, file=sys.stderr)
-        return 3
+    return dispatch("python -m lab", "lab", COMMANDS, list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

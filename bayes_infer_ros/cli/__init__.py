@@ -35,37 +35,43 @@ ROS_MODULES = ("rclpy", "rosidl_runtime_py", "rosgraph_msgs", "std_msgs", "std_s
                "lifecycle_msgs", "rcl_interfaces", "ament_index_python", "builtin_interfaces")
 
 
-def missing_dependency_message(command: str, module: str) -> Optional[str]:
+def missing_dependency_message(command: str, module: str, prog: str = "bayes-infer") -> Optional[str]:
     """What to install when ``module`` is missing for ``command`` (None: not an optional dependency we know)."""
     root = module.split(".")[0]
     if root in OPTIONAL_EXTRAS:
         extra = OPTIONAL_EXTRAS[root]
-        return (f"bayes-infer {command}: needs the Python package '{root}', which is not installed. Install the "
+        return (f"{prog} {command}: needs the Python package '{root}', which is not installed. Install the "
                 f"[{extra}] extra: pip install 'bayes_infer_ros[{extra}]' (from a checkout: pip install '.[{extra}]'; "
                 "`make setup` installs every extra)")
     if root in ROS_MODULES or (root == "bayes_infer_ros" and module.split(".")[1:2] in (["msg"], ["srv"])):
-        return (f"bayes-infer {command}: needs ROS 2 ('{module}' is not importable): run `make setup` and "
+        return (f"{prog} {command}: needs ROS 2 ('{module}' is not importable): run `make setup` and "
                 "`source install/setup.bash`, or source your ROS 2 install and this package's colcon install")
     return None
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        width = max(map(len, COMMANDS))
-        print("usage: bayes-infer COMMAND [ARGS...]\n\ncommands:")
-        for name, (_, text) in COMMANDS.items():
+def dispatch(prog: str, package: str, commands: dict[str, tuple[str, str]], argv: list[str]) -> int:
+    """Run ``commands[argv[0]]``'s module (``package.<module>``) ``main(argv[1:])``; with no command, ``-h`` or an
+    unknown one, print ``prog``'s usage (exit 0, or 2 for an unknown command); a missing optional dependency is
+    named with its extra (exit 3)."""
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
+        width = max(map(len, commands))
+        print(f"usage: {prog} COMMAND [ARGS...]\n\ncommands:")
+        for name, (_, text) in commands.items():
             print(f"  {name.ljust(width)}  {text}")
         return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
     try:
-        module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
+        module = importlib.import_module(f"{package}.{commands[argv[0]][0]}")
         return int(module.main(argv[1:]) or 0)
     except ModuleNotFoundError as exc:
-        message = missing_dependency_message(argv[0], exc.name or "")
+        message = missing_dependency_message(argv[0], exc.name or "", prog)
         if message is None:
             raise
         print(message, file=sys.stderr)
         return 3
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    return dispatch("bayes-infer", __name__, COMMANDS, list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":
