@@ -66,14 +66,18 @@ fi
 if [[ " $STEPS " == *" warm "* ]]; then
   t0=$(date +%s)
   export WARM_SECONDS=${WARM_SECONDS:-200}
-  # one process per (configuration, algorithm), at most WARM_JOBS at once (each holds a CUDA context)
-  for id in $IDS; do for alg in mmp vmp fpi; do echo "$id $alg"; done; done \
-    | timeout -k 5 "$WARM_SECONDS" xargs -P "${WARM_JOBS:-16}" -n 2 bash -c 'timeout -k 5 "$WARM_SECONDS" \
-        python3 -m lab bench --cache .cache/pomdp_configs --no-packed --no-progress --variants '"$VARIANTS"' \
-        --ids "$0" --algorithms "$1" --out "/tmp/warm_$0_$1.csv" --rounds 1 --max-time 0.01 \
-        --case-time-limit "$WARM_SECONDS" > "/tmp/warm_$0_$1.log" 2>&1; true'
-  # a job still compiling at the deadline (and its spawned worker) must not run beside the timed sweep
-  pkill -9 -f "lab bench" ; pkill -9 -f "multiprocessing.spawn" ; sleep 1
+  # one process per (configuration, algorithm), at most WARM_JOBS at once (each holds a CUDA context), all in a
+  # process group of their own: at the deadline the whole group (the jobs' spawned workers too) is killed, so
+  # nothing still compiling runs beside the timed sweep
+  export VARIANTS IDS
+  setsid bash -c 'for id in $IDS; do for alg in mmp vmp fpi; do echo "$id $alg"; done; done \
+    | xargs -P "${WARM_JOBS:-16}" -n 2 bash -c '"'"'python3 -m lab bench --cache .cache/pomdp_configs --no-packed \
+        --no-progress --variants $VARIANTS --ids "$0" --algorithms "$1" --out "/tmp/warm_$0_$1.csv" --rounds 1 \
+        --max-time 0.01 --case-time-limit "$WARM_SECONDS" > "/tmp/warm_$0_$1.log" 2>&1; true'"'"'' &
+  warm_group=$!  # setsid's process: the new group's id
+  ( sleep "$WARM_SECONDS"; kill -9 -- "-$warm_group" 2>/dev/null ) & watchdog=$!
+  wait "$warm_group" 2>/dev/null
+  kill "$watchdog" 2>/dev/null; kill -9 -- "-$warm_group" 2>/dev/null  # a spawned worker left behind
   echo "warm: $(( $(date +%s) - t0 )) s, cache $(du -sh "$JAX_COMPILATION_CACHE_DIR" | cut -f1)"
   cat /tmp/warm_*.csv 2>/dev/null | cut -d, -f1,5,6,9 | grep -v ",ok$" | grep -v "^config_id" | sort | uniq | head -40
 fi

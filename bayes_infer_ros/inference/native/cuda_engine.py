@@ -118,18 +118,7 @@ class CudaEngine(NativeEngine):
     def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
         """b agents' FPI ticks in ONE launch: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S), next
         priors (b, S); shapes and models as :meth:`NativeEngine.tick_agents`."""
-        if self.algorithm != "fpi":
-            raise ValueError(f"tick_agents: fpi only (this engine runs {self.algorithm}; use run_packed)")
-        obs = np.ascontiguousarray(obs_packed, dtype=self.dtype)
-        prior = np.ascontiguousarray(prior_packed, dtype=self.dtype)
-        act = np.ascontiguousarray(action, dtype=np.int32)
-        b = obs.shape[0] if obs.ndim == 2 else -1
-        F = self.structure.num_factors
-        want = ((b, self.layout.obs_size), (b, self.layout.state_size), (b, F))
-        if b < 1 or (self.batched and b != self.batch_size) or (obs.shape, prior.shape, act.shape) != want:
-            lead = "b" if not self.batched else str(self.batch_size)
-            raise ValueError(f"tick_agents: expected obs ({lead}, {want[0][1]}), prior ({lead}, {want[1][1]}), action "
-                             f"({lead}, {F}), got {(obs.shape, prior.shape, act.shape)}")
+        obs, prior, act = self._agents_inputs(obs_packed, prior_packed, action)
         if np.any(act < 0) or np.any(act >= self._ncontrols):
             raise ValueError(f"tick_agents: action: expected controls in [0, num_controls) = {self._ncontrols.tolist()}")
         return self._agents_out(obs, prior, act)

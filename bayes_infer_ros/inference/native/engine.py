@@ -263,18 +263,8 @@ class NativeEngine(EngineFlags):
         next priors (b, S) (O = ``layout.obs_size``, S = ``layout.state_size``, F factors). An unbatched engine's
         agents all run its one model (any b >= 1); a batched engine's agent i runs model i (b = ``batch_size``).
         Agent i's outputs are the bits of ``tick`` on agent i's inputs (tick.fpi_tick_batched)."""
-        if self.algorithm != "fpi":
-            raise ValueError(f"tick_agents: fpi only (this engine runs {self.algorithm})")
-        obs = np.ascontiguousarray(obs_packed, dtype=self.dtype)
-        prior = np.ascontiguousarray(prior_packed, dtype=self.dtype)
-        act = np.ascontiguousarray(action, dtype=np.int32)
-        b = obs.shape[0] if obs.ndim == 2 else -1
-        F = self.structure.num_factors
-        want = ((b, self.layout.obs_size), (b, self.layout.state_size), (b, F))
-        if b < 1 or (self.batched and b != self.batch_size) or (obs.shape, prior.shape, act.shape) != want:
-            lead = "b" if not self.batched else str(self.batch_size)
-            raise ValueError(f"tick_agents: expected obs ({lead}, {want[0][1]}), prior ({lead}, {want[1][1]}), action "
-                             f"({lead}, {F}), got {(obs.shape, prior.shape, act.shape)}")
+        obs, prior, act = self._agents_inputs(obs_packed, prior_packed, action)
+        b = obs.shape[0]
         if not self._has_B:
             q = self.run_packed(obs, prior) if self.batched else self._run_agents_unbatched(obs, prior)
             return q, q
@@ -287,6 +277,23 @@ class NativeEngine(EngineFlags):
             raise ValueError(f"tick_agents: action[{bad}]: expected controls in [0, num_controls) = "
                              f"{self._ncontrols.tolist()}, got {act[bad].tolist()}")
         return out[:, 0], out[:, 1]
+
+    def _agents_inputs(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, ...]:
+        """``tick_agents``' inputs as C-contiguous (b, O) and (b, S) arrays of the engine's dtype and (b, F) int32;
+        raises ValueError naming the expected shapes (b = ``batch_size`` for a batched engine), or for VMP / MMP."""
+        if self.algorithm != "fpi":
+            raise ValueError(f"tick_agents: fpi only (this engine runs {self.algorithm}; use run_packed)")
+        obs = np.ascontiguousarray(obs_packed, dtype=self.dtype)
+        prior = np.ascontiguousarray(prior_packed, dtype=self.dtype)
+        act = np.ascontiguousarray(action, dtype=np.int32)
+        b = obs.shape[0] if obs.ndim == 2 else -1
+        F = self.structure.num_factors
+        want = ((b, self.layout.obs_size), (b, self.layout.state_size), (b, F))
+        if b < 1 or (self.batched and b != self.batch_size) or (obs.shape, prior.shape, act.shape) != want:
+            lead = "b" if not self.batched else str(self.batch_size)
+            raise ValueError(f"tick_agents: expected obs ({lead}, {want[0][1]}), prior ({lead}, {want[1][1]}), action "
+                             f"({lead}, {F}), got {(obs.shape, prior.shape, act.shape)}")
+        return obs, prior, act
 
     def _run_agents_unbatched(self, obs: np.ndarray, prior: np.ndarray) -> np.ndarray:
         """FPI beliefs of b agents on this (unbatched) engine's one model: (b, O), (b, S) -> (b, S)."""
