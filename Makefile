@@ -66,7 +66,7 @@ $(BUILD_STAMP): $(SETUP_STAMP) CMakeLists.txt package.xml setup.py $(wildcard ms
 	touch $@
 
 # The node's configure work once, after each build (the numba kernels and JAX programs of the shipped model into
-# the per-user cache folders: bayes_infer_ros/ros/warmup.py), so the node's first start is a warm start. A failure is a
+# the per-user cache folders: bayes_infer_ros/node/warmup.py), so the node's first start is a warm start. A failure is a
 # warning: the node then compiles at its first start.
 $(WARMUP_STAMP): $(BUILD_STAMP) | $(VENV_CLI)
 	$(RUN) bayes-infer warmup || echo "warning: bayes-infer warmup failed; the node's first start compiles instead"

@@ -4,7 +4,7 @@
     PYTHONPATH=. python benchmarks/make_readme_tables.py --check   # exit 1 naming the tables that differ
 
 The tables sit between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``; ``lab.readme_tables``
-renders them (test/bench/test_readme_tables.py runs the check).
+renders them (test/lab/test_readme_tables.py runs the check).
 """
 import argparse
 import sys

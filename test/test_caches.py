@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGURE = textwrap.dedent("""
     import json, sys, threading
     from bayes_infer_ros.model.io import read_parameters_yaml
-    from bayes_infer_ros.ros.engine_host import EngineHost
-    from bayes_infer_ros.ros.parameters import PARAMETERS
+    from bayes_infer_ros.node.engine_host import EngineHost
+    from bayes_infer_ros.node.parameters import PARAMETERS
 
     class Log:
         def info(self, m): print("INFO", m, flush=True)

@@ -1,5 +1,5 @@
 """The one decision: which device and variant run a model, with its engine and the reason. Used by the node
-(``ros/builder.py``), ``select_variant`` and the benchmarks.
+(``node/builder.py``), ``select_variant`` and the benchmarks.
 
     decision = decide(model, EngineConfig("fpi"), MemoryBudget.from_mib(2048, "memory_budget_mb"))
     decision.device, decision.variant, decision.engine, decision.reason   # "cpu:0", "fused_numba", <Engine>, "..."

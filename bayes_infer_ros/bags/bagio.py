@@ -49,7 +49,7 @@ GENERATOR = "bayes_infer_ros.bags v3"
 # rosbag2 metadata version 8: the newest that Humble's, Jazzy's and Kilted's rosbag2 all read. Version 9 writes
 # each topic's ``offered_qos_profiles`` as a YAML list, which Humble's reader takes as a string and fails on;
 # from version 4 to 8 it is a string (empty: the player's default QoS). Humble ignores the newer fields
-# (custom_data, ros_distro, type_description_hash). ``test/test_bag_metadata.py`` reads it as each reader does.
+# (custom_data, ros_distro, type_description_hash). ``test/bags/test_bag_metadata.py`` reads it as each reader does.
 METADATA_VERSION = 8
 
 

@@ -19,7 +19,7 @@ from typing import Optional
 from bayes_infer_ros.inference import VARIANTS
 from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, read_parameters_yaml, save_model
 from bayes_infer_ros.model.pymdp_format import read_pymdp_npz
-from bayes_infer_ros.ros.parameters import PARAMETERS, unknown_parameters, validate_change
+from bayes_infer_ros.node.parameters import PARAMETERS, unknown_parameters, validate_change
 from bayes_infer_ros.viewer_layout import plotjuggler_layout
 
 

@@ -14,9 +14,9 @@ import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 
-from bayes_infer_ros.ros import node_help
+from bayes_infer_ros.node import help_text as node_help
 from bayes_infer_ros.ros.agent_node import NODE_NAME, AgentLifecycleNode, AgentNode
-from bayes_infer_ros.ros.parameters import PARAMETERS
+from bayes_infer_ros.node.parameters import PARAMETERS
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

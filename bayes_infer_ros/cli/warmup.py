@@ -1,4 +1,4 @@
-"""``bayes-infer warmup``: fill the caches the node's configure reads (``ros.warmup``), so that the first start after
+"""``bayes-infer warmup``: fill the caches the node's configure reads (``node.warmup``), so that the first start after
 an install is a warm start. Exit status 0 also when a cache folder cannot be written (a warning), 1 when the model
 or the build fails."""
 from __future__ import annotations
@@ -9,7 +9,24 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from bayes_infer_ros.ros.warmup import default_params_file, log, warm
+from bayes_infer_ros.node.warmup import log, warm
+
+PACKAGE = "bayes_infer_ros"
+
+
+def default_params_file() -> Path:
+    """The installed ``share/bayes_infer_ros/config/agent.yaml``, else the source checkout's ``config/agent.yaml``."""
+    try:
+        # optional: ament_index_python exists only in a ROS 2 environment (a plain pip install has none)
+        from ament_index_python.packages import get_package_share_directory
+
+        path = Path(get_package_share_directory(PACKAGE)) / "config" / "agent.yaml"
+        if path.is_file():
+            return path
+    except Exception:  # noqa: BLE001 - not built / not sourced: the checkout's copy below
+        pass
+    return Path(__file__).resolve().parents[2] / "config" / "agent.yaml"
+
 
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="bayes-infer warmup", description=__doc__.split("\n\n")[0])

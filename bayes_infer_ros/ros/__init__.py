@@ -1,6 +1,5 @@
-"""The ROS 2 layer: the agent node, its parameters, message <-> array conversion (the only rclpy importer).
-
-``conversion`` and ``parameters`` are pure (numpy only) and tested without a ROS graph; ``agent_node`` is
-the thin ROS-facing class. ``bayes_infer_ros/__init__.py`` makes the colcon-generated ``msg``/``srv``
-resolve even when a source checkout is first on sys.path.
+"""The ROS 2 layer: the agent node, its entities, descriptors, QoS, diagnostics messages, the bond, replay and
+recording. Every module here touches ROS (rclpy, or a ROS interface package); the node's pure runtime is
+``bayes_infer_ros.node``. ``bayes_infer_ros/__init__.py`` makes the colcon-generated ``msg``/``srv`` resolve even when
+a source checkout is first on sys.path.
 """

@@ -60,17 +60,18 @@ from std_srvs.srv import Trigger
 
 from bayes_infer_ros.inference import VARIANTS
 
-from . import admission, bond, diagnostics, node_help
+from ..node import admission, help_text as node_help
+from . import bond, diagnostics
 from .adapter_inputs import AdapterInputs
-from .engine_host import EngineHost
+from ..node.engine_host import EngineHost
 from .fleet import Fleet
-from .callbacks import CallbackGuard
+from ..node.callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
 from .parameter_declaration import (UntypedOverrides, declare_parameters, model_parameter_values, prefixed_names,
                                     take_overrides)
-from .jax_cache import pin_to_cpus
-from .parameters import ENGINE_PARAMETERS, parse_agents, parse_cpus, read_at_configure
+from ..node.jax_cache import pin_to_cpus
+from ..node.parameters import ENGINE_PARAMETERS, parse_agents, parse_cpus, read_at_configure
 from .messages import tick_message
 from .qos import overridable, profile as qos
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
@@ -357,7 +358,7 @@ class _AgentCore(UntypedOverrides):
     # ---- services -----------------------------------------------------------------------------------
     def _on_reset(self, request, response):
         if not self._configured:
-            response.success, response.message = False, node_help.not_configured(self)
+            response.success, response.message = False, node_help.not_configured(self.get_fully_qualified_name(), self._config_error)
             return response
         with self._tick_lock:
             self._loop.reset()
@@ -368,7 +369,7 @@ class _AgentCore(UntypedOverrides):
 
     def _on_switch_variant(self, request, response):
         out = self._host.switch({"algorithm": request.algorithm, "variant": request.variant}, self._set_atomically,
-                                lambda: not self._configured, lambda: node_help.not_configured(self))
+                                lambda: not self._configured, lambda: node_help.not_configured(self.get_fully_qualified_name(), self._config_error))
         response.success, response.message, response.algorithm, response.variant = (
             out.success, out.message, out.algorithm, out.variant)
         return response

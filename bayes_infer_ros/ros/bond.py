@@ -8,8 +8,12 @@ on activate and breaks it on deactivate, cleanup and shutdown, with nav2_util::L
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any, Optional
+
+try:  # optional: bondpy (ros/bond_core) is a ROS package, not a PyPI wheel
+    from bondpy.bondpy import Bond
+except ImportError:
+    Bond = None
 
 BOND_TOPIC = "bond"
 HEARTBEAT_PERIOD_S = 0.1   # nav2_util::LifecycleNode::createBond
@@ -18,10 +22,7 @@ HEARTBEAT_TIMEOUT_S = 4.0
 
 def bond_class() -> Optional[Any]:
     """bondpy's ``Bond`` class, or None when bondpy (an optional dependency) is not importable."""
-    try:
-        return importlib.import_module("bondpy.bondpy").Bond  # optional: not packaged for Humble
-    except ImportError:
-        return None
+    return Bond
 
 
 def start_bond(node: Any, bond_cls: Optional[Any] = None) -> Optional[Any]:

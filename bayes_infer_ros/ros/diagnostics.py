@@ -10,12 +10,12 @@ from typing import Any, Callable, Optional, Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
-from . import node_help
-from .admission import AdmissionReport, Inputs
-from .builder import EngineSlot
-from .engine_host import EngineHost
-from .statistics import TickStatistics
-from .tick_loop import TickLoop
+from ..node import help_text as node_help
+from ..node.admission import AdmissionReport, Inputs
+from ..node.builder import EngineSlot
+from ..node.engine_host import EngineHost
+from ..node.statistics import TickStatistics
+from ..node.tick_loop import TickLoop
 
 SIM_CLOCK_GRACE_S = 3.0  # use_sim_time without a /clock message for this long: diagnostics WARN
 

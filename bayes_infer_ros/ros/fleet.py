@@ -18,8 +18,8 @@ from typing import Any
 
 from std_srvs.srv import Trigger
 
-from . import admission
-from .fleet_loop import FleetLoop
+from ..node import admission
+from ..node.fleet_loop import FleetLoop
 from .messages import beliefs_message
 from .qos import overridable, profile as qos
 # after ros/__init__'s path fix

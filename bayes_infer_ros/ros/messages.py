@@ -5,10 +5,10 @@ from typing import Sequence
 
 import numpy as np
 
-from . import admission
-from . import conversion as conv
-from .builder import EngineSlot
-from .tick_loop import TickLoop, TickOutput
+from ..node import admission
+from ..node import conversion as conv
+from ..node.builder import EngineSlot
+from ..node.tick_loop import TickLoop, TickOutput
 from bayes_infer_ros.msg import Belief, Beliefs  # noqa: E402 (after ros/__init__ path fix)
 
 

@@ -19,7 +19,7 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 
-from .parameters import PARAMETERS, unknown_parameters, validate_change
+from ..node.parameters import PARAMETERS, unknown_parameters, validate_change
 
 # Nested parameters declared from the params file (read at configure), with their description.
 PREFIXED = {

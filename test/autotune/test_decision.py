@@ -160,7 +160,7 @@ def test_one_budget_in_bytes_names_its_setting(model):
 
 # ---- the node's build: the self-test's fallback reaches the slot it runs --------------------------------------
 def test_the_nodes_build_falls_back_from_a_broken_gpu_with_the_reason(model, broken_gpu, tmp_path):
-    from bayes_infer_ros.ros.builder import build_slot
+    from bayes_infer_ros.node.builder import build_slot
 
     cache = DecisionCache(tmp_path)
     slot = build_slot(model, dec.EngineConfig("fpi", device="auto"), 0, 2048.0, cache=cache)

@@ -1,6 +1,6 @@
 """What a careless or hostile client sends, through the node over real DDS (one node process for most of the
 module, plus small ones for sim time without /clock and a model-file alias bomb). Each test names the attack
-it replays; the pure layer of each defence is tested in test_hardening_units.py and test/model/test_limits.py.
+it replays; the pure layer of each defence is tested in test/node/test_defences.py and test/model/test_limits.py.
 """
 from __future__ import annotations
 
@@ -363,7 +363,7 @@ def test_one_set_parameters_request_is_one_build(probe, agent, io):
 
 def test_compilation_cache_is_capped(probe, agent, cache_dir):
     """Attack 9: the JAX compilation cache grew without a cap (here: 1 MiB, pruned after each build)."""
-    from bayes_infer_ros.ros.jax_cache import cache_bytes
+    from bayes_infer_ros.node.jax_cache import cache_bytes
 
     ensure_active(probe, agent)
     assert cache_dir.is_dir() and cache_bytes(cache_dir) <= 2**20
@@ -560,7 +560,7 @@ def test_two_nodes_of_one_name_are_warned_about(probe, ros_graph, io, tmp_path):
 
 def test_a_shut_down_node_says_it_is_finalized(probe, ros_graph, io, tmp_path):
     """M2: after lifecycle shutdown, diagnostics and switch_variant said "waiting for configure"."""
-    from bayes_infer_ros.ros.node_help import FINALIZED
+    from bayes_infer_ros.node.help_text import FINALIZED
 
     proc = AgentProcess(tmp_path, "finalized", {"autostart": False, "diagnostics_period": 0.2}, namespace="/fin")
     try:

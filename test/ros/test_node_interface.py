@@ -181,7 +181,7 @@ def test_late_joiner_gets_the_latest_beliefs(probe, agent, model):
 
 
 def test_help_prints_usage_and_exits():
-    from bayes_infer_ros.ros.parameters import PARAMETERS
+    from bayes_infer_ros.node.parameters import PARAMETERS
 
     out = subprocess.run(agent_executable() + ["--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

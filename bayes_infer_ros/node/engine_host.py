@@ -24,7 +24,7 @@ from .parameters import ENGINE_PARAMETERS, allowed_model_keys, validate_change
 from .tick_loop import TickLoop
 
 
-CACHE_LOGGERS = ("bayes_infer_ros.inference.kernel_cache", "bayes_infer_ros.ros.jax_cache")
+CACHE_LOGGERS = ("bayes_infer_ros.inference.kernel_cache", "bayes_infer_ros.node.jax_cache")
 
 
 class _ToNodeLog(logging.Handler):

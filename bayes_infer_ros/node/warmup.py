@@ -30,21 +30,6 @@ from .engine_host import EngineHost, forward_cache_warnings
 from .parameters import PARAMETERS
 
 log = logging.getLogger("bayes_infer_ros.warmup")
-PACKAGE = "bayes_infer_ros"
-
-
-def default_params_file() -> Path:
-    """The installed ``share/bayes_infer_ros/config/agent.yaml``, else the source checkout's ``config/agent.yaml``."""
-    try:
-        # optional: ament_index_python exists only in a ROS 2 environment (a plain pip install has none)
-        from ament_index_python.packages import get_package_share_directory
-
-        path = Path(get_package_share_directory(PACKAGE)) / "config" / "agent.yaml"
-        if path.is_file():
-            return path
-    except Exception:  # noqa: BLE001 - not built / not sourced: the checkout's copy below
-        pass
-    return Path(__file__).resolve().parents[2] / "config" / "agent.yaml"
 
 
 def node_parameters(params_file: Path) -> dict[str, Any]:

@@ -9,9 +9,9 @@ import pytest
 from bayes_infer_ros.model import load_model
 from bayes_infer_ros.autotune import EngineConfig
 from bayes_infer_ros.autotune.decision import build_engine
-from bayes_infer_ros.ros.fleet_build import batched_engine
-from bayes_infer_ros.ros.fleet_loop import FleetLoop
-from bayes_infer_ros.ros.tick_loop import TickLoop
+from bayes_infer_ros.node.fleet_build import batched_engine
+from bayes_infer_ros.node.fleet_loop import FleetLoop
+from bayes_infer_ros.node.tick_loop import TickLoop
 from tolerances import FLOAT32_ATOL
 
 AGENTS = ("a", "b", "c")

@@ -11,8 +11,9 @@ import pytest
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticStatus
 
-from bayes_infer_ros.ros import admission, diagnostics
-from bayes_infer_ros.ros.engine_host import EngineHost
+from bayes_infer_ros.node import admission
+from bayes_infer_ros.ros import diagnostics
+from bayes_infer_ros.node.engine_host import EngineHost
 
 S = 1_000_000_000
 

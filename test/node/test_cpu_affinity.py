@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from bayes_infer_ros.ros.jax_cache import pin_to_cpus
-from bayes_infer_ros.ros.parameters import parse_cpus, validate_change
+from bayes_infer_ros.node.jax_cache import pin_to_cpus
+from bayes_infer_ros.node.parameters import parse_cpus, validate_change
 
 AVAILABLE = sorted(os.sched_getaffinity(0))
 

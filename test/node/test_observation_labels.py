@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bayes_infer_ros.ros.admission import Inputs, report
-from bayes_infer_ros.ros.conversion import REJECT_REASONS, label_level, observation_to_distribution
+from bayes_infer_ros.node.admission import Inputs, report
+from bayes_infer_ros.node.conversion import REJECT_REASONS, label_level, observation_to_distribution
 
 LABELS = ["dock", "aisle_a", "aisle_b", "charger", "none"]
 

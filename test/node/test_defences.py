@@ -9,11 +9,11 @@ import time
 import numpy as np
 import pytest
 
-from bayes_infer_ros.ros import admission
+from bayes_infer_ros.node import admission
 from bayes_infer_ros.autotune.budget import MemoryBudgetExceeded, estimated_bytes
-from bayes_infer_ros.ros.builder import Builder, BuildCancelled, node_budget
-from bayes_infer_ros.ros.jax_cache import cache_bytes, prune
-from bayes_infer_ros.ros.parameters import MIN_RATE_HZ, validate_change
+from bayes_infer_ros.node.builder import Builder, BuildCancelled, node_budget
+from bayes_infer_ros.node.jax_cache import cache_bytes, prune
+from bayes_infer_ros.node.parameters import MIN_RATE_HZ, validate_change
 
 S = 1_000_000_000
 
@@ -75,7 +75,7 @@ def test_a_stamp_before_the_clock_starts_cannot_block_the_topic():
 
 
 def test_every_stamp_refusal_is_a_documented_reason():
-    from bayes_infer_ros.ros.conversion import REJECT_REASONS
+    from bayes_infer_ros.node.conversion import REJECT_REASONS
 
     for d in (admit(1000 + 86400), admit(-1), admit(1000, last=1001 * S), admit(900)):
         assert not d.ok and d.reason in REJECT_REASONS, d
@@ -227,7 +227,7 @@ def test_a_tick_without_observations_returns_the_predicted_prior(repo_root):
     [.694, .099, .085, .122])."""
     from bayes_infer_ros.inference import engine_for_model
     from bayes_infer_ros.model import load_model
-    from bayes_infer_ros.ros.tick_loop import TickLoop
+    from bayes_infer_ros.node.tick_loop import TickLoop
     from tolerances import FLOAT32_ATOL
 
     model = load_model(repo_root / "config" / "agent.yaml")
@@ -244,7 +244,7 @@ def test_a_tick_with_some_modalities_equals_pymdp_on_those_modalities_alone(repo
     from lab import pymdp_oracle
     from bayes_infer_ros.inference import engine_for_model
     from bayes_infer_ros.model import load_model
-    from bayes_infer_ros.ros.tick_loop import TickLoop
+    from bayes_infer_ros.node.tick_loop import TickLoop
     from tolerances import FLOAT32_ATOL
 
     model = load_model(repo_root / "config" / "agent.yaml")
@@ -304,7 +304,8 @@ def test_a_duplicate_node_name_is_found_in_the_graph_and_reported_once():
 
     from diagnostic_msgs.msg import DiagnosticStatus
 
-    from bayes_infer_ros.ros import diagnostics, node_help
+    from bayes_infer_ros.node import help_text as node_help
+    from bayes_infer_ros.ros import diagnostics
 
     graph = [("agent", "/robot"), ("agent", "/robot/"), ("agent", "/other"), ("probe", "/robot")]
     assert node_help.same_name_count(graph, "agent", "/robot") == 2
@@ -332,7 +333,7 @@ def test_a_duplicate_node_name_is_found_in_the_graph_and_reported_once():
 # ---- qos_overrides: a depth rclpy cannot take, a misspelt policy ---------------------------------
 def test_a_qos_depth_rclpy_cannot_take_is_named_with_its_range():
     """M3: depth 2^31 failed configure with rclpy's "incompatible constructor arguments", naming nothing."""
-    from bayes_infer_ros.ros import node_help
+    from bayes_infer_ros.node import help_text as node_help
 
     key = "qos_overrides./ns/beliefs.publisher.depth"
     assert node_help.qos_override_error({key: 2**31 - 1}) == ""
@@ -345,7 +346,7 @@ def test_a_qos_depth_rclpy_cannot_take_is_named_with_its_range():
 
 
 def test_a_misspelt_qos_policy_is_warned_about():
-    from bayes_infer_ros.ros import node_help
+    from bayes_infer_ros.node import help_text as node_help
 
     overrides = {"qos_overrides./ns/beliefs.publisher.dept": 5, "qos_overrides./ns/beliefs.publisher.depth": 5,
                  "qos_overrides./ns/beliefs.publisher.liveliness": "automatic"}
@@ -363,7 +364,7 @@ def test_control_stamps_are_judged_like_observation_stamps(repo_root):
     observations refuse the same stamps."""
     from bayes_infer_ros.inference import engine_for_model
     from bayes_infer_ros.model import load_model
-    from bayes_infer_ros.ros.tick_loop import TickLoop
+    from bayes_infer_ros.node.tick_loop import TickLoop
 
     model = load_model(repo_root / "config" / "agent.yaml")
     loop = TickLoop(model, engine_for_model(model, "fpi", num_iter=4), horizon=2)
@@ -384,7 +385,7 @@ def test_a_switch_cancelled_by_cleanup_puts_its_parameters_back():
     """M1: the switch answered failure but its parameters stayed, and the next configure applied them."""
     from types import SimpleNamespace
 
-    from bayes_infer_ros.ros.engine_host import EngineHost
+    from bayes_infer_ros.node.engine_host import EngineHost
 
     host = EngineHost({"algorithm": "fpi", "variant": "baseline"}.__getitem__, dict, SimpleNamespace(),
                       lambda *a: None, None, lambda: False)
@@ -409,11 +410,11 @@ def test_a_finalized_node_says_so_instead_of_waiting_for_configure():
     """M2: after lifecycle shutdown, diagnostics and switch_variant still said "waiting for configure"."""
     from types import SimpleNamespace
 
-    from bayes_infer_ros.ros import diagnostics, node_help
-    from bayes_infer_ros.ros.engine_host import EngineHost
+    from bayes_infer_ros.node import help_text as node_help
+    from bayes_infer_ros.ros import diagnostics
+    from bayes_infer_ros.node.engine_host import EngineHost
 
-    node = SimpleNamespace(get_fully_qualified_name=lambda: "/ns/agent", _config_error=node_help.FINALIZED)
-    assert node_help.not_configured(node) == node_help.FINALIZED
+    assert node_help.not_configured("/ns/agent", node_help.FINALIZED) == node_help.FINALIZED
     host = EngineHost({}.__getitem__, dict, SimpleNamespace(), lambda *a: None, None, lambda: False)
     status = diagnostics.node_status("agent", "/ns/agent", host, node_help.FINALIZED, None, {}, active=False,
                                      param=lambda n: None, clock_ns=0, since_start_s=0.0)
@@ -422,7 +423,7 @@ def test_a_finalized_node_says_so_instead_of_waiting_for_configure():
 
 def test_the_start_failure_hint_names_what_failed():
     """M9: a logging failure is not a params-file problem."""
-    from bayes_infer_ros.ros.node_help import start_failure
+    from bayes_infer_ros.node.help_text import start_failure
 
     logging = start_failure(RuntimeError("failed to initialize logging: Failed to create log directory '/x/.ros/log'"))
     assert logging.startswith("ROS logging could not start") and "ROS_LOG_DIR" in logging
@@ -431,7 +432,7 @@ def test_the_start_failure_hint_names_what_failed():
 
 
 def test_a_node_that_cannot_be_created_gets_a_fatal_line_with_a_hint():
-    from bayes_infer_ros.ros.node_help import ConfigureRefused, creation_failure
+    from bayes_infer_ros.node.help_text import ConfigureRefused, creation_failure
 
     class InvalidServiceNameException(Exception):
         pass

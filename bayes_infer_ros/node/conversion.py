@@ -1,5 +1,5 @@
 """Message fields <-> arrays (numpy only, no rclpy): an observation's fields to a checked distribution, stamps,
-and the packed beliefs to per-factor payloads with their summaries. Tested in test/ros/test_node_conversion.py.
+and the packed beliefs to per-factor payloads with their summaries. Tested in test/node/test_conversion.py.
 
 Shapes: ``m`` = levels of one modality, ``F`` = factors.
 """

@@ -159,8 +159,8 @@ def test_a_level_no_bin_gives_cannot_be_sampled():
 
 def test_help_and_readme_document_every_adapter_key(repo_root):
     from bayes_infer_ros.adapters import KEYS
-    from bayes_infer_ros.ros.node_help import usage
-    from bayes_infer_ros.ros.parameters import PARAMETERS
+    from bayes_infer_ros.node.help_text import usage
+    from bayes_infer_ros.node.parameters import PARAMETERS
 
     text, readme = usage(PARAMETERS), (repo_root / "README.md").read_text()
     for key in KEYS:

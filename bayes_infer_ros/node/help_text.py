@@ -1,6 +1,8 @@
-"""What the agent node tells its users: ``--help``, how to configure it, and which ``qos_overrides`` it ignores.
+"""What the agent node tells its users: ``--help``, how to configure it, why it could not start, which
+``qos_overrides`` it ignores, and which topics in the graph look meant for it.
 
-Pure text from the parameter table (no rclpy), so the help cannot drift from what the node declares.
+Pure text from the parameter table (no rclpy), so the help cannot drift from what the node declares; the graph
+checks take any object with rclpy's graph queries.
 """
 from __future__ import annotations
 
@@ -107,10 +109,9 @@ def start_failure(exc: BaseException) -> str:
 FINALIZED = "finalized: the node was shut down (lifecycle shutdown) and cannot be configured again; start a new one"
 
 
-def not_configured(node: Any) -> str:
-    """A service's answer while the node has no model."""
-    fqn = node.get_fully_qualified_name()
-    reason = getattr(node, "_config_error", "") or "not configured yet"
+def not_configured(fqn: str, config_error: str = "") -> str:
+    """A service's answer while the node ``fqn`` has no model (``config_error``: why its last configure failed)."""
+    reason = config_error or "not configured yet"
     if reason == FINALIZED:
         return reason
     return (f"{reason}; configure the node first: `ros2 lifecycle set {fqn} configure` (it loads the model), "

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.inference.belief_filter import SequenceWindow
-from bayes_infer_ros.ros import conversion as conv
-from bayes_infer_ros.ros.controls import ControlTimeline, check_controls, fill_window_actions
-from bayes_infer_ros.ros.parameters import PARAMETERS, SPECS, allowed_model_keys, unknown_parameters, validate_change
-from bayes_infer_ros.ros.statistics import LatencyStats, RateMeter
+from bayes_infer_ros.node import conversion as conv
+from bayes_infer_ros.node.controls import ControlTimeline, check_controls, fill_window_actions
+from bayes_infer_ros.node.parameters import PARAMETERS, SPECS, allowed_model_keys, unknown_parameters, validate_change
+from bayes_infer_ros.node.statistics import LatencyStats, RateMeter
 from tolerances import FLOAT32_STORAGE_ATOL, FLOAT64_BOOKKEEPING_ATOL, ROS_FLOAT32_ATOL
 
 
@@ -182,7 +182,7 @@ def test_config_agent_yaml_lists_every_parameter_with_its_default(repo_root):
 
 
 def test_help_text_comes_from_the_table():
-    from bayes_infer_ros.ros.node_help import unused_qos_overrides, usage
+    from bayes_infer_ros.node.help_text import unused_qos_overrides, usage
 
     text = usage(PARAMETERS)
     for spec in PARAMETERS:

@@ -27,7 +27,7 @@ from bayes_infer_ros.bags import simulate, write_episode_bag
 from bayes_infer_ros.bags.bagio import METADATA_VERSION
 from bayes_infer_ros.model import load_model
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_BAGS = sorted(p.parent for p in (REPO_ROOT / "bags").glob("*/metadata.yaml"))
 
 
