@@ -38,12 +38,12 @@ def main(argv=None) -> int:
     eng.warmup()
     ob, pr = eng.layout.pack_obs(obs), eng.layout.pack_states(prior)
     filt = BeliefFilter(eng, model.D, horizon=1, has_B=True)
-    filt.record(ob, zero)
+    filt.record(0, ob, zero)
 
     calls = {
         "one": lambda: eng.tick(ob, pr, zero),
         "two": lambda: eng._predict_packed(eng.run_packed(ob, pr), zero),
-        "filter": lambda: filt.infer(zero, zero),
+        "filter": lambda: filt.infer((0,), {0: zero}, {0: zero}),
     }
     one, two = calls["one"](), (eng.run_packed(ob, pr), calls["two"]())
     assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # The node's configure work in a fresh process, its log lines on stdout ("WARN ..."), then one JSON line.
 CONFIGURE = textwrap.dedent("""
-    import json, sys, threading
+    import json, sys
     from bayes_infer_ros.model.io import read_parameters_yaml
     from bayes_infer_ros.node.engine_host import EngineHost
     from bayes_infer_ros.node.parameters import PARAMETERS
@@ -42,7 +42,7 @@ CONFIGURE = textwrap.dedent("""
     values = {s.name: s.default for s in PARAMETERS}
     values.update(read_parameters_yaml(sys.argv[1]))
     model = {k: v for k, v in values.items() if k.startswith("model.")}
-    host = EngineHost(values.__getitem__, lambda: model, Log(), lambda *a: None, threading.RLock(), lambda: False)
+    host = EngineHost(values.__getitem__, lambda: model, Log(), lambda *a: None, lambda: False)
     slot = host.load_and_build()
     print(json.dumps({"variant": slot.variant, "note": slot.note}))
 """)

@@ -199,8 +199,7 @@ FOREIGN_PRIVATE_ALLOWED = {
     # started")
     ("inference/xla_config.py", "getattr(bridge, '_backends', {})"),
 }
-# Reads of the node's private members by the fleet's entities, owned by the one-agent-path change; may only shrink.
-PRIVATE_READS_ALLOWED = {"ros/fleet.py"}
+
 
 
 def private_reads(path: Path) -> list[tuple[int, str]]:
@@ -231,8 +230,7 @@ def private_reads(path: Path) -> list[tuple[int, str]]:
 
 def test_no_module_reads_another_modules_private_members():
     wrong = [f"{p.relative_to(ROOT)}:{line}: {text}" for p in package_files() for line, text in private_reads(p)
-             if (str(p.relative_to(ROOT)), text) not in FOREIGN_PRIVATE_ALLOWED
-             and str(p.relative_to(ROOT)) not in PRIVATE_READS_ALLOWED]
+             if (str(p.relative_to(ROOT)), text) not in FOREIGN_PRIVATE_ALLOWED]
     assert not wrong, "reads of another module's private members (make them public, or pass what is needed):\n" + \
         "\n".join(wrong)
 
@@ -333,7 +331,6 @@ def test_allow_lists_are_current():
     stale = sorted(UPWARD_ALLOWED - pairs) + sorted(FUNCTION_IMPORTS_ALLOWED - hidden)
     touching = {i.file for i in imports if _touches_ros(i)}
     stale += sorted(f for f in ROS_BY_NAME_ALLOWED if f in touching or not (ROOT / f).is_file())
-    stale += sorted(f for f in PRIVATE_READS_ALLOWED if not (ROOT / f).is_file() or not private_reads(ROOT / f))
     found = set(_cycles(module_graph()))
     stale += [sorted(c) for c in CYCLES_ALLOWED if c not in found]
     assert not stale, f"allow-list entries that no longer occur (remove them): {stale}"

@@ -1,6 +1,10 @@
-"""The tick's semantics, once: what the node runs each tick and what the offline golden path replays.
+"""The tick's semantics, once: what the node runs each tick, for one agent or many, and what the offline golden path
+replays.
 
-A :class:`BeliefFilter` wraps a built engine (an :class:`~.api.Engine`) and keeps the state between steps:
+A :class:`BeliefFilter` wraps a built engine (an :class:`~.api.Engine`) and keeps the state between steps, for each of
+``b`` agents of one model: ``b = 1`` with an unbatched engine, or the engine's batch size (one row per agent). Every
+agent has its own window, beliefs and carried prior; a step of any subset of the agents is ONE engine dispatch (the
+rows of agents that do not step are computed and ignored: one compiled shape, no retrace).
 
 - **fpi** carries the prior: ``q_t = fpi(o_t, prior_t)`` with ``prior_0 = D`` and
   ``prior_{t+1} = predict(q_t, a_t)`` (pymdp's ``compute_expected_state``; ``a_t`` is the control taken between
@@ -22,11 +26,12 @@ uniform ``o`` would add the mean of log A over levels, which differs between sta
 observation at all, an fpi step returns its prior (softmax(log prior)). An observation a sender gives explicitly
 (a ``probabilities`` vector, uniform or not) is used as given.
 Shapes: packed observations ``(O,)`` with ``O = sum m_i``, packed states ``(S,)`` with ``S = sum n_f``,
-controls ``(F,)`` int. Pure numpy plus the engine: no ROS.
+controls ``(F,)`` int, per agent; a batched engine's calls take ``(b, O)``, ``(b, S)``, ``(b, F)``. Pure numpy plus the
+engine: no ROS.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -93,27 +98,33 @@ class SequenceWindow:
 
 
 class BeliefFilter:
-    """Beliefs step by step over one model (see the module docstring).
+    """Beliefs step by step for the agents of one model (see the module docstring).
 
-    ``engine``: a built engine whose ``algorithm`` is fpi, vmp or mmp; ``D``: the initial prior, one (n_f,) array
-    per factor; ``horizon``: the vmp/mmp window length (also kept under fpi); ``has_B``: the model has transitions.
+    ``engine``: a built engine whose ``algorithm`` is fpi, vmp or mmp, unbatched (one agent) or batched (one row per
+    agent); ``D``: the initial prior, one (n_f,) array per factor; ``horizon``: the vmp/mmp window length (also kept
+    under fpi); ``has_B``: the model has transitions; ``dtype``: of the beliefs it returns (the engine's, for the
+    node: then its buffers are already in the form ``engine.tick_prepared`` reads).
     """
 
     def __init__(self, engine: Engine, D: Sequence[np.ndarray], horizon: int, has_B: bool, dtype: Any = np.float32):
         self.dtype = np.dtype(dtype)
         self.has_B = bool(has_B)
         self._D = np.concatenate([np.asarray(d, dtype=self.dtype) for d in D])
-        self._bind(engine)
+        self.num_agents = int(engine.batch_size) if engine.batched else 1
         layout = engine.layout
-        self.window = SequenceWindow(max(int(horizon), 1), layout.num_obs, len(layout.num_states), self.dtype)
-        self._last_q: Optional[np.ndarray] = None
-        self._no_control = np.zeros(len(layout.num_states), np.int32)
-        # (control as int32 bytes, engine, prior): the prior the last fpi dispatch predicted under that control
-        self._next_prior: Optional[tuple[bytes, Any, np.ndarray]] = None
+        self._num_factors = len(layout.num_states)
+        self.windows = [SequenceWindow(max(int(horizon), 1), layout.num_obs, self._num_factors, self.dtype)
+                        for _ in range(self.num_agents)]
+        self._last_q: list[Optional[np.ndarray]] = [None] * self.num_agents
+        # per agent: (control as int32 bytes, engine, prior): the prior its last fpi dispatch predicted under that
+        # control
+        self._next: list[Optional[tuple[bytes, Any, np.ndarray]]] = [None] * self.num_agents
+        self._no_control = np.zeros(self._num_factors, np.int32)
+        self._bind(engine)
 
     # ---- state -----------------------------------------------------------------------------------
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Engine:
         return self._engine
 
     @property
@@ -126,84 +137,195 @@ class BeliefFilter:
         return self._D
 
     @property
-    def last_beliefs(self) -> Optional[np.ndarray]:
-        """The newest posterior (S,), None before the first step and after a reset."""
-        return self._last_q
+    def window(self) -> SequenceWindow:
+        """Agent 0's window (the single agent's)."""
+        return self.windows[0]
 
-    @property
-    def empty(self) -> bool:
-        """No step recorded since construction or the last reset."""
-        return self.window.valid_steps == 0
+    def last_beliefs(self, k: int = 0) -> Optional[np.ndarray]:
+        """Agent ``k``'s newest posterior (S,), None before its first step and after its reset."""
+        return self._last_q[k]
 
-    def reset(self) -> None:
-        """Forget every step: the next one starts from D with an empty window."""
-        self.window.clear()
-        self._last_q = None
-        self._next_prior = None
+    def empty(self, k: int = 0) -> bool:
+        """No step of agent ``k`` recorded since construction or its last reset."""
+        return self.windows[k].valid_steps == 0
+
+    def reset(self, k: Optional[int] = None) -> None:
+        """Forget agent ``k``'s steps (every agent's when None): its next step starts from D with an empty window;
+        the other agents keep theirs."""
+        for j in range(self.num_agents) if k is None else (k,):
+            self.windows[j].clear()
+            self._last_q[j] = self._next[j] = None
 
     def swap(self, engine: Engine, horizon: int) -> None:
-        """Run ``engine`` from the next step on (same model structure). The window is kept, resized to
-        ``horizon``; the carried fpi prior is dropped when the algorithm changes."""
+        """Run ``engine`` (same model structure, same number of agents) from the next step on. The windows are kept,
+        resized to ``horizon``; the carried fpi priors are dropped when the algorithm changes."""
+        agents = int(engine.batch_size) if engine.batched else 1
+        if agents != self.num_agents:
+            raise ValueError(f"engine: expected {self.num_agents} agent(s) (batch size), got {agents}")
         if engine.algorithm != self._engine.algorithm:
-            self._next_prior = None
+            self._next = [None] * self.num_agents
         self._bind(engine)
-        if int(horizon) != self.window.horizon:
-            self.window = self.window.resized(max(int(horizon), 1))
+        if int(horizon) != self.windows[0].horizon:
+            self.windows = [w.resized(max(int(horizon), 1)) for w in self.windows]
 
     # ---- one step --------------------------------------------------------------------------------
-    def record(self, obs_row: np.ndarray, action: Optional[Sequence[int]], stamp_ns: int = -1) -> None:
-        """Append a step to the window: ``obs_row`` (O,), ``action`` (F,) the control taken since the previous step
-        (ignored for the first step after a reset). Either of another length is refused (ValueError naming it)."""
+    def record(self, k: int, obs_row: np.ndarray, action: Optional[Sequence[int]], stamp_ns: int = -1) -> None:
+        """Append a step to agent ``k``'s window: ``obs_row`` (O,), ``action`` (F,) the control taken since its
+        previous step (ignored for the first step after a reset). Either of another length is refused (ValueError
+        naming it)."""
+        window = self.windows[k]
         row = np.asarray(obs_row)
-        if row.shape != self.window.last_row.shape:
-            raise ValueError(f"obs_row: expected shape {self.window.last_row.shape} (the packed observation), got "
+        if row.shape != window.last_row.shape:
+            raise ValueError(f"obs_row: expected shape {window.last_row.shape} (the packed observation), got "
                              f"{row.shape}")
-        self.window.push(row, None if self.empty else self._control(action), stamp_ns)
+        window.push(row, None if window.valid_steps == 0 else self._control(action), stamp_ns)
 
-    def infer(self, action: Optional[Sequence[int]] = None, upcoming: Optional[Sequence[int]] = None) -> np.ndarray:
-        """Beliefs (S,) of the step :meth:`record` added. fpi: ``action`` is the control taken since the previous
-        step; ``upcoming`` the control expected before the next one (default: ``action``). vmp/mmp read the
-        window (whose ``actions`` the caller may have corrected). On an exception nothing changes but the window."""
-        engine = self._engine
-        if engine.algorithm == "fpi":
-            control = self._control(action)
-            prior = self._D if self._last_q is None else self._prior_for(control)
-            if self.has_B:
-                nxt_action = control if upcoming is None or upcoming is action else self._control(upcoming)
-                if self._tick_prepared is not None:  # the row, prior and control are already in the kernel's form
-                    posterior, nxt = self._tick_prepared(self.window.last_row, prior, nxt_action)
-                else:
-                    q, nxt = engine.tick(self.window.last_row, prior, nxt_action)
-                    posterior, nxt = np.asarray(q, dtype=self.dtype), np.asarray(nxt, dtype=self.dtype)
-                self._next_prior = (nxt_action.tobytes(), engine, nxt)
-            else:
-                posterior = np.asarray(engine.run_packed(self.window.last_row, prior), dtype=self.dtype)
-                self._next_prior = None  # predicted from the previous posterior: stale now
-        else:
-            out = engine.run_packed(self.window.obs, self._D, self.window.actions, valid_steps=self.window.valid_steps)
-            posterior = np.asarray(out, dtype=self.dtype)[-1]
-            self._next_prior = None
-        self._last_q = posterior
-        return posterior
+    def infer(self, agents: Sequence[int], actions: Mapping[int, Optional[Sequence[int]]],
+              upcoming: Mapping[int, Optional[Sequence[int]]]) -> dict[int, np.ndarray]:
+        """Beliefs (S,) of the step :meth:`record` added for each of ``agents``, in one engine dispatch (vmp/mmp:
+        one per distinct number of valid steps among them, one once the windows are full). fpi: ``actions[k]`` is
+        agent k's control since its previous step, ``upcoming[k]`` the control expected before its next one (None:
+        ``actions[k]``); vmp/mmp read the windows (whose ``actions`` the caller may have corrected). On an exception
+        nothing changes but the windows."""
+        if self._engine.algorithm != "fpi":
+            return self._infer_windows(agents)
+        if self.num_agents == 1 and not self._engine.batched:
+            return {0: self._infer_one(actions.get(0), upcoming.get(0))}
+        return self._infer_rows(agents, actions, upcoming)
 
     def step(self, obs_row: np.ndarray, action: Optional[Sequence[int]] = None,
-             upcoming: Optional[Sequence[int]] = None, stamp_ns: int = -1) -> np.ndarray:
-        """:meth:`record` then :meth:`infer`: the beliefs (S,) after observing ``obs_row``."""
-        self.record(obs_row, action, stamp_ns)
-        return self.infer(action, upcoming)
+             upcoming: Optional[Sequence[int]] = None, stamp_ns: int = -1, k: int = 0) -> np.ndarray:
+        """:meth:`record` then :meth:`infer` for agent ``k`` alone: its beliefs (S,) after observing ``obs_row``."""
+        self.record(k, obs_row, action, stamp_ns)
+        return self.infer((k,), {k: action}, {k: action if upcoming is None else upcoming})[k]
 
-    def _prior_for(self, control: np.ndarray) -> np.ndarray:
-        """The prior of this fpi step: the one the last dispatch predicted when ``control`` (F,) int32 is the
-        control it assumed, a fresh prediction from the last posterior otherwise."""
-        key = control.tobytes()
-        cached = self._next_prior
-        if cached is not None and cached[0] == key and cached[1] is self._engine:
-            return cached[2]
+    def warm(self) -> None:
+        """Run the fpi calls a step makes beside the engine's own warm-up (the tick with its next prior, and the
+        prediction of a prior), on D, changing no state: a build calls it so that a step never compiles. The
+        vmp/mmp window and fpi without B are ``engine.warmup``'s calls."""
+        if self._engine.algorithm != "fpi" or not self.has_B:
+            return
+        saved = list(self._next)
+        if self._engine.batched:
+            b = self.num_agents
+            rows, priors = np.tile(self.windows[0].last_row, (b, 1)), np.tile(self._D, (b, 1))
+            controls = np.zeros((b, self._num_factors), np.int32)
+            self._predict_rows(priors, controls)
+            self._dispatch_rows(rows, priors, controls)
+        else:
+            self._predict_one(self._D, self._no_control)
+            self._tick_one(self.windows[0].last_row, self._D, self._no_control)
+        self._next = saved
+
+    # ---- fpi: one agent, unbatched engine ------------------------------------------------------------
+    def _infer_one(self, action: Optional[Sequence[int]], upcoming: Optional[Sequence[int]]) -> np.ndarray:
+        control = self._control(action)
+        prior = self._D if self._last_q[0] is None else self._prior_for(0, control)
+        if prior is None:
+            prior = self._predict_one(self._last_q[0], control)
+        row = self.windows[0].last_row
+        if self.has_B:
+            nxt_action = control if upcoming is None or upcoming is action else self._control(upcoming)
+            posterior, nxt = self._tick_one(row, prior, nxt_action)
+            self._next[0] = (nxt_action.tobytes(), self._engine, nxt)
+        else:
+            posterior = np.asarray(self._engine.run_packed(row, prior), dtype=self.dtype)
+            self._next[0] = None  # predicted from the previous posterior: stale now
+        self._last_q[0] = posterior
+        return posterior
+
+    def _tick_one(self, row: np.ndarray, prior: np.ndarray, control: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One fpi dispatch of the unbatched engine: beliefs (S,) and the next prior (S,) under ``control``."""
+        if self._prepared:  # the row, prior and control are already in the kernel's form
+            return self._engine.tick_prepared(row, prior, control)
+        q, nxt = self._engine.tick(row, prior, control)
+        return np.asarray(q, dtype=self.dtype), np.asarray(nxt, dtype=self.dtype)
+
+    def _predict_one(self, q: np.ndarray, control: np.ndarray) -> np.ndarray:
         engine = self._engine
-        q = engine.layout.unpack_states(self._last_q)
-        prior = np.concatenate([np.asarray(x, dtype=self.dtype) for x in engine.predict(q, control)])
-        self._next_prior = (key, engine, prior)
+        prior = np.concatenate([np.asarray(x, dtype=self.dtype)
+                                for x in engine.predict(engine.layout.unpack_states(q), control)])
+        self._next[0] = (control.tobytes(), engine, prior)
         return prior
+
+    # ---- fpi: b agents, batched engine ----------------------------------------------------------------
+    def _infer_rows(self, agents: Sequence[int], actions: Mapping[int, Optional[Sequence[int]]],
+                    upcoming: Mapping[int, Optional[Sequence[int]]]) -> dict[int, np.ndarray]:
+        b = self.num_agents
+        obs = np.stack([w.last_row for w in self.windows])
+        prior = np.tile(self._D, (b, 1))
+        up = np.zeros((b, self._num_factors), np.int32)
+        stale = []
+        for k in agents:
+            control = self._control(actions.get(k))
+            up[k] = control if upcoming.get(k) is None else self._control(upcoming[k])
+            if self._last_q[k] is None:
+                continue
+            carried = self._prior_for(k, control)
+            if carried is None:
+                stale.append((k, control))
+            else:
+                prior[k] = carried
+        if stale:  # a control other than the one the last step predicted under: predict again, one call
+            q_prev, controls = prior.copy(), np.zeros_like(up)
+            for k, control in stale:
+                q_prev[k], controls[k] = self._last_q[k], control
+            predicted = self._predict_rows(q_prev, controls)
+            for k, _ in stale:
+                prior[k] = predicted[k]
+        q, nxt = self._dispatch_rows(obs, prior, up)
+        out = {}
+        for k in agents:
+            out[k] = self._last_q[k] = np.asarray(q[k], dtype=self.dtype)
+            self._next[k] = (up[k].tobytes(), self._engine, np.asarray(nxt[k], dtype=self.dtype)) if self.has_B else None
+        return out
+
+    def _dispatch_rows(self, obs: np.ndarray, prior: np.ndarray, up: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One fpi dispatch of every row: beliefs (b, S) and the next priors (b, S) under ``up`` (b, F) (the beliefs
+        themselves without B)."""
+        dtype = self._engine.dtype
+        q, nxt = self._engine.tick(np.ascontiguousarray(obs, dtype=dtype), np.ascontiguousarray(prior, dtype=dtype),
+                                   np.ascontiguousarray(up, dtype=np.int32))
+        return np.asarray(q), np.asarray(nxt)
+
+    def _predict_rows(self, q: np.ndarray, controls: np.ndarray) -> np.ndarray:
+        """pymdp ``compute_expected_state`` for every row: q (b, S), controls (b, F) -> next priors (b, S)."""
+        engine = self._engine
+        out = engine.predict(engine.layout.split_states(np.asarray(q, dtype=engine.dtype)),
+                             np.asarray(controls, np.int32))
+        return np.concatenate([np.asarray(x) for x in out], axis=-1)
+
+    # ---- vmp / mmp ---------------------------------------------------------------------------------
+    def _infer_windows(self, agents: Sequence[int]) -> dict[int, np.ndarray]:
+        engine, out = self._engine, {}
+        if not engine.batched:
+            w = self.windows[0]
+            beliefs = engine.run_packed(w.obs, self._D, w.actions, valid_steps=w.valid_steps)
+            out[0] = self._last_q[0] = np.asarray(beliefs, dtype=self.dtype)[-1]
+            self._next[0] = None
+            return out
+        obs = np.stack([w.obs for w in self.windows])
+        actions = np.stack([w.actions for w in self.windows])
+        prior = np.tile(self._D, (self.num_agents, 1))
+        for valid in sorted({self.windows[k].valid_steps for k in agents}):
+            beliefs = np.asarray(engine.run_packed(obs, prior, actions, valid_steps=valid))
+            for k in agents:
+                if self.windows[k].valid_steps == valid:
+                    out[k] = self._last_q[k] = np.asarray(beliefs[k, -1], dtype=self.dtype)
+                    self._next[k] = None
+        return out
+
+    # ---- helpers -----------------------------------------------------------------------------------
+    def _prior_for(self, k: int, control: np.ndarray) -> Optional[np.ndarray]:
+        """Agent ``k``'s prior for this fpi step when its last step carries one for ``control`` (F,) int32: its
+        posterior without B, the prior its last dispatch predicted under that control; None when it must be
+        predicted again."""
+        if not self.has_B:
+            return self._last_q[k]
+        cached = self._next[k]
+        if cached is not None and cached[0] == control.tobytes() and cached[1] is self._engine:
+            return cached[2]
+        return None
 
     def _control(self, action: Optional[Sequence[int]]) -> np.ndarray:
         """``action`` as an (F,) int32 array; no control (None or empty) is control 0 of every factor."""
@@ -212,10 +334,10 @@ class BeliefFilter:
         control = np.ascontiguousarray(action, dtype=np.int32)
         if control.ndim != 1:
             control = control.reshape(-1)
-        if control.shape[0] != self._no_control.shape[0]:
+        if control.shape[0] != self._num_factors:
             if not control.size:
                 return self._no_control
-            raise ValueError(f"action: expected {self._no_control.shape[0]} controls (one per factor), got "
+            raise ValueError(f"action: expected {self._num_factors} controls (one per factor), got "
                              f"{control.shape[0]}")
         return control
 
@@ -223,4 +345,4 @@ class BeliefFilter:
         """Run ``engine``; its ``tick_prepared`` when its dtype is the filter's: the filter's row, priors and
         controls are then already in the form it reads."""
         self._engine = engine
-        self._tick_prepared = engine.tick_prepared if np.dtype(engine.dtype) == self.dtype else None
+        self._prepared = np.dtype(engine.dtype) == self.dtype

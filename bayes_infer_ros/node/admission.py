@@ -101,6 +101,7 @@ class ModalityState:
 
     name: str
     num_levels: int
+    topic: str = ""                         # the topic it arrives on, for log lines ("observations/<name>" when "")
     fresh: Optional[np.ndarray] = None      # the newest accepted, not yet used observation (m,)
     fresh_stamp_ns: int = 0
     fresh_arrival: float = 0.0              # perf_counter at callback entry
@@ -145,22 +146,28 @@ class AdmissionReport:
     info: str = ""
 
 
-def report(name: str, got: Admission) -> AdmissionReport:
-    """The counters and log lines of ``got``, an observation of modality ``name``."""
+def report(name: str, got: Admission, topic: str = "") -> AdmissionReport:
+    """The counters and log lines of ``got``, an observation of modality ``name`` that arrived on ``topic``
+    (default ``observations/<name>``)."""
+    topic = topic or f"observations/{name}"
     if not got.ok:
         return AdmissionReport((f"rejected.{got.reason}",),
-                               (((name, got.reason), f"observations/{name}: dropped ({got.reason}): {got.detail}"),))
+                               (((name, got.reason), f"{topic}: dropped ({got.reason}): {got.detail}"),))
     return AdmissionReport(
         tuple(flag for flag in ("unstamped", "before_clock", "renormalized", "superseded") if getattr(got, flag)),
-        (((name, "renormalized"), f"observations/{name}: {got.detail}"),) if got.renormalized else (),
-        f"observations/{name}: receiving again" if got.resumed else "")
+        (((name, "renormalized"), f"{topic}: {got.detail}"),) if got.renormalized else (),
+        f"{topic}: receiving again" if got.resumed else "")
 
 
 class Inputs:
-    """The modalities of one model: admission of each message, silence, and the row a tick uses."""
+    """The modalities of one agent's model: admission of each message, silence, and the row a tick uses.
+    ``names``: as diagnostics list them; ``topics``: where each arrives, for log lines (default
+    ``observations/<name>``); ``labels``: each modality's level names."""
 
-    def __init__(self, names: Sequence[str], num_levels: Sequence[int], labels: Sequence[Sequence[str]] = ()):
-        self.modalities = [ModalityState(n, int(m)) for n, m in zip(names, num_levels)]
+    def __init__(self, names: Sequence[str], num_levels: Sequence[int], labels: Sequence[Sequence[str]] = (),
+                 topics: Sequence[str] = ()):
+        topics = list(topics) or [f"observations/{n}" for n in names]
+        self.modalities = [ModalityState(n, int(m), t) for n, m, t in zip(names, num_levels, topics)]
         self.labels = [list(x) for x in labels] or [[str(k) for k in range(int(m))] for m in num_levels]
 
     @property
@@ -230,7 +237,7 @@ class Inputs:
 
     def silence_warnings(self, now: float, timeout_s: float) -> list[str]:
         """A warning for each modality that went silent since it was last reported (:meth:`newly_silent`)."""
-        return [f"observations/{mod.name}: silent ({'no message yet' if mod.received == 0 else 'no valid message'} "
+        return [f"{mod.topic}: silent ({'no message yet' if mod.received == 0 else 'no valid message'} "
                 f"for more than observation_timeout {timeout_s:g} s); ticks go on without it (no evidence)"
                 for mod in self.newly_silent(now, timeout_s)]
 

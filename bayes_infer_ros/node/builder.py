@@ -2,6 +2,10 @@
 variant, the memory budget, construction, compiling with tick-shaped inputs), and the daemon worker that runs them
 off the tick path with coalesced requests and cooperative cancellation.
 
+- **Agents.** A node serves ``b`` agents of one model (``b = 1`` by default). The device and variant are decided on
+  one agent's engine; for ``b > 1`` the engine is the model's with a leading batch axis of one row per agent (one
+  tick is one batched call), built on the decided device, and the memory budget holds ``b`` copies.
+
 - **The decision** is ``autotune.decide``'s (devices and the GPU self-test, candidates, the verify step, the kept
   decisions, the fallback): the node, ``select_variant`` and the benchmarks share it.
 - **Coalesced.** A request replaces any request still waiting, and cancels the build in progress: only the
@@ -20,12 +24,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-import jax
 import numpy as np
 
-from ..autotune import Decision, EngineConfig, MemoryBudget, decide
+from ..autotune import Decision, EngineConfig, MemoryBudget, MemoryBudgetExceeded, decide, find_devices
+from ..autotune.budget import estimated_bytes, format_bytes
 from ..autotune.decision_cache import DecisionCache
-from ..inference import Engine
+from ..inference import Engine, build_inference
+from ..inference.belief_filter import BeliefFilter
 
 BUDGET_PARAMETER = "memory_budget_mb"
 
@@ -59,28 +64,53 @@ def _no_checkpoint() -> None:
     return None
 
 
+def batched_engine(model: Any, config: EngineConfig, variant: str, agents: int, device: Any = None) -> Engine:
+    """``model``'s engine for ``variant`` with ``agents`` identical batch rows, its calls on ``device`` (the model
+    was validated by its loader: the rows are not validated again)."""
+    def rows(arrays):
+        return None if arrays is None else [np.broadcast_to(a, (agents,) + a.shape) for a in arrays]
+
+    return build_inference(config.algorithm, rows(model.A), model.A_dependencies, rows(model.B), model.B_dependencies,
+                           variant=variant, num_iter=config.num_iter, tau=config.tau, validate=False, device=device)
+
+
+def check_agents_budget(variant: str, model: Any, agents: int, budget: MemoryBudget) -> int:
+    """The estimate of ``variant``'s arrays for ``agents`` rows in bytes; raises MemoryBudgetExceeded over
+    ``budget``."""
+    est = estimated_bytes(variant, model) * agents
+    if est > budget.bytes:
+        raise MemoryBudgetExceeded(
+            f"variant {variant} for {agents} agents: its arrays are estimated at {format_bytes(est)} while built, over "
+            f"{budget.describe()}; raise {budget.name}, or serve fewer agents per node")
+    return est
+
+
 def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: float,
-               checkpoint: Callable[[], None] = _no_checkpoint, cache: Optional[DecisionCache] = None) -> EngineSlot:
-    """Decide, build and compile with tick-shaped calls (so a tick never traces). ``checkpoint()`` between the
-    phases raises BuildCancelled once the build is no longer wanted. Every variant (a user's choice as well as
-    auto's) is held to ``budget_mb`` before anything is allocated. ``cache``: kept decisions (default: the
-    environment's, ``autotune.decision_cache``)."""
+               checkpoint: Callable[[], None] = _no_checkpoint, cache: Optional[DecisionCache] = None,
+               agents: int = 1) -> EngineSlot:
+    """Decide, build and compile with tick-shaped calls (so a tick never traces) the engine of ``agents`` agents.
+    ``checkpoint()`` between the phases raises BuildCancelled once the build is no longer wanted. Every variant (a
+    user's choice as well as auto's) is held to ``budget_mb`` before anything is allocated. ``cache``: kept
+    decisions (default: the environment's, ``autotune.decision_cache``)."""
     cache = cache if cache is not None else DecisionCache.from_environment()
     t0 = time.perf_counter()
-    decision: Decision = decide(model, config, node_budget(budget_mb), checkpoint=checkpoint, cache=cache)
+    budget = node_budget(budget_mb)
+    decision: Decision = decide(model, config, budget, checkpoint=checkpoint, cache=cache)
     checkpoint()
     engine = decision.engine
+    if agents > 1:
+        check_agents_budget(decision.variant, model, agents, budget)
+        checkpoint()
+        engine = batched_engine(model, config, decision.variant, agents,
+                                find_devices(config.device).by_platform.get(decision.platform))
+        checkpoint()
     if config.algorithm == "fpi":
         engine.warmup()
     else:
         engine.warmup(T=config.horizon, valid_steps=True)
     checkpoint()
-    if model.B is not None:  # the empirical-prior prediction of fpi ticks
-        D = np.concatenate([np.asarray(d, engine.dtype) for d in model.D])
-        zero = np.zeros(model.num_factors, np.int32)
-        jax.block_until_ready(engine.predict(engine.layout.unpack_states(D), zero))
-        if config.algorithm == "fpi":  # the one-dispatch tick: beliefs and the next prior
-            engine.tick_prepared(np.zeros(engine.layout.obs_size, engine.dtype), D, zero)
+    # the calls a tick makes beside those: the one-dispatch fpi tick and the prediction of a prior
+    BeliefFilter(engine, model.D, config.horizon, has_B=model.B is not None, dtype=engine.dtype).warm()
     return EngineSlot(config, decision.variant, engine, time.perf_counter() - t0, generation, decision.reason,
                       decision.device, decision.warnings)
 

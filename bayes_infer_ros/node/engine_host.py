@@ -1,9 +1,10 @@
-"""The model and the engine a configured node runs (no rclpy): configure's work (JAX set-up, the model, the first
-build, the :class:`~.tick_loop.TickLoop` that runs it), builds off the tick path (a :class:`~.builder.Builder`:
-coalesced, cancellable), the atomic swap under the node's tick lock, which parameter changes the engine accepts,
-``~/switch_variant``'s wait for the engine it asked for, and the compilation-cache cap. The node hands it its
-parameters (``param(name)``), the ``model.*`` parameters, its logger and its counter. The caches' warnings
-(``kernel_cache``, ``jax_cache``: Python logging, once per process) are forwarded to the newest host's logger."""
+"""The model and the engines of a configured node (no rclpy): configure's work (JAX set-up, the model, the first
+build), builds off the tick path (a :class:`~.builder.Builder`: coalesced, cancellable), which parameter changes the
+engine accepts, ``~/switch_variant``'s wait for the engine it asked for, and the compilation-cache cap. A finished
+build is handed to ``install`` (the runtime's atomic swap under its tick lock, ``runtime.py``), and the engine that
+runs is read back through ``installed()``. The runtime hands it the node's parameters (``param(name)``), the
+``model.*`` parameters, its logger and its counter. The caches' warnings (``kernel_cache``, ``jax_cache``: Python
+logging, once per process) are forwarded to the newest host's logger."""
 from __future__ import annotations
 
 import logging
@@ -18,10 +19,7 @@ from bayes_infer_ros.model import load_model, model_from_parameters
 
 from . import jax_cache
 from .builder import Builder, BuildCancelled, EngineSlot, Ticket, build_slot, node_budget
-from .fleet_build import build_fleet_slot
-from .fleet_loop import FleetLoop
 from .parameters import ENGINE_PARAMETERS, allowed_model_keys, validate_change
-from .tick_loop import TickLoop
 
 
 CACHE_LOGGERS = ("bayes_infer_ros.inference.kernel_cache", "bayes_infer_ros.node.jax_cache")
@@ -63,19 +61,19 @@ class SwitchOutcome:
 
 
 class EngineHost:
-    """``on_failed(back)`` runs after the newest build failed, with the engine parameters that differ from what the
-    active engine runs and the values it runs (the node puts them back); ``closed()`` is True after destroy_node."""
+    """``closed()`` is True once the node is being destroyed."""
 
     def __init__(self, param: Callable[[str], Any], model_parameters: Callable[[], dict], log: Any,
-                 count: Callable[..., None], tick_lock: Any, closed: Callable[[], bool]):
+                 count: Callable[..., None], closed: Callable[[], bool]):
         self._param, self._model_parameters, self._log, self._count = param, model_parameters, log, count
-        self._tick_lock, self._closed = tick_lock, closed
+        self._closed = closed
         self._generation_lock = threading.Lock()
         self._generation = 0
         self.model: Any = None
-        self.slot: Optional[EngineSlot] = None
         self.builder: Optional[Builder] = None
-        self._loop: Optional[TickLoop] = None
+        self._install: Callable[[EngineSlot], None] = lambda slot: None
+        self._installed: Callable[[], Optional[EngineSlot]] = lambda: None
+        self._on_failed: Callable[[dict[str, Any]], None] = lambda back: None
         self.build_error = ""
         self.stage = ""  # what configure is doing ("" when it is not)
         self.configure_thread: Optional[threading.Thread] = None
@@ -84,16 +82,9 @@ class EngineHost:
 
     def _build(self, config: EngineConfig, generation: int,
                checkpoint: Callable[[], None] = lambda: None) -> EngineSlot:
-        """The engine of ``config``: for one agent, or batched with one row per agent (fleet_build.py)."""
-        budget = float(self._param("memory_budget_mb"))
-        if self.agents:
-            return build_fleet_slot(self.model, config, generation, budget, checkpoint, agents=len(self.agents))
-        return build_slot(self.model, config, generation, budget, checkpoint)
-
-    @property
-    def device(self) -> str:
-        """Where the active engine's calls run (``cpu:0``, ``gpu:0``; "" before configure)."""
-        return self.slot.device if self.slot is not None else ""
+        """The engine of ``config`` for the node's agents (one unless ``agents`` is set)."""
+        return build_slot(self.model, config, generation, float(self._param("memory_budget_mb")), checkpoint,
+                          agents=max(len(self.agents), 1))
 
     # ---- configure ----------------------------------------------------------------------------------
     def load_and_build(self) -> EngineSlot:
@@ -192,14 +183,14 @@ class EngineHost:
             self._count("unknown_parameters")
         return model
 
-    def start(self, slot: EngineSlot, on_failed: Callable[[dict[str, Any]], None]) -> TickLoop | FleetLoop:
-        """Run ``slot`` in a new :class:`~.tick_loop.TickLoop` (returned; a build is swapped into it under the tick
-        lock) and accept build requests."""
-        self._loop = (FleetLoop(self.model, slot.engine, slot.config.horizon, self.agents) if self.agents
-                      else TickLoop(self.model, slot.engine, slot.config.horizon))
-        self.slot, self._on_failed = slot, on_failed
+    def start(self, install: Callable[[EngineSlot], None], installed: Callable[[], Optional[EngineSlot]],
+              on_failed: Callable[[dict[str, Any]], None]) -> None:
+        """Accept build requests from now on: a finished build goes to ``install(slot)`` (the atomic swap; it raises
+        BuildCancelled once the node was cleaned up), ``installed()`` is the engine that runs, and ``on_failed(back)``
+        runs after the newest build failed, with the engine parameters that differ from what the running engine
+        runs and the values it runs (the node puts them back)."""
+        self._install, self._installed, self._on_failed = install, installed, on_failed
         self.builder = Builder(self._build_in_worker, self._install_built, self._build_failed)
-        return self._loop
 
     def switch(self, changes: dict[str, str], set_parameters: Callable[[dict[str, str]], tuple[bool, str]],
                cleaned_up: Callable[[], bool], not_configured: Callable[[], str]) -> SwitchOutcome:
@@ -215,7 +206,8 @@ class EngineHost:
         self._count("switch_requests")
         if self.already_active(changes):  # a burst of one request: one build, the rest answered at once
             self._count("switch_requests_already_active")
-            return SwitchOutcome(True, f"already active: {self.slot.config.algorithm}/{self.slot.variant}",
+            slot = self._installed()
+            return SwitchOutcome(True, f"already active: {slot.config.algorithm}/{slot.variant}",
                                  algorithm, variant)
         before = builder.counts["requested"]
         ok, reason = set_parameters(changes)
@@ -235,7 +227,7 @@ class EngineHost:
 
     def already_active(self, changes: dict[str, str]) -> bool:
         """``changes`` are what the parameters hold and the active engine runs, with no build under way."""
-        slot = self.slot
+        slot = self._installed()
         return (slot is not None and not self.busy and all(self._param(n) == v for n, v in changes.items())
                 and not self.differing(slot.config))
 
@@ -251,11 +243,11 @@ class EngineHost:
         return f"; parameters put back to {back}" if ok else f"; parameters could not be put back: {reason}"
 
     def close(self, reason: str) -> None:
-        """Cancel builds (waiters get ``reason``) and drop the model and engine."""
+        """Cancel builds (waiters get ``reason``) and drop the model."""
         if self.builder is not None:
             self.builder.close(reason)
             self.builder = None
-        self.slot = self.model = None
+        self.model = None
 
     # ---- builds -------------------------------------------------------------------------------------
     def config_from_parameters(self) -> EngineConfig:
@@ -309,12 +301,10 @@ class EngineHost:
     def _install_built(self, slot: EngineSlot, ticket: Ticket) -> None:
         """Called by the builder for the newest request only (never after close): the atomic swap, which waits
         for at most the tick in progress, never the other way round."""
-        with self._tick_lock:
-            if self._closed() or self.builder is None:
-                raise BuildCancelled("the node was cleaned up before the new engine was ready")
-            self.slot = slot
-            self._loop.filter.swap(slot.engine, slot.config.horizon)
-            self._count("engine_swaps")
+        if self._closed() or self.builder is None:
+            raise BuildCancelled("the node was cleaned up before the new engine was ready")
+        self._install(slot)
+        self._count("engine_swaps")
         self.build_error = ""
         self._log.info(f"compiled {slot.config.algorithm}/{slot.variant} on {slot.device}"
                        f"{' (' + slot.note + ')' if slot.note else ''} off the tick path in {slot.compile_s:.2f} s; swapped in")
@@ -325,8 +315,9 @@ class EngineHost:
         self.build_error = f"{type(exc).__name__}: {exc}"
         self._count("switch_failures")
         self._log.error(f"engine build for {ticket.config} failed, keeping the active engine: {self.build_error}")
-        if self.builder is not None and self.builder.latest is ticket and self.slot is not None:
-            back = self.differing(self.slot.config)
+        running = self._installed()
+        if self.builder is not None and self.builder.latest is ticket and running is not None:
+            back = self.differing(running.config)
             if back:
                 self._on_failed(back)
 

@@ -189,6 +189,18 @@ def unknown_topics(node: Any, obs_prefix: str, modalities: Sequence[str], legacy
     return out
 
 
+def refuse_name_clashes(names: Sequence[tuple[str, str]], kind: str) -> None:
+    """Raise ValueError when two of the node's ``kind`` (services, topics) resolve to one name: ``names`` are
+    (resolved name, what it is) pairs, e.g. an agent named like its node (``agents: [agent]`` in the node ``agent``)
+    whose ``agent/reset`` is the node's own ``~/reset``."""
+    seen: dict[str, str] = {}
+    for resolved, what in names:
+        if resolved in seen:
+            raise ValueError(f"agents: {seen[resolved]} and {what} would both be the {kind} {resolved}; give the agent "
+                             "another name (or the node: --ros-args -r __node:=NAME)")
+        seen[resolved] = what
+
+
 def same_name_count(names_and_namespaces: Iterable[tuple[str, str]], name: str, namespace: str) -> int:
     """How many graph entries ``(name, namespace)`` (``get_node_names_and_namespaces``) are this node's
     fully qualified name (this node included)."""

@@ -1,28 +1,35 @@
-"""One configured node's tick, without ROS: the inputs it admits (:class:`~.admission.Inputs`), the controls
-timeline, the belief filter (the tick's semantics, ``inference/belief_filter.py``) and the tick statistics.
+"""One configured node's tick for its agents, without ROS: the inputs each agent admits
+(:class:`~.admission.Inputs`), its controls timeline, the belief filter that steps them all
+(``inference/belief_filter.py``: one engine dispatch per tick) and the tick statistics.
 
-The node calls :meth:`TickLoop.step` under its tick lock and publishes what it returns. Controls are looked up
-by the step's stamp (the control in effect just before the step); for vmp/mmp, controls that arrive late are
-written onto their own transition in the window.
+A node serves ``b`` agents of one model, ``b = 1`` by default: the single agent is named ``""`` and its modalities
+by their own names; with ``agents: [a, ...]`` agent ``a``'s modalities are named ``a/<modality>`` (diagnostics list
+them so, and a refused message of one agent is counted for it alone). Everything else is the same for one agent or
+many.
+
+The runtime (``runtime.py``) calls :meth:`TickLoop.step` under its tick lock and publishes what it returns. Controls
+are looked up by the step's stamp (the control in effect just before the step); for vmp/mmp, controls that arrive
+late are written onto their own transition in the window.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 
-from .admission import Inputs, admit_stamp
+from .admission import Inputs, ModalityState, admit_stamp
 from .controls import ControlTimeline, check_controls, fill_window_actions
 from .statistics import TickStatistics
 
 
 @dataclass(frozen=True)
 class TickOutput:
-    """A tick's beliefs (S,) float32, the stamp of the step (ns), and the newest arrival it used (perf_counter)."""
+    """One agent's step: its beliefs (S,), the stamp of the step (ns), the seconds the engine call took, and the
+    newest arrival it used (perf_counter; None when none)."""
 
     posterior: np.ndarray
     stamp_ns: int
@@ -30,45 +37,80 @@ class TickOutput:
     last_arrival: Optional[float]
 
 
-class TickLoop:
-    """``model``: the configured model; ``engine`` and ``horizon``: the active engine's."""
+def qualified(agent: str, name: str) -> str:
+    """``name`` (a modality, a counter) of ``agent``: ``agent/name``, or ``name`` for the single agent ("")."""
+    return f"{agent}/{name}" if agent else name
 
-    def __init__(self, model: Any, engine: Any, horizon: int):
-        self.inputs = Inputs([model.modality_name(i) for i in range(model.num_modalities)], model.num_obs,
-                             [model.observation_label_list(i) for i in range(model.num_modalities)])
-        self.controls = ControlTimeline(model.num_factors)
-        self.filter = BeliefFilter(engine, model.D, horizon, has_B=model.B is not None)
-        self.stats = TickStatistics()
+
+class TickLoop:
+    """``model``: the configured model; ``engine`` and ``horizon``: the active engine's (batched with one row per
+    agent when there are several); ``agents``: their names (empty: one agent, named "")."""
+
+    def __init__(self, model: Any, engine: Any, horizon: int, agents: Sequence[str] = ()):
+        self.agents = list(agents) or [""]
+        self.modality_names = [model.modality_name(i) for i in range(model.num_modalities)]
+        labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
+        self.agent_inputs = [Inputs([qualified(a, n) for n in self.modality_names], model.num_obs, labels,
+                                    [qualified(a, f"observations/{n}") for n in self.modality_names])
+                             for a in self.agents]
+        self.controls = [ControlTimeline(model.num_factors) for _ in self.agents]
+        self.filter = BeliefFilter(engine, model.D, horizon, has_B=model.B is not None, dtype=engine.dtype)
+        self.stats = TickStatistics()             # the node's ticks (each one engine dispatch)
+        self.ticks = [0] * len(self.agents)       # steps per agent (each agent's Beliefs.tick)
         self.factor_names = [model.factor_name(f) for f in range(model.num_factors)]
         self.state_labels = [[str(x) for x in model.state_label_list(f)] for f in range(model.num_factors)]
         self._num_controls, self._control_labels = tuple(int(u) for u in model.num_controls), model.control_labels
         self._last_clock_ns: Optional[int] = None
 
-    def add_control(self, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int,
+    # ---- every agent's inputs, for diagnostics and silence ----------------------------------------------
+    @property
+    def modalities(self) -> list[ModalityState]:
+        """Every agent's modalities, agent by agent."""
+        return [m for inputs in self.agent_inputs for m in inputs.modalities]
+
+    def rejecting(self, now: float) -> dict[str, str]:
+        """Modality -> the reason its newest message was refused, for those being rejected now."""
+        return {name: reason for inputs in self.agent_inputs for name, reason in inputs.rejecting(now).items()}
+
+    def silence_warnings(self, now: float, timeout_s: float) -> list[str]:
+        return [line for inputs in self.agent_inputs for line in inputs.silence_warnings(now, timeout_s)]
+
+    def heard_now(self, now: float) -> None:
+        """Start every modality's timeout afresh (activation)."""
+        for inputs in self.agent_inputs:
+            inputs.heard_now(now)
+
+    # ---- controls, resets, the clock --------------------------------------------------------------------
+    def add_control(self, k: int, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int,
                     max_future_s: float = 0.5) -> Optional[str]:
-        """Add one ``Controls`` message to the timeline, stamped with its header (``now_ns``, the node clock, when
-        unstamped); the reason when it is refused (nothing added). The header is judged as an observation's is
-        (``admission.admit_stamp``): not a time, or more than ``max_future_s`` ahead of the node clock, is
-        refused."""
+        """Add one ``Controls`` message to agent ``k``'s timeline, stamped with its header (``now_ns``, the node
+        clock, when unstamped); the reason when it is refused (nothing added). The header is judged as an
+        observation's is (``admission.admit_stamp``): not a time, or more than ``max_future_s`` ahead of the node
+        clock, is refused."""
         control, reason = check_controls(indices, labels, self._num_controls, self._control_labels)
         if control is None:
             return reason
         decision = admit_stamp(sec, nanosec, last_ns=-1, now_ns=now_ns, timeout_s=0.0, max_future_s=max_future_s)
         if not decision.ok:
             return decision.detail
-        self.controls.add(decision.stamp_ns, control)
+        self.controls[k].add(decision.stamp_ns, control)
         return None
 
-    def reset(self) -> None:
-        """Beliefs back to D, the window and pending observations cleared (controls are kept)."""
-        self.filter.reset()
-        self.inputs.reset()
-        self._last_clock_ns = None
+    def reset(self, k: Optional[int] = None) -> None:
+        """Agent ``k`` (every agent when None) back to D, its window and pending observations cleared (controls
+        are kept)."""
+        self.filter.reset(k)
+        for j in range(len(self.agents)) if k is None else (k,):
+            self.agent_inputs[j].reset()
+        if k is None:
+            self._last_clock_ns = None
 
     def restart_time_line(self) -> None:
-        """After the clock went back: :meth:`reset`, and the controls forgotten (stamped on the old time line)."""
+        """After the clock went back: every agent reset, every controls timeline forgotten (stamped on the old
+        time line)."""
         self.reset()
-        self.controls.clear()
+        for timeline in self.controls:
+            timeline.clear()
 
     def clock_jump(self, now_ns: int) -> Optional[str]:
         """The reason to reset when the node clock went back since the last tick (None otherwise)."""
@@ -77,28 +119,48 @@ class TickLoop:
             return f"clock jumped backwards by {(last - now_ns) * 1e-9:.3f} s"
         return None
 
-    def record(self, out: TickOutput, started: float) -> None:
-        """The statistics of step ``out``, published now (``started``: perf_counter when its tick began)."""
-        done = time.perf_counter()
-        self.stats.record(done - started, out.inference_s, None if out.last_arrival is None else done - out.last_arrival)
+    # ---- the step ------------------------------------------------------------------------------------------
+    def ready(self, event_mode: bool, now: float, timeout_s: float, without_observations: bool) -> list[int]:
+        """The agents that step in this tick: in event mode, those whose inputs are event-ready; with a timer,
+        those with a new observation (every agent with ``without_observations``)."""
+        if event_mode:
+            return [k for k, inputs in enumerate(self.agent_inputs) if inputs.event_ready(now, timeout_s)]
+        return [k for k, inputs in enumerate(self.agent_inputs) if without_observations or inputs.any_fresh]
 
-    def step(self, now_ns: int) -> TickOutput:
-        """Use the fresh observations for one step stamped with the newest of them (the node clock when none is
-        stamped). A modality without one is no evidence: its part of the row is all zero, which adds nothing to
-        pymdp's likelihood (``inference/belief_filter.py``). Raises what the engine raises (the step stays in
-        the window)."""
-        row, newest_stamp, last_arrival = self.inputs.take()
-        stamp = newest_stamp if newest_stamp > 0 else now_ns
-        action = self.controls.at(stamp)
-        window = self.filter.window
-        self.filter.record(row, action, stamp)
-        if self.filter.algorithm != "fpi":
-            fill_window_actions(window.actions, window.stamps, window.valid_steps, self.controls)
-            self.controls.forget_before(int(window.stamps[window.horizon - window.valid_steps]))
-        else:
-            self.controls.forget_before(stamp)
+    def step(self, now_ns: int, agents: Sequence[int]) -> list[tuple[int, TickOutput]]:
+        """One step of each of ``agents`` with its fresh observations (a modality without one is all zero: no
+        evidence, ``inference/belief_filter.py``), stamped with the newest of them (the node clock when none is
+        stamped), all in one engine dispatch. Raises what the engine raises (the steps stay in the windows)."""
+        stamps, arrivals, actions, upcoming = {}, {}, {}, {}
+        sequential = self.filter.algorithm != "fpi"
+        for k in agents:
+            row, newest_stamp, arrivals[k] = self.agent_inputs[k].take()
+            stamps[k] = stamp = newest_stamp if newest_stamp > 0 else now_ns
+            timeline = self.controls[k]
+            actions[k] = timeline.at(stamp)
+            self.filter.record(k, row, actions[k], stamp)
+            if sequential:
+                window = self.filter.windows[k]
+                fill_window_actions(window.actions, window.stamps, window.valid_steps, timeline)
+                timeline.forget_before(int(window.stamps[window.horizon - window.valid_steps]))
+            else:
+                timeline.forget_before(stamp)
+            upcoming[k] = timeline.latest()
         t0 = time.perf_counter()
         # fpi with B: one dispatch, beliefs and the next step's prior under the newest controls
-        posterior = self.filter.infer(action, self.controls.latest())
+        posteriors = self.filter.infer(agents, actions, upcoming)
+        inference_s = time.perf_counter() - t0
+        out = []
+        for k in agents:
+            self.ticks[k] += 1
+            out.append((k, TickOutput(posteriors[k], stamps[k], inference_s, arrivals[k])))
         self.stats.ticks += 1
-        return TickOutput(posterior, stamp, time.perf_counter() - t0, last_arrival)
+        return out
+
+    def record(self, outs: Sequence[tuple[int, TickOutput]], started: float) -> None:
+        """The statistics of one tick, published now (``started``: perf_counter when it began)."""
+        if not outs:
+            return
+        done = time.perf_counter()
+        arrivals = [o.last_arrival for _, o in outs if o.last_arrival is not None]
+        self.stats.record(done - started, outs[0][1].inference_s, done - max(arrivals) if arrivals else None)

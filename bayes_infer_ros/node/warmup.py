@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ def warm(params_file: Path) -> dict[str, Any]:
     def count(name: str, n: int = 1) -> None:
         counts[name] = counts.get(name, 0) + n
 
-    host = EngineHost(values.__getitem__, lambda: model_values, log, count, threading.RLock(), lambda: False)
+    host = EngineHost(values.__getitem__, lambda: model_values, log, count, lambda: False)
     forward_cache_warnings(None)  # the cache modules' warnings reach the console once, through the root logger
     t0 = time.perf_counter()
     slot = host.load_and_build()

@@ -59,11 +59,14 @@ class AdapterInputs:
         labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
         return cls(parse_adapters(params, names, labels))
 
-    def subscription(self, i: int, name: str, observation_type: type) -> tuple[type, str]:
-        """(message class, topic) that modality ``i`` (``name``) reads: its adapter's, or ``observation_type`` on
-        ``observations/<name>``."""
+    def subscription(self, i: int, name: str, observation_type: type, prefix: str = "") -> tuple[type, str]:
+        """(message class, topic) that modality ``i`` (``name``) of the agent whose topics are under ``prefix``
+        (``<agent>/``, "" for a node's single agent) reads: its adapter's (a relative adapter topic under the
+        prefix), or ``observation_type`` on ``<prefix>observations/<name>``."""
         spec = self.specs.get(i)
-        return (observation_type, f"observations/{name}") if spec is None else (self.classes[i], spec.topic)
+        if spec is None:
+            return observation_type, f"{prefix}observations/{name}"
+        return self.classes[i], spec.topic if spec.topic.startswith(("/", "~")) else prefix + spec.topic
 
     def observation(self, i: int, msg: Any) -> dict[str, Any]:
         """The node's admission arguments for ``msg`` (``level``, ``probabilities``, ``sec``, ``nanosec``,

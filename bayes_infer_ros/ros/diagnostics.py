@@ -1,86 +1,21 @@
-"""What the node reports: the ``/diagnostics`` status of the inference (level, message, key/values), its counters
-and throttled warnings (a log throttle that says how many messages it swallowed). Reading only: building a status
-changes no state."""
+"""The node's ``/diagnostics`` status of the inference (level, message, key/values), from its runtime's state and
+counters (``node/reporting.py``). Reading only: building a status changes no state."""
 from __future__ import annotations
 
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
 from ..node import help_text as node_help
-from ..node.admission import AdmissionReport, Inputs
+from ..node.admission import Inputs, ModalityState
 from ..node.builder import EngineSlot
-from ..node.engine_host import EngineHost
+from ..node.runtime import AgentRuntime
 from ..node.statistics import TickStatistics
-from ..node.tick_loop import TickLoop
 
 SIM_CLOCK_GRACE_S = 3.0  # use_sim_time without a /clock message for this long: diagnostics WARN
-
-
-class Throttle:
-    """Per-key log throttle that says how many events it swallowed (rclpy's throttle is per call site)."""
-
-    def __init__(self, period_s: float = 5.0):
-        self.period_s = period_s
-        self._last: dict[Any, float] = {}
-        self._suppressed: dict[Any, int] = {}
-
-    def __call__(self, key: Any) -> Optional[int]:
-        """None: swallow this one; otherwise log it, with the count swallowed since the last one logged."""
-        now = time.monotonic()
-        if now - self._last.get(key, -1e9) >= self.period_s:
-            self._last[key] = now
-            return self._suppressed.pop(key, 0)
-        self._suppressed[key] = self._suppressed.get(key, 0) + 1
-        return None
-
-
-class Reporter:
-    """The node's counters (shown in its status) and its warnings, throttled per key; ``closed()``: True once the
-    node is being destroyed (throttled warnings are dropped then)."""
-
-    def __init__(self, log: Any, closed: Callable[[], bool], period_s: float = 5.0):
-        self.log, self._closed = log, closed
-        self.counters: dict[str, int] = {}
-        self._throttle = Throttle(period_s)
-        self._once: set[str] = set()
-
-    def count(self, key: str, n: int = 1) -> None:
-        self.counters[key] = self.counters.get(key, 0) + n
-
-    def warn_throttled(self, key: Any, message: str) -> None:
-        swallowed = None if self._closed() else self._throttle(key)
-        if swallowed is not None:
-            self.log.warning(message + (f" (+{swallowed} more like it in the last {self._throttle.period_s:g} s)"
-                                        if swallowed else ""))
-
-    def error_once(self, key: str, line: str) -> str:
-        """Log ``line`` as an error and count ``key`` the first time it is given for ``key`` ("" line: nothing);
-        returns ``line``."""
-        if line and key not in self._once:
-            self._once.add(key)
-            self.log.error(line)
-            self.count(key)
-        return line
-
-    def warnings(self, found: Sequence[tuple[str, str]]) -> None:
-        """Log each (warning, counter) and count its counter ("": none)."""
-        for line, counter in found:
-            self.log.warning(line)
-            if counter:
-                self.count(counter)
-
-    def admission(self, done: AdmissionReport) -> None:
-        """Count and log what admission did with one observation."""
-        for key in done.counters:
-            self.count(key)
-        for key, line in done.warnings:
-            self.warn_throttled(key, line)
-        if done.info:
-            self.log.info(done.info)
 
 
 @dataclass
@@ -101,23 +36,25 @@ def sim_time_without_clock(use_sim_time: bool, clock_ns: int, since_start_s: flo
     return bool(use_sim_time) and clock_ns == 0 and since_start_s > SIM_CLOCK_GRACE_S
 
 
-def node_status(name: str, fqn: str, host: EngineHost, config_error: str, loop: Optional[TickLoop],
-                counters: dict[str, int], *, active: bool, param: Callable[[str], Any], clock_ns: int,
-                since_start_s: float, duplicate: str = "") -> DiagnosticStatus:
-    """The status of the node: :func:`unconfigured_status` without a ``loop`` (not configured), else
+def node_status(name: str, fqn: str, runtime: AgentRuntime, config_error: str, *, param: Callable[[str], Any],
+                clock_ns: int, since_start_s: float, duplicate: str = "") -> DiagnosticStatus:
+    """The status of the node: :func:`unconfigured_status` while ``runtime`` is not configured, else
     :func:`inference_status` (``param(name)``: the node's parameter values; ``clock_ns``: its clock;
     ``since_start_s``: seconds since it started), led by ``duplicate`` (:func:`with_duplicate`) when the graph
     holds another node of this name."""
-    if loop is None:
+    host, loop, slot = runtime.host, runtime.loop, runtime.slot
+    if loop is None or slot is None:
         return with_duplicate(unconfigured_status(name, fqn, host.stage or config_error or
                                                   node_help.unconfigured_hint(fqn),
                                                   error=bool(config_error) and not host.stage), duplicate)
-    health = Health(active=active, device=host.device, rate_hz=float(param("rate_hz")),
+    health = Health(active=runtime.active, device=slot.device, rate_hz=float(param("rate_hz")),
                     observation_timeout=float(param("observation_timeout")), switch_pending=host.busy,
                     build_error=host.build_error,
                     sim_time_without_clock=sim_time_without_clock(param("use_sim_time"), clock_ns, since_start_s))
-    return with_duplicate(inference_status(name, fqn, health, host.slot, loop.stats, loop.inputs, counters,
-                                           time.monotonic()), duplicate)
+    now = time.monotonic()
+    return with_duplicate(inference_status(name, fqn, health, slot, loop.stats, loop.modalities,
+                                           loop.rejecting(now) if health.active else {},
+                                           runtime.reporter.counters, now), duplicate)
 
 
 def with_duplicate(status: DiagnosticStatus, duplicate: str) -> DiagnosticStatus:
@@ -143,10 +80,13 @@ def unconfigured_status(name: str, fqn: str, message: str, error: bool) -> Diagn
     return _status(name, fqn, DiagnosticStatus.ERROR if error else DiagnosticStatus.WARN, message, {})
 
 
-def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stats: TickStatistics, inputs: Inputs,
-                     counters: dict[str, int], now: float) -> DiagnosticStatus:
-    """The status of a configured node (``now``: time.monotonic()). WARN, first reason first: sim time without
-    /clock, tick p99 over the period, a modality being rejected, silent modalities, a failed build."""
+def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stats: TickStatistics,
+                     modalities: Sequence[ModalityState], rejecting: dict[str, str], counters: dict[str, int],
+                     now: float) -> DiagnosticStatus:
+    """The status of a configured node (``now``: time.monotonic(); ``modalities``: every agent's; ``rejecting``:
+    modality -> the reason its newest message was refused, for those being rejected now). WARN, first reason
+    first: sim time without /clock, tick p99 over the period, a modality being rejected, silent modalities, a failed
+    build."""
     period_ms = 1e3 / health.rate_hz if health.rate_hz > 0 else float("nan")
     values: dict[str, Any] = {
         "active": health.active, "device": health.device,
@@ -157,8 +97,8 @@ def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stat
     }
     values.update(stats.values())
     silent = []
-    for mod in inputs.modalities:
-        if health.active and inputs.is_silent(mod, now, health.observation_timeout):
+    for mod in modalities:
+        if health.active and Inputs.is_silent(mod, now, health.observation_timeout):
             silent.append(mod.name)
         values[f"input.{mod.name}.rate_hz"] = f"{mod.rate.rate(now):.2f}"
         values[f"input.{mod.name}.received"] = mod.received
@@ -168,7 +108,6 @@ def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stat
         values[f"input.{mod.name}.rejected"] = sum(mod.rejected.values())
     values.update(sorted(counters.items()))
     values["dropped_total"] = sum(v for k, v in counters.items() if k.rsplit("/", 1)[-1].startswith("rejected."))
-    rejecting = inputs.rejecting(now) if health.active else {}
     values["rejecting"] = ", ".join(f"{k} ({v})" for k, v in rejecting.items())
     p99 = stats.tick.percentile_ms(99)
     level, message = DiagnosticStatus.OK, "ok"

@@ -34,8 +34,8 @@ def beliefs_message(posterior: np.ndarray, state_offsets: Sequence[int], factor_
     return msg
 
 
-def tick_message(loop: TickLoop, out: TickOutput, slot: EngineSlot) -> Beliefs:
-    """The ``Beliefs`` of one step of ``loop`` (``out``) run by the engine of ``slot``."""
+def tick_message(loop: TickLoop, k: int, out: TickOutput, slot: EngineSlot) -> Beliefs:
+    """The ``Beliefs`` of agent ``k``'s step ``out`` of ``loop``, run by the engine of ``slot``."""
     return beliefs_message(out.posterior, loop.filter.engine.layout.state_offsets, loop.factor_names,
-                           loop.state_labels, out.stamp_ns, loop.stats.ticks, slot.config.algorithm, slot.variant,
+                           loop.state_labels, out.stamp_ns, loop.ticks[k], slot.config.algorithm, slot.variant,
                            out.inference_s, slot.device)

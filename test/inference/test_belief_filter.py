@@ -159,7 +159,7 @@ def test_reset_starts_again_from_D():
         for t in (1, 2, 3):
             bf.step(rows[t], case.actions[t - 1])
         bf.reset()
-        assert bf.empty and bf.last_beliefs is None
+        assert bf.empty() and bf.last_beliefs() is None
         again = bf.step(rows[0], case.actions[3], case.actions[0])  # the action before a first step is ignored
         np.testing.assert_array_equal(again, first)
 
@@ -180,7 +180,7 @@ def test_swap_keeps_the_window_and_drops_a_foreign_prior():
         want = fresh.step(rows[t], case.actions[t - 1])
     np.testing.assert_allclose(got, want, rtol=0, atol=FLOAT32_ATOL)
     bf.swap(fpi, horizon=2)  # back to fpi: the prior comes from the last (mmp) posterior, not an old fpi guess
-    last = bf.last_beliefs
+    last = bf.last_beliefs()
     got = bf.step(rows[5], case.actions[4])
     prior = [np.asarray(x) for x in fpi.predict(_split(fpi, last), case.actions[4])]
     want = np.concatenate([np.asarray(x) for x in fpi([o[5] for o in case.obs], prior)])

@@ -233,7 +233,8 @@ def test_a_tick_without_observations_returns_the_predicted_prior(repo_root):
     model = load_model(repo_root / "config" / "agent.yaml")
     loop = TickLoop(model, engine_for_model(model, "fpi", num_iter=16), horizon=4)
     want = np.concatenate([np.asarray(d, np.float64) / np.sum(d) for d in model.D])
-    got = loop.step(now_ns=5 * S).posterior
+    [(_, got)] = loop.step(5 * S, [0])
+    got = got.posterior
     assert np.max(np.abs(got - want)) <= FLOAT32_ATOL
 
 
@@ -250,9 +251,10 @@ def test_a_tick_with_some_modalities_equals_pymdp_on_those_modalities_alone(repo
     model = load_model(repo_root / "config" / "agent.yaml")
     assert model.num_modalities >= 2
     loop = TickLoop(model, engine_for_model(model, "fpi", num_iter=16), horizon=4)
-    got_obs = loop.inputs.observe(0, 1, [], 0, 0, now=1.0, now_ns=5 * S, arrival=1.0, timeout_s=0.0, max_future_s=0.5)
+    got_obs = loop.agent_inputs[0].observe(0, 1, [], 0, 0, now=1.0, now_ns=5 * S, arrival=1.0, timeout_s=0.0, max_future_s=0.5)
     assert got_obs.ok
-    got = loop.step(now_ns=5 * S).posterior
+    [(_, got)] = loop.step(5 * S, [0])
+    got = got.posterior
     o = np.zeros(model.num_obs[0], np.float32)
     o[1] = 1.0
     A, deps = [np.asarray(model.A[0], np.float32)], [list(model.A_dependencies[0])]
@@ -316,8 +318,10 @@ def test_a_duplicate_node_name_is_found_in_the_graph_and_reported_once():
     assert line.startswith("2 nodes named /robot/agent run in this ROS graph") and "__node:=" in line
     node.get_namespace = lambda: "/other"
     assert node_help.duplicate_name(node) == ""
+    from bayes_infer_ros.node.reporting import Reporter
+
     logged = []
-    reporter = diagnostics.Reporter(SimpleNamespace(error=logged.append), lambda: False)
+    reporter = Reporter(SimpleNamespace(error=logged.append), lambda: False)
     assert reporter.error_once("duplicate_node_name", line) == line
     assert reporter.error_once("duplicate_node_name", line) == line
     assert logged == [line] and reporter.counters == {"duplicate_node_name": 1}
@@ -370,14 +374,14 @@ def test_control_stamps_are_judged_like_observation_stamps(repo_root):
     loop = TickLoop(model, engine_for_model(model, "fpi", num_iter=4), horizon=2)
     zero = [0] * model.num_factors
     now = 1000 * S
-    assert "not a time" in loop.add_control(zero, [], -5, 0, now)
-    assert "not a time" in loop.add_control(zero, [], 1000, 1_000_000_000, now)
-    assert "ahead of the node clock" in loop.add_control(zero, [], 1000 + 86400, 0, now, max_future_s=0.5)
-    assert len(loop.controls) == 0
-    assert loop.add_control(zero, [], 1000, 0, now) is None
-    assert loop.add_control(zero, [], 0, 0, now + 5) is None  # unstamped: the node clock
-    assert loop.add_control(zero, [], 1_764_000_000, 0, 0) is None  # before the clock starts: its own stamp
-    assert len(loop.controls) == 3
+    assert "not a time" in loop.add_control(0, zero, [], -5, 0, now)
+    assert "not a time" in loop.add_control(0, zero, [], 1000, 1_000_000_000, now)
+    assert "ahead of the node clock" in loop.add_control(0, zero, [], 1000 + 86400, 0, now, max_future_s=0.5)
+    assert len(loop.controls[0]) == 0
+    assert loop.add_control(0, zero, [], 1000, 0, now) is None
+    assert loop.add_control(0, zero, [], 0, 0, now + 5) is None  # unstamped: the node clock
+    assert loop.add_control(0, zero, [], 1_764_000_000, 0, 0) is None  # before the clock starts: its own stamp
+    assert len(loop.controls[0]) == 3
 
 
 # ---- switch_variant cancelled by cleanup; a finalized node ---------------------------------------
@@ -388,7 +392,7 @@ def test_a_switch_cancelled_by_cleanup_puts_its_parameters_back():
     from bayes_infer_ros.node.engine_host import EngineHost
 
     host = EngineHost({"algorithm": "fpi", "variant": "baseline"}.__getitem__, dict, SimpleNamespace(),
-                      lambda *a: None, None, lambda: False)
+                      lambda *a: None, lambda: False)
     host.builder = SimpleNamespace(counts={"requested": 0})
     calls = []
 
@@ -412,12 +416,13 @@ def test_a_finalized_node_says_so_instead_of_waiting_for_configure():
 
     from bayes_infer_ros.node import help_text as node_help
     from bayes_infer_ros.ros import diagnostics
-    from bayes_infer_ros.node.engine_host import EngineHost
+    from bayes_infer_ros.node.runtime import AgentRuntime
 
     assert node_help.not_configured("/ns/agent", node_help.FINALIZED) == node_help.FINALIZED
-    host = EngineHost({}.__getitem__, dict, SimpleNamespace(), lambda *a: None, None, lambda: False)
-    status = diagnostics.node_status("agent", "/ns/agent", host, node_help.FINALIZED, None, {}, active=False,
-                                     param=lambda n: None, clock_ns=0, since_start_s=0.0)
+    runtime = AgentRuntime({}.__getitem__, dict, SimpleNamespace(), lambda: 0, lambda: False, lambda *a: None,
+                           lambda: True)
+    status = diagnostics.node_status("agent", "/ns/agent", runtime, node_help.FINALIZED, param=lambda n: None,
+                                     clock_ns=0, since_start_s=0.0)
     assert status.message == node_help.FINALIZED and "ros2 lifecycle set" not in status.message
 
 

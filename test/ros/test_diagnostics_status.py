@@ -14,6 +14,8 @@ from diagnostic_msgs.msg import DiagnosticStatus
 from bayes_infer_ros.node import admission
 from bayes_infer_ros.ros import diagnostics
 from bayes_infer_ros.node.engine_host import EngineHost
+from bayes_infer_ros.node.reporting import Reporter
+from bayes_infer_ros.node.runtime import AgentRuntime
 
 S = 1_000_000_000
 
@@ -103,7 +105,7 @@ class _Log:
 
 def test_the_reporter_counts_throttles_per_key_and_is_silent_once_closed():
     log, closed = _Log(), [False]
-    reporter = diagnostics.Reporter(log, lambda: closed[0], period_s=3600.0)
+    reporter = Reporter(log, lambda: closed[0], period_s=3600.0)
     reporter.count("x")
     reporter.count("x", 2)
     for _ in range(3):
@@ -131,19 +133,23 @@ def test_sim_time_without_clock(use_sim_time, clock_ns, since_start_s, expected)
 
 
 def _host(params: dict) -> EngineHost:
-    return EngineHost(params.__getitem__, dict, _Log(), lambda *a: None, None, lambda: False)
+    return EngineHost(params.__getitem__, dict, _Log(), lambda *a: None, lambda: False)
+
+
+def _runtime(params: dict) -> AgentRuntime:
+    return AgentRuntime(params.__getitem__, dict, _Log(), lambda: 0, lambda: False, lambda *a: None, lambda: True)
 
 
 def test_an_unconfigured_node_says_what_it_waits_for_and_a_failed_configure_is_an_error():
-    host = _host({})
-    kw = dict(active=False, param=lambda n: None, clock_ns=0, since_start_s=0.0)
-    waiting = diagnostics.node_status("agent", "/ns/agent", host, "", None, {}, **kw)
+    runtime = _runtime({})
+    kw = dict(param=lambda n: None, clock_ns=0, since_start_s=0.0)
+    waiting = diagnostics.node_status("agent", "/ns/agent", runtime, "", **kw)
     assert waiting.level == DiagnosticStatus.WARN and waiting.name == "/ns/agent: inference"
     assert waiting.hardware_id == socket.gethostname() and "ros2 lifecycle set /ns/agent configure" in waiting.message
-    failed = diagnostics.node_status("agent", "/ns/agent", host, "configure failed: no model", None, {}, **kw)
+    failed = diagnostics.node_status("agent", "/ns/agent", runtime, "configure failed: no model", **kw)
     assert failed.level == DiagnosticStatus.ERROR and failed.message == "configure failed: no model"
-    host.stage = "configuring: loading the model"  # configuring again after a failure: not an error
-    again = diagnostics.node_status("agent", "/ns/agent", host, "configure failed: no model", None, {}, **kw)
+    runtime.host.stage = "configuring: loading the model"  # configuring again after a failure: not an error
+    again = diagnostics.node_status("agent", "/ns/agent", runtime, "configure failed: no model", **kw)
     assert again.level == DiagnosticStatus.WARN and again.message == "configuring: loading the model"
     arr = diagnostics.diagnostic_array(again, Time(sec=3, nanosec=4))
     assert list(arr.status) == [again] and (arr.header.stamp.sec, arr.header.stamp.nanosec) == (3, 4)

@@ -1,6 +1,8 @@
 """One node serving three agents of one model (``agents: [a, b, c]``), over a real ROS graph, against a
-single-agent node fed the same inputs: each agent's beliefs equal the single node's, resetting one agent leaves the
-others alone, ``~/reset`` resets them all, and a refused input of one agent is counted for that agent only."""
+single-agent node fed the same labelled, stamped and controlled inputs: each agent's Beliefs equal the single node's
+field by field (beliefs, labels, device, variant), their counters match, resetting one agent leaves the others
+alone, ``~/reset`` resets them all, a refused input of one agent is counted for that agent only, and an agent named
+like its node (whose reset would be the node's own ``~/reset``) is refused at configure."""
 from __future__ import annotations
 
 import time
@@ -16,6 +18,7 @@ pytestmark = pytest.mark.ros
 AGENTS = ("a", "b", "c")
 MODALITIES = ("rfid_tag", "voltage", "lidar_gap", "charging")
 LEVELS = (5, 3, 2, 2)
+CONTROLS = 3  # the location factor's controls (the default model: stay, forward, back)
 
 
 def _params(ros_graph, **extra):
@@ -40,23 +43,43 @@ def nodes(ros_graph, tmp_path_factory):
         single.stop()
 
 
-def _step(probe, ns, beliefs, levels, timeout=20.0):
-    """Publish one observation per modality under ``ns`` until a new Beliefs message answers; returns it."""
-    from bayes_infer_ros.msg import CategoricalObservation
+def _step(probe, ns, beliefs, levels, control=None, timeout=20.0):
+    """Publish ``control`` (stamped just before the step; the location factor's, the others 0) and one observation
+    per modality under ``ns`` (the odd modalities by label, the level left 0) until a new Beliefs message answers;
+    returns the packed beliefs."""
+    from bayes_infer_ros.msg import CategoricalObservation, Controls
 
     pubs = [probe.publisher(f"{ns}/observations/{m}", CategoricalObservation) for m in MODALITIES]
     n = len(beliefs)
+    if control is not None:
+        msg = Controls()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns() - 10**6, 10**9)
+        msg.indices = [int(control)] + [0] * (MODEL['factors'] - 1)
+        probe.publisher(f"{ns}/controls", Controls, qos=100).publish(msg)
     end = time.monotonic() + timeout
     while len(beliefs) == n and time.monotonic() < end:
         stamp = time.time_ns()
-        for pub, level in zip(pubs, levels):
+        for i, (pub, level) in enumerate(zip(pubs, levels)):
             msg = CategoricalObservation()
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 10**9)
-            msg.level = int(level)
+            if i % 2:
+                msg.label = LABELS_OF[MODALITIES[i]][level]
+            else:
+                msg.level = int(level)
             pub.publish(msg)
         wait_for(lambda: len(beliefs) > n, 2.0)
     assert len(beliefs) == n + 1, f"{ns}: {len(beliefs) - n} beliefs for one step"
     return np.concatenate([np.asarray(f.probabilities) for f in beliefs[-1][1].factors])
+
+
+def _fields(msg) -> dict:
+    """A Beliefs message's fields that equal inputs must give equal: all but the stamp, the tick and the timing."""
+    return {"algorithm": msg.algorithm, "variant": msg.variant, "device": msg.device,
+            "factors": [(f.name, list(f.state_labels), f.most_likely_index, f.most_likely_label) for f in msg.factors]}
+
+
+LABELS_OF: dict[str, list[str]] = {}   # the default model's, filled by the test
+MODEL: dict[str, int] = {}
 
 
 def _reset(probe, service):
@@ -74,11 +97,16 @@ def _diag(diags, fqn):
     return {}
 
 
-def test_three_agents_in_one_node_equal_single_agent_nodes(probe, nodes):
+def test_three_agents_in_one_node_equal_single_agent_nodes(probe, nodes, repo_root):
     from diagnostic_msgs.msg import DiagnosticArray
 
+    from bayes_infer_ros.model import load_model
     from bayes_infer_ros.msg import Beliefs, CategoricalObservation
 
+    model = load_model(repo_root / "config" / "agent.yaml")
+    LABELS_OF.update({model.modality_name(i): [str(x) for x in model.observation_label_list(i)]
+                      for i in range(model.num_modalities)})
+    MODEL["factors"] = model.num_factors
     fleet, single = nodes
     beliefs = {a: probe.record(f"/fleet/{a}/beliefs", Beliefs) for a in AGENTS}
     single_beliefs = probe.record("/single/beliefs", Beliefs)
@@ -108,24 +136,36 @@ def test_three_agents_in_one_node_equal_single_agent_nodes(probe, nodes):
     rng = np.random.default_rng(3)
     steps, reset_b_at = 5, 3
     seqs = {a: [tuple(int(rng.integers(0, m)) for m in LEVELS) for _ in range(steps)] for a in AGENTS}
-    got = {a: [] for a in AGENTS}
+    controls = {a: [int(rng.integers(0, CONTROLS)) for _ in range(steps)] for a in AGENTS}
+    got, got_fields = {a: [] for a in AGENTS}, {a: [] for a in AGENTS}
     for t in range(steps):
         if t == reset_b_at:
             _reset(probe, "/fleet/b/reset")
         for a in AGENTS:  # interleaved: every agent's step t before any agent's step t + 1
-            got[a].append(_step(probe, f"/fleet/{a}", beliefs[a], seqs[a][t]))
+            got[a].append(_step(probe, f"/fleet/{a}", beliefs[a], seqs[a][t], controls[a][t]))
+            got_fields[a].append(_fields(beliefs[a][-1][1]))
     # the single-agent node, one sequence after another (reset between; b's reset at the same step)
-    want = {}
+    want, want_fields = {}, {}
     for a in AGENTS:
         _reset(probe, "/single/agent/reset")
-        want[a] = []
+        want[a], want_fields[a] = [], []
         for t in range(steps):
             if a == "b" and t == reset_b_at:
                 _reset(probe, "/single/agent/reset")
-            want[a].append(_step(probe, "/single", single_beliefs, seqs[a][t]))
+            want[a].append(_step(probe, "/single", single_beliefs, seqs[a][t], controls[a][t]))
+            want_fields[a].append(_fields(single_beliefs[-1][1]))
     for a in AGENTS:
         diff = max(float(np.max(np.abs(g - w))) for g, w in zip(got[a], want[a]))
         assert diff <= ROS_FLOAT32_ATOL, (a, diff)
+        assert got_fields[a] == want_fields[a], a
+    assert got_fields["a"][0]["device"] == "cpu:0"  # where the tick runs, in both paths
+    fleet_values, single_values = _diag(diags, "/fleet/agent"), _diag(diags, "/single/agent")
+    wait_for(lambda: sum(int(_diag(diags, "/fleet/agent").get(f"{a}/controls", 0)) for a in AGENTS) == 3 * steps, 5.0)
+    fleet_values = _diag(diags, "/fleet/agent")
+    assert [int(fleet_values[f"{a}/controls"]) for a in AGENTS] == [steps] * 3
+    assert int(single_values["controls"]) <= 3 * steps  # the newest status may lag the last steps
+    assert not any("rejected.bad_control" in k or k.endswith("rejected.unknown_label")
+                   for k in list(fleet_values) + list(single_values))
     # b's reset changed b's beliefs (its step after the reset starts from D again), not a's or c's
     assert float(np.max(np.abs(got["b"][reset_b_at] - want["a"][0]))) > 1e-3 or seqs["b"][reset_b_at] == seqs["a"][0]
     assert [m.tick for _, m in beliefs["b"]][-1] == steps  # each agent counts its own steps
@@ -135,3 +175,17 @@ def test_three_agents_in_one_node_equal_single_agent_nodes(probe, nodes):
     for a in AGENTS:
         np.testing.assert_allclose(_step(probe, f"/fleet/{a}", beliefs[a], seqs[a][0]), want[a][0],
                                    atol=ROS_FLOAT32_ATOL)
+
+
+def test_an_agent_named_like_its_node_is_refused(ros_graph, tmp_path):
+    """``agents: [agent, robot2]`` in the node ``agent``: agent ``agent``'s reset would be the node's ``~/reset``
+    (one call would reset every agent); configure fails naming both, before any engine is built."""
+    proc = AgentProcess(tmp_path, "agent", _params(ros_graph, agents=["agent", "robot2"]), namespace="/clash")
+    try:
+        assert proc.wait_log("configure failed", 120), proc.log_text()
+        log = proc.log_text()
+        assert ("agents: the node's ~/reset (every agent) and agent 'agent''s reset would both be the service "
+                "/clash/agent/reset") in log, log
+        assert "compiled" not in log and "configured in" not in log
+    finally:
+        proc.stop()

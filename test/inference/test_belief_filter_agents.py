@@ -1,11 +1,10 @@
-"""BatchBeliefFilter: b agents of one model in one batched engine call give each agent the beliefs a
-BeliefFilter of its own gives on the same inputs (fpi prior carry, the vmp/mmp window), a reset of one agent
-leaves the others alone, and agents that do not step keep their state."""
+"""BeliefFilter of b agents: b agents of one model in one batched engine call give each agent the beliefs a
+single-agent BeliefFilter of its own gives on the same inputs (fpi prior carry, the vmp/mmp window), a reset of one
+agent leaves the others alone, and agents that do not step keep their state."""
 import numpy as np
 import pytest
 
 from bayes_infer_ros.inference import build_inference
-from bayes_infer_ros.inference.batch_filter import BatchBeliefFilter
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 from oracle import random_case
 from tolerances import FLOAT32_ATOL
@@ -42,7 +41,7 @@ def test_each_agent_equals_its_own_filter(algorithm, variant, with_B):
     D = [np.full(n, 1.0 / n) for n in single.layout.num_states]
     D[0] = np.array([0.6, 0.3, 0.1])
     horizon = 3
-    fleet = BatchBeliefFilter(batched, D, horizon, has_B=with_B)
+    fleet = BeliefFilter(batched, D, horizon, has_B=with_B)
     alone = [BeliefFilter(single, D, horizon, has_B=with_B) for _ in range(AGENTS)]
     rng = np.random.default_rng(0)
     num_obs = single.layout.num_obs
@@ -67,13 +66,15 @@ def test_each_agent_equals_its_own_filter(algorithm, variant, with_B):
     assert checked >= 15
 
 
-def test_an_unbatched_engine_or_another_batch_size_is_refused():
+def test_a_swap_to_another_number_of_agents_is_refused():
     case = _case()
     single, batched = _engines(case, "fpi", "baseline")
-    with pytest.raises(ValueError, match="batched engine"):
-        BatchBeliefFilter(single, [np.full(n, 1.0 / n) for n in single.layout.num_states], 1, has_B=True)
-    fleet = BatchBeliefFilter(batched, [np.full(n, 1.0 / n) for n in single.layout.num_states], 1, has_B=True)
+    D = [np.full(n, 1.0 / n) for n in single.layout.num_states]
+    assert BeliefFilter(single, D, 1, has_B=True).num_agents == 1
+    fleet = BeliefFilter(batched, D, 1, has_B=True)
+    assert fleet.num_agents == AGENTS
     other = build_inference("fpi", [np.broadcast_to(a, (2,) + a.shape) for a in case.A], case.A_deps,
                             [np.broadcast_to(b, (2,) + b.shape) for b in case.B], case.B_deps, validate=False)
-    with pytest.raises(ValueError, match="batch size 3"):
-        fleet.swap(other, 1)
+    for engine, count in ((other, 2), (single, 1)):
+        with pytest.raises(ValueError, match=f"expected {AGENTS} agent\\(s\\) \\(batch size\\), got {count}"):
+            fleet.swap(engine, 1)
