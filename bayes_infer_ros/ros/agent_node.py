@@ -68,6 +68,7 @@ from .fleet import Fleet
 from ..node.callbacks import CallbackGuard
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
+from .rclpy_callbacks import contain_entities
 from .parameter_declaration import (UntypedOverrides, declare_parameters, model_parameter_values, prefixed_names,
                                     take_overrides)
 from ..node.jax_cache import pin_to_cpus
@@ -120,6 +121,16 @@ class _AgentCore(UntypedOverrides):
         self._jump_handle = self.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1), on_clock_change=False),
             post_callback=self._guarded(self._on_time_jump))
+        self.contain_rclpy_callbacks()
+
+    def contain_rclpy_callbacks(self) -> None:
+        """The callbacks rclpy and bondpy registered for this node (time source, parameter and lifecycle services,
+        the bond) under the node's guard, like its own (``rclpy_callbacks.py``); again after each new entity."""
+        contain_entities(self, self._guarded)
+
+    def contain_escaped(self, exc: BaseException) -> None:
+        """An exception that escaped into the executor's spin (``spinning.spin_contained``): logged and counted."""
+        self._guarded.contained("executor", exc)
 
     def _p(self, name: str) -> Any:
         return self.get_parameter(name).value
@@ -391,6 +402,8 @@ class _AgentCore(UntypedOverrides):
 
     def _post_set_parameters(self, params: list[Parameter]) -> None:
         names = {p.name for p in params}
+        if "use_sim_time" in names:  # the time source made or dropped its /clock subscription
+            self.contain_rclpy_callbacks()
         if self._configured and any(read_at_configure(n) for n in names):
             self._log.info(f"{sorted(n for n in names if read_at_configure(n))}: read at the next configure")
         if "rate_hz" in names and self._active:
@@ -427,6 +440,7 @@ class AgentLifecycleNode(_AgentCore, LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._activate()
         self._bond = bond.start_bond(self)  # Nav2's lifecycle manager: only when bondpy is importable
+        self.contain_rclpy_callbacks()  # the bond's subscription
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
