@@ -25,14 +25,25 @@ help:
 	@echo "make demo   - run the agent on the default model (config/agent.yaml); sets up first if needed"
 	@echo "make test   - run the whole test suite; sets up first if needed"
 	@echo "make setup  - idempotent: .venv with pinned deps, ROS 2 Kilted wheels, CMake fix-up, colcon build, warmup"
+	@echo "             (BOND_CORE_SRC=<ros/bond_core source>: also builds bondpy, for Nav2's bond)"
 	@echo "make warmup - compile the kernels and fill the caches the node's first start reads (bayes-infer warmup)"
 	@echo "make test-gpu - fused_cuda's kernel tests on this machine's CUDA device (make test runs them in a simulator)"
 	@echo "make test-jazzy  - the ROS tests on ROS 2 Jazzy (ros-jazzy-* wheels, Python 3.12) in .venv-jazzy/"
 	@echo "make test-colcon - the suite through colcon test (ament_cmake_pytest) + colcon test-result"
 	@echo "make test-aarch64 - fused_numba's oracle tests on AArch64 under qemu-user (.aarch64/; slow, not in CI)"
 
+# bond_core (the `bond` messages, smclib, bondpy: the bond Nav2's lifecycle manager forms with each node it activates)
+# is not on PyPI. With a source tree of ros/bond_core (4.1.x, its ros2 branch; BOND_CORE_SRC, by default
+# ../shared/ros2-src/bond_core when that exists) its three packages are built once into install/ beside the package
+# (about 1 min; again only when the source changes), and the node forms the bond. Without one the node runs with no
+# bond and the bond tests skip. A sourced ROS 2 has them from rosdep (ros-<distro>-bondpy): not built here then.
+BOND_CORE_SRC ?= $(wildcard ../shared/ros2-src/bond_core)
+BOND_PACKAGES := bond smclib bondpy
+BOND_STAMP := $(if $(and $(BOND_CORE_SRC),$(filter 0,$(USE_SYSTEM_ROS))),install/.bond_core-build)
+BOND_FILES := $(if $(BOND_STAMP),$(shell find $(addprefix $(BOND_CORE_SRC)/,$(BOND_PACKAGES)) -type f 2>/dev/null))
+
 VENV_CLI := $(VENV)/bin/bayes-infer
-setup: $(SETUP_STAMP) $(BUILD_STAMP) $(VENV_CLI) $(WARMUP_STAMP)
+setup: $(SETUP_STAMP) $(BUILD_STAMP) $(VENV_CLI) $(WARMUP_STAMP) $(BOND_STAMP)
 
 $(SETUP_STAMP): $(REQS) scripts/fix_ros_wheel_cmake.py scripts/ros_pip_deps.py
 	@test -x $(PY) || $(PYTHON) -m venv $(if $(filter 1,$(USE_SYSTEM_ROS)),--system-site-packages) $(VENV)
@@ -74,6 +85,15 @@ $(WARMUP_STAMP): $(BUILD_STAMP) | $(VENV_CLI)
 
 warmup: $(BUILD_STAMP) | $(VENV_CLI)
 	$(RUN) bayes-infer warmup
+
+$(BOND_STAMP): $(SETUP_STAMP) $(BOND_FILES)
+	@for p in $(BOND_PACKAGES); do test -f $(BOND_CORE_SRC)/$$p/package.xml || \
+	  { echo "BOND_CORE_SRC=$(BOND_CORE_SRC): no $$p/package.xml (a ros/bond_core source tree has bond/, smclib/, bondpy/)" >&2; exit 1; }; done
+	source $(VENV)/bin/activate && AMENT_PREFIX_PATH=$$VIRTUAL_ENV CMAKE_PREFIX_PATH=$$VIRTUAL_ENV \
+	  colcon --log-base log build --base-paths $(addprefix $(BOND_CORE_SRC)/,$(BOND_PACKAGES)) \
+	  --event-handlers console_direct- \
+	  --cmake-args -DPython3_EXECUTABLE=$(abspath $(PY)) -DBUILD_TESTING=OFF
+	touch $@
 
 # Run a command inside the built workspace (venv + install/setup.bash).
 RUN := source $(VENV)/bin/activate && source install/setup.bash &&

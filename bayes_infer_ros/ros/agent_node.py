@@ -179,7 +179,7 @@ class _AgentCore(UntypedOverrides):
         self._log.info(f"active: tick {self._tick_mode()}")
 
     def _deactivate(self) -> None:
-        self._active, self._bond = False, bond.stop_bond(self._bond)
+        self._active, self._bond = False, bond.stop_bond(self._bond, self)
         self._make_tick_timer()  # inactive: destroys the tick timer
 
     def _cleanup(self) -> None:
@@ -193,6 +193,7 @@ class _AgentCore(UntypedOverrides):
 
     def destroy_node(self) -> None:
         self._closed = True
+        self._bond = bond.stop_bond(getattr(self, "_bond", None), self)  # the manager hears a clean exit at once
         if getattr(self, "_host", None) is not None:
             self._host.close("the node is shutting down")
         if getattr(self, "_companion", None) is not None:
