@@ -311,7 +311,7 @@ def venv_recipe(distro: str, python: str, numpy: Optional[str], *, jetson: Optio
             f"pip install -r {venv}/ros-pip-deps.txt",
             f"colcon build --packages-select bayes_infer_ros --cmake-args -DPython3_EXECUTABLE={venv}/bin/python",
             "source install/setup.bash",
-            "bayes-infer warmup    # compile the kernels for the shipped model (a first start in seconds)"]
+            "bayes-infer warmup    # the shipped model's kernels (your own: --params-file FILE, as the node's user)"]
     return out
 
 
