@@ -193,7 +193,7 @@ class _AgentCore(UntypedOverrides):
 
     def destroy_node(self) -> None:
         self._closed = True
-        self._bond = bond.stop_bond(getattr(self, "_bond", None), self)  # the manager hears a clean exit at once
+        self._bond = bond.stop_bond(getattr(self, "_bond", None), self)
         if getattr(self, "_host", None) is not None:
             self._host.close("the node is shutting down")
         if getattr(self, "_companion", None) is not None:

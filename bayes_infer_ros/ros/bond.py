@@ -10,7 +10,8 @@ build it: ``make setup BOND_CORE_SRC=...``) the node runs with no bond, and a ma
 bondpy's heartbeat is sent by a thread of its own, and its timeouts are ``threading.Timer``s: neither waits for the
 node's executor. Its ``shutdown`` destroys its subscription and publisher without telling the node, which still
 lists them (the executor's next wait then fails on the destroyed handles), so :func:`stop_bond` removes them from
-the node as well.
+the node as well. A deactivate, cleanup or shutdown transition sends the manager the bond's last (dead) status at
+once; an exit by signal cannot (rclpy has shut the context down by then), and the manager sees the heartbeat stop.
 """
 from __future__ import annotations
 
@@ -52,7 +53,13 @@ def stop_bond(bond: Optional[Any], node: Any) -> None:
     subscription, publisher = getattr(bond, "sub", None), getattr(bond, "pub", None)
     if subscription is not None:
         node.destroy_subscription(subscription)
-    bond.shutdown()
+    try:
+        bond.shutdown()
+    except Exception:  # noqa: BLE001 - only when the context is already gone, below
+        # After SIGINT / SIGTERM rclpy's handler shuts the context down before the node is destroyed: the last
+        # (dead) status cannot be sent, and the manager notices the missing heartbeat after its bond_timeout.
+        if node.context.ok():
+            raise
     if publisher is not None:
         node.destroy_publisher(publisher)
     return None

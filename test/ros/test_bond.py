@@ -1,11 +1,16 @@
-"""The optional bond with Nav2's lifecycle manager (bondpy when importable): the id, topic and heartbeat a
-nav2_util::LifecycleNode uses, started on activate and broken on deactivate; nothing without bondpy."""
+"""The bond with Nav2's lifecycle manager (bondpy when importable): the id, topic and heartbeat a
+nav2_util::LifecycleNode uses, started on activate and broken on deactivate; nothing without bondpy. With bondpy (a
+ROS 2 install, or `make setup BOND_CORE_SRC=...`), the real bond over DDS against bondpy's manager-side peer."""
 from __future__ import annotations
 
 import importlib.util
+import time
 from types import SimpleNamespace
 
+import pytest
+
 from bayes_infer_ros.ros import bond
+from ros_harness import AgentProcess, default_params, wait_for
 
 
 class FakeBond:
@@ -32,6 +37,26 @@ def test_bond_forms_with_the_managers_id_and_heartbeat():
     assert bond.stop_bond(None, node) is None
 
 
+class DeadContextBond(FakeBond):
+    def shutdown(self):
+        raise RuntimeError("Failed to publish: publisher's context is invalid")
+
+
+def test_a_bond_broken_after_the_context_is_gone_does_not_raise():
+    """After SIGINT rclpy has shut the context down before destroy_node: the last status cannot be sent (the exit
+    status stays 0, the manager sees the heartbeat stop); while the context is up, a failure is raised."""
+    destroyed = []
+    for ok in (False, True):
+        node = SimpleNamespace(get_name=lambda: "agent", destroy_subscription=destroyed.append,
+                               destroy_publisher=destroyed.append, context=SimpleNamespace(ok=lambda ok=ok: ok))
+        b = bond.start_bond(node, DeadContextBond)
+        if ok:
+            with pytest.raises(RuntimeError, match="context is invalid"):
+                bond.stop_bond(b, node)
+        else:
+            assert bond.stop_bond(b, node) is None
+
+
 def test_without_bondpy_there_is_no_bond():
     if importlib.util.find_spec("bondpy") is None:
         assert bond.bond_class() is None
@@ -43,12 +68,6 @@ def test_without_bondpy_there_is_no_bond():
 # ---------------------------------------------------------------------------------------------
 # the real bond (bondpy built from ros/bond_core: `make setup BOND_CORE_SRC=...`) against a manager-side peer
 # ---------------------------------------------------------------------------------------------
-import time  # noqa: E402
-
-import pytest  # noqa: E402
-
-from ros_harness import AgentProcess, default_params, wait_for  # noqa: E402
-
 NS, NAME = "/bonded", "agent"
 FQN = f"{NS}/{NAME}"
 
