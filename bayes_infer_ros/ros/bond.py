@@ -5,7 +5,7 @@ node's name) and, when no heartbeat arrives for its ``bond_timeout`` (4 s by def
 down; it fails bringup when no bond forms. The node forms it on activate and breaks it on deactivate, cleanup and
 shutdown, with nav2_util::LifecycleNode's heartbeat (0.1 s period, 4 s timeout). bondpy is released for Humble and
 Jazzy (ros-<distro>-bondpy, bond_core 4.1); package.xml declares it. Without it (a wheel-only install that did not
-build it: ``make setup BOND_CORE_SRC=...``) the node runs with no bond, and a manager needs ``bond_timeout: 0.0``.
+build it: ``make setup BOND_CORE_SRC=...``) the node runs with no bond, and a manager with bonds on fails bringup.
 
 bondpy's heartbeat is sent by a thread of its own, and its timeouts are ``threading.Timer``s: neither waits for the
 node's executor. Its ``shutdown`` destroys its subscription and publisher without telling the node, which still
