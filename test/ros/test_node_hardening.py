@@ -705,6 +705,19 @@ def test_no_message_or_request_to_rclpys_own_callbacks_ends_the_process(probe, r
         assert level != DiagnosticStatus.ERROR
         log = proc.log_text()
         assert "Seconds value must not be negative" in log and "Traceback" not in log, log[-3000:]
+        # use_sim_time off and on again at runtime: the time source makes a new /clock subscription, contained too
+        from rclpy.parameter import Parameter
+
+        for value in (False, True):
+            req = SetParameters.Request(parameters=[Parameter("use_sim_time", value=value).to_parameter_msg()])
+            assert probe.call(SetParameters, f"{fqn}/set_parameters", req, timeout=20).results[0].successful
+        assert wait_for(lambda: clock.get_subscription_count() >= 1, 20)
+        errors = counter(statuses(io, fqn)[-1][0], "callback_errors")
+        publish_clock(-1)
+        assert wait_for(lambda: counter(statuses(io, fqn)[-1][0], "callback_errors") > errors, 10)
+        assert proc.alive(), proc.log_text()[-3000:]
+        # each was caught by its callback's own guard, not by the spin loop's last resort
+        assert "executor failed" not in proc.log_text(), proc.log_text()[-3000:]
         # the clock kept its last valid time: a valid /clock later goes on from there (ticks stamped with it)
         publish_clock(60)
         beliefs = probe.record(f"{ns}/beliefs", Beliefs)
