@@ -73,6 +73,16 @@ API: dict[str, str] = {
     "rclpy.executors.Executor.spin_once": "humble",
     "rclpy.executors.Executor.spin_once(timeout_sec)": "humble",
     "rclpy.executors.Executor.shutdown(timeout_sec)": "humble",
+    # the entities rclpy (and bondpy) make for a node, whose callbacks rclpy_callbacks.py puts under the guard
+    "rclpy.node.Node.subscriptions": "humble",
+    "rclpy.node.Node.services": "humble",
+    "rclpy.node.Node.timers": "humble",
+    "rclpy.subscription.Subscription.callback": "humble",
+    "rclpy.subscription.Subscription.topic_name": "humble",
+    "rclpy.service.Service.callback": "humble",
+    "rclpy.service.Service.srv_name": "humble",
+    "rclpy.service.Service.srv_type": "humble",
+    "rclpy.timer.Timer.callback": "humble",
     # Node
     "rclpy.node.Node(context)": "humble",
     "rclpy.node.Node(namespace)": "humble",
@@ -190,7 +200,7 @@ def resolve(entry: str) -> Optional[str]:
                 return f"{dotted}: no field {part}"
             return None
         if not hasattr(obj, part):
-            if isinstance(obj, type) and part.startswith("_"):
+            if isinstance(obj, type):  # an instance attribute, assigned in __init__
                 return None if _instance_attribute_in_init(obj, part) else f"{dotted}: no attribute {part}"
             return f"{dotted}: no attribute {part}"
         obj = getattr(obj, part)
@@ -358,7 +368,7 @@ def _class_defines(git_dir: str, branch: str, module: str, cls: str, attr: str, 
                         return True
                     # QoSProfile(**kwargs): a keyword the class handles as one of its properties
                     return args.kwarg is not None and kw in properties
-            if attr.startswith("_"):  # a private instance attribute, assigned in a method
+            if kw is None:  # an instance attribute, assigned in a method
                 for item in ast.walk(node):
                     if isinstance(item, ast.Attribute) and item.attr == attr and isinstance(item.ctx, ast.Store):
                         return True

@@ -22,7 +22,8 @@ with extensions built against an older 1.x; the system's numpy is left as it is.
 On a Jetson (``/etc/nv_tegra_release`` exists; ``--tegra-release PATH`` or ``BAYES_INFER_TEGRA_RELEASE`` points
 elsewhere) PyPI's aarch64 CUDA wheels have no code for the Orin's GPU (sm_87) and its CUDA libraries are server
 (SBSA) builds, so the list never carries a JAX CUDA plugin and pins an installed jaxlib (a Jetson build) as it is.
-With no jaxlib installed it refuses and names the Jetson AI Lab index that has one (JetPack 6), unless
+With no jaxlib installed it refuses and names the Jetson AI Lab index built for the release's CUDA (``L4T_WHEELS``:
+R36.2 and R36.3, JetPack 6.0, CUDA 12.2: jp6/cu122; R36.4, JetPack 6.1 / 6.2, CUDA 12.6: jp6/cu126), unless
 ``--cpu-jax`` (``ROS_PIP_CPU_JAX=1``) asks for PyPI's CPU-only jaxlib. docs/system-ros.md and docs/jetson.md have
 the details.
 """
@@ -85,11 +86,31 @@ TOOL_ONLY = frozenset({"xgboost-cpu", "pytest-timeout", PYMDP[0]})
 TEGRA_RELEASE = "/etc/nv_tegra_release"
 TEGRA_RELEASE_ENV = "BAYES_INFER_TEGRA_RELEASE"
 JETPACK_OF_L4T = {35: 5, 36: 6, 38: 7}
-# JetPack 6.1 / 6.2 (L4T R36.4, CUDA 12.6): NVIDIA Jetson AI Lab's index of Jetson builds (what jetson-containers'
-# jax package installs from). JAX 0.6.2 is the newest for Python 3.10 and what jetson-containers ships for R36.
-JETSON_INDEX = {6: "https://pypi.jetson-ai-lab.io/jp6/cu126"}
-JETSON_JAX = {6: ("0.6.2", ("jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt"))}
-JETSON_CONTAINER = {6: "dustynv/jax:r36.4.0"}
+
+
+@dataclass(frozen=True)
+class JetsonWheels:
+    """What one L4T release can install from NVIDIA Jetson AI Lab's index (jetson-containers builds and uploads
+    each CUDA version's wheels to an index of its own)."""
+
+    jetpack: str             # "6.0"
+    cuda: str                # "12.2": the CUDA the release ships, which the index's wheels are built for
+    index: str               # the index URL
+    jax: Optional[str]       # the JAX version to ask for (None: the newest that index serves)
+    container: str           # a jetson-containers JAX image for the release
+
+
+JETSON_AI_LAB = "https://pypi.jetson-ai-lab.io"  # pypi.jetson-ai-lab.dev before August 2025
+JETSON_JAX_DISTS = ("jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt")
+# L4T (major, minor) -> wheels. JetPack 6.0 (R36.2 developer preview, R36.3) ships CUDA 12.2: its index is jp6/cu122,
+# whose JAX builds date from before jetson-containers' 0.6.2 (none is pinned: the newest there is asked for).
+# JetPack 6.1 / 6.2 (R36.4) ships CUDA 12.6: jp6/cu126, where jetson-containers installs JAX 0.6.2 from for R36
+# (the newest JAX for Python 3.10).
+L4T_WHEELS = {
+    (36, 2): JetsonWheels("6.0 DP", "12.2", f"{JETSON_AI_LAB}/jp6/cu122", None, "dustynv/jax:r36.3.0"),
+    (36, 3): JetsonWheels("6.0", "12.2", f"{JETSON_AI_LAB}/jp6/cu122", None, "dustynv/jax:r36.3.0"),
+    (36, 4): JetsonWheels("6.1 / 6.2", "12.6", f"{JETSON_AI_LAB}/jp6/cu126", "0.6.2", "dustynv/jax:r36.4.0"),
+}
 
 
 class Refused(RuntimeError):
@@ -108,12 +129,30 @@ class Jetson:
         return f"{self.major}.{self.revision}"
 
     @property
+    def minor(self) -> Optional[int]:
+        head = self.revision.split(".")[0]
+        return int(head) if head.isdigit() else None
+
+    @property
     def jetpack(self) -> Optional[int]:
         return JETPACK_OF_L4T.get(self.major)
 
+    @property
+    def wheels(self) -> Optional[JetsonWheels]:
+        """The index and CUDA version this release can use (None: no index known for it)."""
+        return L4T_WHEELS.get((self.major, self.minor))
+
     def describe(self) -> str:
+        if self.wheels is not None:
+            return f"Jetson L4T R{self.l4t} (JetPack {self.wheels.jetpack}, CUDA {self.wheels.cuda})"
         jp = f"JetPack {self.jetpack}" if self.jetpack else "an unknown JetPack"
         return f"Jetson L4T R{self.l4t} ({jp})"
+
+
+def jetson_install_line(wheels: JetsonWheels) -> str:
+    """The pip line that installs the Jetson build of JAX from ``wheels``' index."""
+    pins = [f"{d}=={wheels.jax}" if wheels.jax else d for d in JETSON_JAX_DISTS]
+    return f"pip install --index-url {wheels.index} " + " ".join(pins)
 
 
 @dataclass(frozen=True)
@@ -170,13 +209,12 @@ def missing_jetson_jax_message(jetson: Jetson, found: bool = False) -> str:
     installed but unusable, so the sentence saying none is installed is left out)."""
     lead = "" if found else (f"{jetson.describe()} and no jaxlib installed: PyPI's aarch64 CUDA wheels have no code "
                              "for the Orin GPU (sm_87, 'no kernel image'), so this script installs none. ")
-    if jetson.jetpack in JETSON_INDEX:
-        version, dists = JETSON_JAX[jetson.jetpack]
-        wheels = " ".join(f"{d}=={version}" for d in dists)
-        return (lead + f"Install the Jetson build first (in the venv): pip install --index-url "
-                f"{JETSON_INDEX[jetson.jetpack]} {wheels}; or start from the {JETSON_CONTAINER[jetson.jetpack]} "
-                f"image (jetson-containers); or run again with ROS_PIP_CPU_JAX=1 for PyPI's CPU-only jaxlib "
-                f"(the node then runs on the CPU). See docs/jetson.md.")
+    wheels = jetson.wheels
+    if wheels is not None:
+        return (lead + f"Install the Jetson build first (in the venv; L4T R{jetson.l4t} ships CUDA {wheels.cuda}): "
+                f"{jetson_install_line(wheels)}; or start from the {wheels.container} image (jetson-containers); or "
+                f"run again with ROS_PIP_CPU_JAX=1 for PyPI's CPU-only jaxlib (the node then runs on the CPU). "
+                f"See docs/jetson.md.")
     if jetson.jetpack == 7:
         return (lead + "On JetPack 7 (CUDA 13) the aarch64 CUDA wheels are one (SBSA) build for servers and "
                 "Jetsons: install jax[cuda13] in the venv first and check that the GPU runs a kernel "
@@ -259,11 +297,9 @@ def venv_recipe(distro: str, python: str, numpy: Optional[str], *, jetson: Optio
         out += [f"# the distro's numpy {numpy} is older than jax needs: numpy {OVERLAY_NUMPY} in the venv only",
                 f"pip install numpy=={OVERLAY_NUMPY}"]
     if jetson is not None and "jaxlib" not in installed:
-        if jetson.jetpack in JETSON_INDEX:
-            version, dists = JETSON_JAX[jetson.jetpack]
-            out += ["# a Jetson-built JAX (PyPI's aarch64 CUDA wheels have no sm_87 code): NVIDIA Jetson AI Lab's index",
-                    f"pip install --index-url {JETSON_INDEX[jetson.jetpack]} "
-                    + " ".join(f"{d}=={version}" for d in dists)]
+        if jetson.wheels is not None:
+            out += [f"# a Jetson-built JAX for CUDA {jetson.wheels.cuda} (PyPI's aarch64 CUDA wheels have no sm_87 code): "
+                    "NVIDIA Jetson AI Lab's index", jetson_install_line(jetson.wheels)]
         else:
             out += ["# no index of Jetson JAX builds is known for this L4T release: install one (or use a",
                     "# jetson-containers jax image) before the next line, or add ROS_PIP_CPU_JAX=1 to it"]
@@ -275,7 +311,7 @@ def venv_recipe(distro: str, python: str, numpy: Optional[str], *, jetson: Optio
             f"pip install -r {venv}/ros-pip-deps.txt",
             f"colcon build --packages-select bayes_infer_ros --cmake-args -DPython3_EXECUTABLE={venv}/bin/python",
             "source install/setup.bash",
-            "bayes-infer warmup    # compile the kernels for the shipped model (a first start in seconds)"]
+            "bayes-infer warmup    # the shipped model's kernels (your own: --params-file FILE, as the node's user)"]
     return out
 
 

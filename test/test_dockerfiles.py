@@ -110,3 +110,16 @@ def test_the_jetson_image_takes_jax_cuda_wheels_only_from_the_jetson_index():
         assert '--index-url "$JETSON_PIP_INDEX"' in run, run
         assert "jax-cuda12-plugin" in run and "[cuda" not in run
     assert any("'manylinux' not in" in r for r in of(path, "RUN")), "the build checks jaxlib was not replaced"
+
+
+@pytest.mark.parametrize("name", sorted(DOCKERFILES))
+def test_your_own_model_is_warmed_up_with_a_build_argument(name):
+    """docs/your-model.md: `--build-arg WARMUP_PARAMS=my_model.yaml` (a params file put in config/) warms that model up
+    in the image too, after the build, from where colcon installed config/."""
+    path = DOCKERFILES[name]
+    assert 'ARG WARMUP_PARAMS=""' in path.read_text()
+    runs = of(path, "RUN")
+    build = next(i for i, r in enumerate(runs) if "colcon build" in r)
+    (own,) = [i for i, r in enumerate(runs) if "--params-file" in r and "$WARMUP_PARAMS" in r]
+    assert own > build and "share/bayes_infer_ros/config/$WARMUP_PARAMS" in runs[own]
+    assert (REPO_ROOT / "CMakeLists.txt").read_text().count("install(DIRECTORY config launch bags") == 1

@@ -16,6 +16,7 @@ from rclpy.lifecycle import TransitionCallbackReturn
 
 from bayes_infer_ros.node import help_text as node_help
 from bayes_infer_ros.ros.agent_node import NODE_NAME, AgentLifecycleNode, AgentNode
+from bayes_infer_ros.ros.spinning import spin_contained
 from bayes_infer_ros.node.parameters import PARAMETERS
 
 
@@ -50,7 +51,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             node.get_logger().info(node_help.unconfigured_hint(node.get_fully_qualified_name()))
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        executor.spin()
+        spin_contained(executor, node.contain_escaped)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

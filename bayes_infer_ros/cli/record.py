@@ -1,4 +1,8 @@
-"""``bayes-infer record OUT``: record topics of a running graph (default: the agent's ``beliefs``) into a rosbag2 bag."""
+"""``bayes-infer record OUT``: record topics of a running graph (default: the agent's ``beliefs``) into a rosbag2 bag.
+
+It stops after ``--duration`` or ``--count``, or on SIGINT or SIGTERM (what Ctrl-C, ``ros2 launch`` and systemd send),
+and always closes the bag: the MCAP file and metadata.yaml are written at close. SIGKILL leaves no readable bag.
+"""
 from __future__ import annotations
 
 import argparse
@@ -39,12 +43,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         topics = [resolve_topic(t, args.namespace) for t in args.topics]
         missing = recorder.wait_and_add(topics, args.discovery_timeout)
-        if missing:
+        if missing and rclpy.ok():
             node.get_logger().warning(f"no publisher appeared on {missing}; not recording them")
-        if len(missing) == len(topics):
-            return 1
+            if len(missing) == len(topics):
+                return 1
         start = time.monotonic()
-        while True:
+        while rclpy.ok():  # SIGTERM: rclpy's handler shuts the context down (SIGINT raises KeyboardInterrupt)
             if args.duration is not None and time.monotonic() - start >= args.duration:
                 break
             if args.count is not None and sum(recorder.counts.values()) >= args.count:

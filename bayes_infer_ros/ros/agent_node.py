@@ -71,6 +71,7 @@ from .adapter_inputs import AdapterInputs
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
 from .messages import tick_message
+from .rclpy_callbacks import contain_entities
 from .parameter_declaration import (UntypedOverrides, declare_parameters, model_parameter_values, prefixed_names,
                                     take_overrides)
 from .qos import overridable, profile as qos
@@ -120,6 +121,16 @@ class _AgentCore(UntypedOverrides):
         self._jump_handle = self.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1), on_clock_change=False),
             post_callback=self._guarded(self._on_time_jump))
+        self.contain_rclpy_callbacks()
+
+    def contain_rclpy_callbacks(self) -> None:
+        """The callbacks rclpy and bondpy registered for this node (time source, parameter and lifecycle services,
+        the bond) under the node's guard, like its own (``rclpy_callbacks.py``); again after each new entity."""
+        contain_entities(self, self._guarded)
+
+    def contain_escaped(self, exc: BaseException) -> None:
+        """An exception that escaped into the executor's spin (``spinning.spin_contained``): logged and counted."""
+        self._guarded.contained("executor", exc)
 
     def _p(self, name: str) -> Any:
         return self.get_parameter(name).value
@@ -167,7 +178,7 @@ class _AgentCore(UntypedOverrides):
 
     def _deactivate(self) -> None:
         self._runtime.deactivate()
-        self._bond = bond.stop_bond(self._bond)
+        self._bond = bond.stop_bond(self._bond, self)
         self._make_tick_timer()  # inactive: destroys the tick timer
 
     def _cleanup(self) -> None:
@@ -180,6 +191,7 @@ class _AgentCore(UntypedOverrides):
 
     def destroy_node(self) -> None:
         self._closed = True
+        self._bond = bond.stop_bond(getattr(self, "_bond", None), self)
         if getattr(self, "_runtime", None) is not None:
             self._runtime.cleanup("the node is shutting down")
         if getattr(self, "_companion", None) is not None:
@@ -335,6 +347,8 @@ class _AgentCore(UntypedOverrides):
 
     def _post_set_parameters(self, params: list[Parameter]) -> None:
         names = {p.name for p in params}
+        if "use_sim_time" in names:  # the time source made or dropped its /clock subscription
+            self.contain_rclpy_callbacks()
         configured = self._runtime.configured
         if configured and any(read_at_configure(n) for n in names):
             self._log.info(f"{sorted(n for n in names if read_at_configure(n))}: read at the next configure")
@@ -374,6 +388,7 @@ class AgentLifecycleNode(_AgentCore, LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._activate()
         self._bond = bond.start_bond(self)  # Nav2's lifecycle manager: only when bondpy is importable
+        self.contain_rclpy_callbacks()  # the bond's subscription
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:

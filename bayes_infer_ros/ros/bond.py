@@ -1,10 +1,17 @@
-"""An optional bond with Nav2's lifecycle manager: ``bondpy`` (ROS 2's, from ros/bond_core) when it is importable.
+"""The bond with Nav2's lifecycle manager: ``bondpy`` (ROS 2's, from ros/bond_core) when it is importable.
 
-nav2_lifecycle_manager forms a bond with each node it activates (topic ``bond``, id = the node's name) and,
-with its default ``bond_timeout`` of 4 s, fails bringup when none forms. ``bondpy`` is not packaged for Humble
-(nor as a PyPI wheel), so the node runs without one unless it is importable; the documented configuration is the
-manager's ``bond_timeout: 0.0`` (config/nav2_lifecycle.yaml, docs/nav2.md). With bondpy, the node forms the bond
-on activate and breaks it on deactivate, cleanup and shutdown, with nav2_util::LifecycleNode's heartbeat.
+nav2_lifecycle_manager forms a bond with each node it activates (topic ``bond`` in the node's namespace, id = the
+node's name) and, when no heartbeat arrives for its ``bond_timeout`` (4 s by default), takes every node it manages
+down; it fails bringup when no bond forms. The node forms it on activate and breaks it on deactivate, cleanup and
+shutdown, with nav2_util::LifecycleNode's heartbeat (0.1 s period, 4 s timeout). bondpy is released for Humble and
+Jazzy (ros-<distro>-bondpy, bond_core 4.1); package.xml declares it (rosdep installs it). Without it (the PyPI
+wheels `make setup` uses have none) the node runs with no bond, and a manager with bonds on fails bringup.
+
+bondpy's heartbeat is sent by a thread of its own, and its timeouts are ``threading.Timer``s: neither waits for the
+node's executor. Its ``shutdown`` destroys its subscription and publisher without telling the node, which still
+lists them (the executor's next wait then fails on the destroyed handles), so :func:`stop_bond` removes them from
+the node as well. A deactivate, cleanup or shutdown transition sends the manager the bond's last (dead) status at
+once; an exit by signal cannot (rclpy has shut the context down by then), and the manager sees the heartbeat stop.
 """
 from __future__ import annotations
 
@@ -37,8 +44,22 @@ def start_bond(node: Any, bond_cls: Optional[Any] = None) -> Optional[Any]:
     return bond
 
 
-def stop_bond(bond: Optional[Any]) -> None:
-    """Break ``bond`` (None: nothing to do); returns None, the node's bond from then on."""
-    if bond is not None:
+def stop_bond(bond: Optional[Any], node: Any) -> None:
+    """Break ``bond`` (None: nothing to do) and take its subscription and publisher off ``node``; returns None,
+    the node's bond from then on. The subscription leaves the node first (no wait set sees it destroyed), the
+    publisher after the bond has sent its last (dead) status."""
+    if bond is None:
+        return None
+    subscription, publisher = getattr(bond, "sub", None), getattr(bond, "pub", None)
+    if subscription is not None:
+        node.destroy_subscription(subscription)
+    try:
         bond.shutdown()
+    except Exception:  # noqa: BLE001 - only when the context is already gone, below
+        # After SIGINT / SIGTERM rclpy's handler shuts the context down before the node is destroyed: the last
+        # (dead) status cannot be sent, and the manager notices the missing heartbeat after its bond_timeout.
+        if node.context.ok():
+            raise
+    if publisher is not None:
+        node.destroy_publisher(publisher)
     return None

@@ -86,7 +86,7 @@ class BagRecorder:
                 if topic in graph and self.node.count_publishers(topic) > 0:
                     self.add_topic(topic, typename or graph[topic][0])
                     pending.remove(topic)
-            if not pending or time.monotonic() > deadline:
+            if not pending or time.monotonic() > deadline or not self.node.context.ok():  # ok: SIGTERM
                 break
             time.sleep(0.05)
         return pending

@@ -49,6 +49,21 @@ class SpinThread:
             self.thread.join(timeout=timeout)
 
 
+def spin_contained(executor: Executor, on_error: Callable[[BaseException], None]) -> None:
+    """``executor.spin()`` that goes on after an exception escapes a callback (or rclpy's taking of a message):
+    it is handed to ``on_error`` instead of ending the spin, and with it the process. Returns when the context
+    shuts down; ExternalShutdownException and KeyboardInterrupt pass through, as from ``spin()``."""
+    while executor.context.ok():
+        try:
+            executor.spin_once()
+        except ExternalShutdownException:
+            raise
+        except Exception as exc:  # noqa: BLE001 - counted and logged by the owner; the node keeps running
+            if not executor.context.ok():
+                return
+            on_error(exc)
+
+
 def stop_spinning(executor: Executor, spin: SpinThread, node: Any, context: Optional[Context] = None) -> None:
     """Shut the context down first (the spin returns), join the spinner, then destroy: in the other order the
     process can abort at exit ("terminate called without an active exception")."""

@@ -81,14 +81,14 @@ def default_params() -> dict:
 
 def AgentProcess(tmp: Path, name: str, params: Optional[dict] = None, namespace: str = "", plain: bool = False,
                  extra_ros_args: tuple = (), params_file: Optional[Path] = None,
-                 executable: Optional[list] = None) -> _agent_process.AgentProcess:
+                 executable: Optional[list] = None, extra_env: Optional[dict] = None) -> _agent_process.AgentProcess:
     """The node as its own process (the package's harness), started: ``params`` is a ros__parameters tree written
     to a params file in ``tmp``, the log goes to ``tmp/<name>.log``, the environment is this test run's."""
     if params_file is None:
         params_file = tmp / f"{name}_params.yaml"
         params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": params or {}}}, sort_keys=False))
     return _agent_process.AgentProcess(
-        params_file, name=name, namespace=namespace, env=dict(os.environ), log_path=tmp / f"{name}.log",
+        params_file, name=name, namespace=namespace, env={**os.environ, **(extra_env or {})}, log_path=tmp / f"{name}.log",
         extra_args=["--plain"] if plain else [], extra_ros_args=extra_ros_args, executable=executable).start()
 
 

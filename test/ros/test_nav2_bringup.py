@@ -2,7 +2,7 @@
 
 nav2_lifecycle_manager is not installable here, so the test makes the manager's own service calls in its order
 (``startup``: wait for ``<node>/get_state``, then per node ``change_state`` CONFIGURE and ``get_state`` == inactive,
-then ACTIVATE and ``get_state`` == active; with ``bond_timeout: 0.0`` no bond is waited for; ``reset``:
+then ACTIVATE and ``get_state`` == active, then the bond (test_bond.py forms it with bondpy's peer side); ``reset``:
 DEACTIVATE, CLEANUP; ``shutdown``: DEACTIVATE, CLEANUP, UNCONFIGURED_SHUTDOWN). Between a reset and the next
 startup the test sets ``model_file`` to another model, as a Nav2 user would before re-configuring, and then to a
 file the loader refuses: configure fails with the reason, the node stays up and unconfigured.
@@ -85,7 +85,7 @@ def manager_transition(probe, transition: str, expected: str) -> bool:
 
 def startup(probe) -> bool:
     return (manager_transition(probe, "configure", "inactive")
-            and manager_transition(probe, "activate", "active"))  # bond_timeout 0.0: no bond is waited for
+            and manager_transition(probe, "activate", "active"))  # the bond: test_bond.py
 
 
 def manager_reset(probe) -> bool:
@@ -180,13 +180,14 @@ def test_nav2_manager_bringup_and_reconfigure_with_another_model(probe, agent):
 
 
 def test_shipped_bringup_files_match_the_manager():
-    """config/nav2_lifecycle.yaml: a manager that brings the agent up without a bond; the launch file starts it
-    with the namespace and autostart false for the node (checked in test_node_modes with stub launch modules)."""
+    """config/nav2_lifecycle.yaml: a manager that brings the agent up with bonds on (Nav2's defaults); the launch
+    file starts it with the namespace and autostart false for the node (checked in test_node_modes with stub launch
+    modules)."""
     doc = yaml.safe_load((REPO_ROOT / "config" / "nav2_lifecycle.yaml").read_text())
     ((node_key, body),) = doc.items()
     params = body["ros__parameters"]
     assert node_key.endswith("lifecycle_manager_agent")
     assert params["node_names"] == ["agent"] and params["autostart"] is True
-    assert params["bond_timeout"] == 0.0  # the node has no bond unless bondpy is importable
+    assert params["bond_timeout"] == 4.0  # Nav2's default: the node forms the bond (bondpy, test_bond.py)
     agent_doc = yaml.safe_load((REPO_ROOT / "config" / "agent.yaml").read_text())
     assert agent_doc["/**"]["ros__parameters"]["autostart"] is False  # the manager drives the transitions

@@ -643,3 +643,92 @@ def test_a_burst_of_switch_requests_is_held_and_answered(probe, ros_graph, io, t
     finally:
         probe.node.destroy_client(client)
         proc.stop()
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["lifecycle", "plain"])
+def test_no_message_or_request_to_rclpys_own_callbacks_ends_the_process(probe, ros_graph, io, tmp_path, plain):
+    """Issue 31 F1 and the rule behind it: callbacks that rclpy registers for the node run in the node's executor
+    outside its own callbacks. A /clock at sec=50 then sec=-1 ended the process (`ValueError: Seconds value must
+    not be negative` in rclpy's time source); a set_parameters request whose value has no known type ended it
+    (rclpy's parameter service); on Humble and Jazzy a lifecycle transition not valid from the current state ended
+    it (rclpy's change_state service). Each is now logged and counted, the services answer, the node lives and
+    keeps its last valid clock."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.srv import GetParameters, SetParameters
+    from rosgraph_msgs.msg import Clock
+
+    from bayes_infer_ros.msg import Beliefs, CategoricalObservation
+
+    mode = "plain" if plain else "lifecycle"
+    name, ns = f"hostile_{mode}", f"/hostile_{mode}"
+    fqn, clock_topic = f"{ns}/{name}", f"{ns}_private_clock"
+    params = default_params()
+    params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "autostart": True, "variant": "baseline",
+                   "use_sim_time": True, "diagnostics_period": 0.2, "rate_hz": 0.0})
+    proc = AgentProcess(tmp_path, name, params, namespace=ns, plain=plain, extra_ros_args=("-r", f"/clock:={clock_topic}"))
+    try:
+        assert proc.wait_log("active: tick", 60), proc.log_text()
+        clock = probe.publisher(clock_topic, Clock)
+        assert wait_for(lambda: clock.get_subscription_count() >= 1, 20)
+
+        def publish_clock(sec: int, times: int = 5) -> None:
+            for _ in range(times):
+                msg = Clock()
+                msg.clock.sec = sec
+                clock.publish(msg)
+                time.sleep(0.05)
+
+        publish_clock(50)
+        assert wait_for(lambda: statuses(io, fqn) and "use_sim_time" not in statuses(io, fqn)[-1][2], 10)
+        publish_clock(-1)
+        # an rclpy service whose callback raises: a parameter value of no known type
+        bad = ParameterMsg()
+        bad.name, bad.value.type = "rate_hz", 99
+        req = SetParameters.Request()
+        req.parameters = [bad]
+        answer = probe.call(SetParameters, f"{fqn}/set_parameters", req, timeout=20)
+        assert not any(r.successful for r in answer.results), answer
+        if not plain:  # a transition that does not start from `active` (configure): refused, not fatal
+            change = ChangeState.Request()
+            change.transition.id = Transition.TRANSITION_CONFIGURE
+            assert not probe.call(ChangeState, f"{fqn}/change_state", change, timeout=20).success
+        time.sleep(1.0)
+        assert proc.alive(), proc.log_text()[-3000:]
+        got = probe.call(GetParameters, f"{fqn}/get_parameters", GetParameters.Request(names=["rate_hz"]), timeout=20,
+                         idempotent=True)
+        assert got.values[0].double_value == 0.0
+        assert wait_for(lambda: counter(statuses(io, fqn)[-1][0], "callback_errors") >= 2, 10), statuses(io, fqn)[-1]
+        last, level, _ = statuses(io, fqn)[-1]
+        assert level != DiagnosticStatus.ERROR
+        log = proc.log_text()
+        assert "Seconds value must not be negative" in log and "Traceback" not in log, log[-3000:]
+        # use_sim_time off and on again at runtime: the time source makes a new /clock subscription, contained too
+        from rclpy.parameter import Parameter
+
+        for value in (False, True):
+            req = SetParameters.Request(parameters=[Parameter("use_sim_time", value=value).to_parameter_msg()])
+            assert probe.call(SetParameters, f"{fqn}/set_parameters", req, timeout=20).results[0].successful
+        assert wait_for(lambda: clock.get_subscription_count() >= 1, 20)
+        errors = counter(statuses(io, fqn)[-1][0], "callback_errors")
+        publish_clock(-1)
+        assert wait_for(lambda: counter(statuses(io, fqn)[-1][0], "callback_errors") > errors, 10)
+        assert proc.alive(), proc.log_text()[-3000:]
+        # each was caught by its callback's own guard, not by the spin loop's last resort
+        assert "executor failed" not in proc.log_text(), proc.log_text()[-3000:]
+        # the clock kept its last valid time: a valid /clock later goes on from there (ticks stamped with it)
+        publish_clock(60)
+        beliefs = probe.record(f"{ns}/beliefs", Beliefs)
+        pubs_ = [probe.publisher(f"{ns}/observations/{m}", CategoricalObservation) for m in MODALITIES]
+        assert wait_for(lambda: all(p.get_subscription_count() >= 1 for p in pubs_), 20)
+        end = time.monotonic() + 15
+        while not beliefs and time.monotonic() < end:
+            for p in pubs_:
+                p.publish(obs(level=0))
+            wait_for(lambda: len(beliefs) >= 1, 0.5)
+        assert beliefs, proc.log_text()[-3000:]
+        assert beliefs[-1][1].header.stamp.sec == 60  # unstamped observations: the node's (sim) clock
+    finally:
+        assert proc.stop() in (0, -2), proc.log_text()[-3000:]

@@ -73,31 +73,31 @@ def launch_actions(launch_args: dict) -> list:
     return setup.kwargs["function"](context)
 
 
-def node_command(launch_args: dict) -> tuple[dict, list[str], str]:
-    """What launch_ros would run for these launch arguments: (node kwargs, --ros-args list, params_file)."""
+def node_command(launch_args: dict) -> tuple[dict, list[str], list[str]]:
+    """What launch_ros would run for these launch arguments: (node kwargs, --ros-args list, params files)."""
     (node,) = [a for a in launch_actions(launch_args) if type(a).__name__ == "LifecycleNode"]
     kw = node.kwargs
     ros_args: list[str] = []
-    params_file = None
+    params_files = []
     for p in kw["parameters"]:
         if isinstance(p, dict):
             for k, v in p.items():
                 ros_args += ["-p", f"{k}:={str(v).lower() if isinstance(v, bool) else v}"]
         else:
-            params_file = p
+            params_files.append(p)
     for source, target in kw["remappings"]:
         ros_args += ["-r", f"{source}:={target}"]
     args = list(kw.get("arguments", []))
     assert args[0] == "--ros-args"
     ros_args += args[1:]
-    return kw, ros_args, params_file
+    return kw, ros_args, params_files
 
 
 def test_launch_file_declares_the_standard_arguments():
     entities = load_launch_description()
     declared = {e.args[0]: e.kwargs for e in entities if type(e).__name__ == "DeclareLaunchArgument"}
-    assert set(declared) == {"params_file", "namespace", "use_sim_time", "log_level", "autostart", "remappings",
-                             "use_lifecycle_manager", "lifecycle_params_file"}
+    assert set(declared) == {"params_file", "adapters_file", "namespace", "use_sim_time", "log_level", "autostart",
+                             "use_respawn", "remappings", "use_lifecycle_manager", "lifecycle_params_file"}
     assert all(d.get("description") for d in declared.values())
     default_params_file = Path(declared["params_file"]["default_value"])
     assert default_params_file.name == "agent.yaml" and default_params_file.is_file()
@@ -105,17 +105,19 @@ def test_launch_file_declares_the_standard_arguments():
     assert Path(declared["lifecycle_params_file"]["default_value"]).is_file()
     assert declared["use_sim_time"]["default_value"] == "false" and declared["autostart"]["default_value"] == "true"
     assert declared["use_lifecycle_manager"]["default_value"] == "false"
-    kw, ros_args, params_file = node_command({})
+    assert declared["use_respawn"]["default_value"] == "false" and declared["adapters_file"]["default_value"] == ""
+    kw, ros_args, params_files = node_command({})
     assert (kw["package"], kw["executable"], kw["name"]) == ("bayes_infer_ros", "agent_node", "agent")
-    assert params_file == str(default_params_file)
+    assert params_files == [str(default_params_file)]
     assert ros_args == ["-p", "use_sim_time:=false", "-p", "autostart:=true", "--log-level", "info"]
+    assert kw["respawn"] is False
     from ament_index_python import get_package_share_directory
 
     assert Path(get_package_share_directory("bayes_infer_ros"), "launch", "agent.launch.py").is_file()
 
 
 def test_launch_file_with_nav2s_lifecycle_manager():
-    """use_lifecycle_manager: the manager in the node's namespace, with the shipped params (bond_timeout 0.0) and
+    """use_lifecycle_manager: the manager in the node's namespace, with the shipped params (bonds on) and
     this node's name; autostart off for the node. Without it and without autostart: the hint names the namespace."""
     actions = launch_actions({"namespace": "/robot1", "use_lifecycle_manager": "true",
                               "remappings": "beliefs:=/fleet/robot1/beliefs, controls:=cmd"})
@@ -125,7 +127,7 @@ def test_launch_file_with_nav2s_lifecycle_manager():
     mfile, mparams = manager.kwargs["parameters"]
     assert Path(mfile).name == "nav2_lifecycle.yaml"
     manager_params = yaml.safe_load(Path(mfile).read_text())[manager.kwargs["name"]]["ros__parameters"]
-    assert manager_params["bond_timeout"] == 0.0 and mparams["node_names"] == [node.kwargs["name"]]
+    assert manager_params.get("bond_timeout", 4.0) > 0 and mparams["node_names"] == [node.kwargs["name"]]
     assert mparams["autostart"] is True and node.kwargs["parameters"][1]["autostart"] is False
     assert node.kwargs["namespace"] == "/robot1"
     assert node.kwargs["remappings"] == [("beliefs", "/fleet/robot1/beliefs"), ("controls", "cmd")]
@@ -137,18 +139,47 @@ def test_launch_file_with_nav2s_lifecycle_manager():
         launch_actions({"remappings": "beliefs=/x"})
 
 
+def test_launch_file_takes_several_params_files_an_adapters_file_and_use_respawn(tmp_path):
+    """The documented two-file adapter setup in one launch line, any number of layered params files (later ones
+    override earlier ones, as repeated --params-file do), and Nav2's use_respawn."""
+    entities = load_launch_description()
+    default = {e.args[0]: e.kwargs["default_value"] for e in entities
+               if type(e).__name__ == "DeclareLaunchArgument"}["params_file"]
+    adapters = Path(default).with_name("agent_adapters.yaml")
+    assert adapters.is_file()
+    extra = tmp_path / "robot.yaml"
+    extra.write_text("/**:\n  ros__parameters:\n    rate_hz: 5.0\n")
+    kw, _, files = node_command({"params_file": f"{default}, {extra}", "adapters_file": str(adapters),
+                                 "use_respawn": "true"})
+    assert files == [default, str(extra), str(adapters)]
+    assert kw["respawn"] is True and kw["respawn_delay"] == 2.0
+    _, _, files = node_command({"adapters_file": str(adapters)})
+    assert files == [default, str(adapters)]
+    with pytest.raises(FileNotFoundError, match="adapters_file: .*nope.yaml does not exist"):
+        launch_actions({"adapters_file": str(tmp_path / "nope.yaml")})
+    with pytest.raises(FileNotFoundError, match="params_file: .*missing.yaml does not exist"):
+        launch_actions({"params_file": f"{default},{tmp_path / 'missing.yaml'}"})
+    with pytest.raises(ValueError, match="params_file: expected a params file"):
+        launch_actions({"params_file": " , "})
+
+
 # ---------------------------------------------------------------------------------------------
 # the node started with the launch file's arguments: lifecycle autostart, namespace, sim time
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def launched(ros_graph, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("launched")
-    kw, ros_args, params_file = node_command({"namespace": "/launched", "use_sim_time": "true", "log_level": "info"})
-    # the same params file plus this run's compilation cache (a second file, as a user would layer one)
+    # the shipped params file plus this run's compilation cache: a second file in the launch's own list, as a user
+    # would layer one
     extra = tmp / "cache.yaml"
     extra.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"jax_compilation_cache_dir": ros_graph["jax_cache"]}}}))
-    proc = AgentProcess(tmp, kw["name"], namespace=kw["namespace"], params_file=Path(params_file),
-                        extra_ros_args=tuple(ros_args) + ("--params-file", str(extra)))
+    (_, _, (shipped,)) = node_command({})
+    kw, ros_args, params_files = node_command({"namespace": "/launched", "use_sim_time": "true", "log_level": "info",
+                                               "params_file": f"{shipped},{extra}"})
+    assert params_files == [shipped, str(extra)]
+    proc = AgentProcess(tmp, kw["name"], namespace=kw["namespace"], params_file=Path(params_files[0]),
+                        extra_ros_args=tuple(a for f in params_files[1:] for a in ("--params-file", f))
+                        + tuple(ros_args))
     yield proc
     proc.stop()
 

@@ -249,3 +249,43 @@ def test_replay_command_rejects_a_missing_bag(tmp_path):
     from bayes_infer_ros.cli.replay import main
 
     assert main([str(tmp_path / "nope")]) == 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_record_stops_on_a_signal_and_leaves_a_valid_bag(ros_graph, repo_root, tmp_path, sig):
+    """`bayes-infer record` with no --count or --duration, stopped as systemd (SIGTERM) or Ctrl-C (SIGINT) stops it:
+    it exits 0 and the bag reads back with rosbags, holding what it said it recorded, in order. SIGTERM used to be
+    ignored (rclpy's handler shut the context down under a loop that never looked)."""
+    from bayes_infer_ros.bags import make_typestore
+    from bayes_infer_ros.msg import CategoricalObservation
+
+    out, ns = tmp_path / "signalled", f"sig_{sig.name.lower()}_{os.getpid()}"
+    rec = subprocess.Popen([sys.executable, "-m", "bayes_infer_ros.cli", "record", str(out), "--namespace", ns,
+                            "--topics", "observations/door", "--discovery-timeout", "60"], env=dict(os.environ),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=repo_root)
+    sender = Context("record_sender")
+    try:
+        pub = sender.node.create_publisher(CategoricalObservation, f"/{ns}/observations/door", 100)
+        assert _wait_until(lambda: pub.get_subscription_count() >= 1, timeout=60)
+        time.sleep(0.5)  # the recorder's reader matches the writer a moment after the writer sees it
+        for level in range(20):
+            pub.publish(CategoricalObservation(level=level))
+            time.sleep(0.05)
+        time.sleep(1.0)
+        rec.send_signal(sig)  # our own child only
+        try:
+            rec_out, _ = rec.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            rec.kill()
+            rec_out, _ = rec.communicate()
+            pytest.fail(f"the recorder did not stop on {sig.name}: {rec_out}")
+    finally:
+        sender.close()
+        if rec.poll() is None:
+            rec.kill()
+    text = rec_out.decode(errors="replace")
+    assert rec.returncode == 0, text
+    assert f"into {out}" in text and "Traceback" not in text, text
+    levels = [m.level for _, m in _decoded(out, make_typestore())[f"/{ns}/observations/door"]]
+    assert levels and levels == list(range(levels[0], levels[0] + len(levels))), levels
+    assert f"'/{ns}/observations/door': {len(levels)}" in text, text

@@ -46,6 +46,7 @@ def test_your_model_guide_runs_from_pymdp_to_beliefs(ros_graph, tmp_path):
     text = "\n".join(log)
     assert "door_model.yaml: valid: 2 factors, 2 modalities" in text, text
     assert "0: door  2 states" in text and "A shape (3, 2) depends on ['door']" in text, text
+    assert "warmup: configured door_model.yaml" in text, text
     from bayes_infer_ros.bags import read_episode
     from bayes_infer_ros.model import load_model
     from bayes_infer_ros.plot import read_beliefs

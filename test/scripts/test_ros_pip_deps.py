@@ -166,11 +166,51 @@ def jetson_release(tmp_path):
 
 def test_the_tegra_release_file_names_the_l4t_release_and_jetpack(deps, jetson_release, tmp_path):
     jetson = deps.read_tegra_release(jetson_release)
-    assert (jetson.l4t, jetson.jetpack) == ("36.4.0", 6)
+    assert (jetson.l4t, jetson.jetpack, jetson.wheels.cuda) == ("36.4.0", 6, "12.6")
     assert deps.read_tegra_release(tmp_path / "absent") is None
     (tmp_path / "bad").write_text("not a release\n")
     with pytest.raises(deps.Refused, match="expected a first line like"):
         deps.read_tegra_release(tmp_path / "bad")
+
+
+# /etc/nv_tegra_release's first line on JetPack 6.0 DP, 6.0 and 6.1 / 6.2 (R36.2 and R36.3: the R36.4 line with its
+# revision changed; the GCID and date do not matter to the script).
+RELEASES = {"R36.2": R36_4.replace("REVISION: 4.0", "REVISION: 2.0"),
+            "R36.3": R36_4.replace("REVISION: 4.0", "REVISION: 3.0"), "R36.4": R36_4}
+EXPECTED = {"R36.2": ("6.0 DP", "12.2", "jp6/cu122"), "R36.3": ("6.0", "12.2", "jp6/cu122"),
+            "R36.4": ("6.1 / 6.2", "12.6", "jp6/cu126")}
+
+
+@pytest.mark.parametrize("release", sorted(RELEASES))
+def test_each_l4t_release_gets_the_index_of_its_cuda(deps, tmp_path, monkeypatch, capsys, release):
+    """JetPack 6.0 (R36.2, R36.3) ships CUDA 12.2 and is sent to jp6/cu122; R36.4 (CUDA 12.6) to jp6/cu126: the
+    refusal, the recipe and the description all name the release's own index, never another's."""
+    jetpack, cuda, index = EXPECTED[release]
+    other = "jp6/cu126" if index == "jp6/cu122" else "jp6/cu122"
+    path = tmp_path / "nv_tegra_release"
+    path.write_text(RELEASES[release] + "# KERNEL_VARIANT: oot\n")
+    jetson = deps.read_tegra_release(path)
+    assert (jetson.wheels.jetpack, jetson.wheels.cuda) == (jetpack, cuda)
+    assert jetson.wheels.index == f"https://pypi.jetson-ai-lab.io/{index}"
+    assert jetson.describe() == f"Jetson L4T R{release[1:]}.0 (JetPack {jetpack}, CUDA {cuda})"
+    with pytest.raises(deps.Refused) as exc:
+        deps.pip_requirements("humble", "3.10", "1.26.4", jetson=jetson, installed={})
+    assert f"--index-url https://pypi.jetson-ai-lab.io/{index} jaxlib" in str(exc.value)
+    assert f"CUDA {cuda}" in str(exc.value) and other not in str(exc.value)
+    code, out, _ = run_main(deps, monkeypatch, capsys, ["--distro", "humble", "--recipe", "--tegra-release",
+                                                        str(path)], venv=False)
+    (install,) = [line for line in out.splitlines() if line.startswith("pip install --index-url")]
+    assert code == 0 and install.startswith(f"pip install --index-url https://pypi.jetson-ai-lab.io/{index} ")
+    assert other not in out
+    # 0.6.2 is what the CUDA 12.6 index serves for Python 3.10; the CUDA 12.2 one's newest is asked for
+    assert ("jaxlib==0.6.2" in install) == (cuda == "12.6") and "jax-cuda12-plugin" in install
+
+
+def test_an_l4t_release_with_no_known_index_is_told_so(deps):
+    jetson = deps.Jetson(36, "0.0")
+    assert jetson.wheels is None and jetson.describe() == "Jetson L4T R36.0.0 (JetPack 6)"
+    with pytest.raises(deps.Refused, match="No index of Jetson JAX builds is known"):
+        deps.pip_requirements("humble", "3.10", "1.26.4", jetson=jetson, installed={})
 
 
 def no_cuda_plugin(lines):
@@ -251,7 +291,7 @@ def test_a_faked_jetson_on_humble_gets_a_venv_recipe_that_installs_no_pypi_cuda_
 def test_the_tegra_release_path_comes_from_the_environment(deps, jetson_release, monkeypatch, capsys):
     monkeypatch.setenv(deps.TEGRA_RELEASE_ENV, str(jetson_release))
     code, out, _ = run_main(deps, monkeypatch, capsys, ["--distro", "jazzy", "--recipe"], venv=True)
-    assert code == 0 and "Jetson L4T R36.4.0 (JetPack 6)" in out and "jp6/cu126" in out
+    assert code == 0 and "Jetson L4T R36.4.0 (JetPack 6.1 / 6.2, CUDA 12.6)" in out and "jp6/cu126" in out
 
 
 def test_humble_without_a_jetson_outside_a_venv_gets_the_recipe_too(deps, tmp_path, monkeypatch, capsys):
