@@ -39,6 +39,8 @@ API: dict[str, str] = {
     "rclpy.create_node": "humble",
     "rclpy.logging.get_logger": "humble",
     "rclpy.context.Context": "humble",
+    "rclpy.context.Context.on_shutdown": "humble",
+    "rclpy.get_default_context": "humble",
     "rclpy.duration.Duration(nanoseconds)": "humble",
     "rclpy.exceptions.ParameterException": "humble",
     "rclpy.parameter.Parameter(value)": "humble",

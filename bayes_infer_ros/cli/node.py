@@ -19,6 +19,28 @@ from bayes_infer_ros.ros.agent_node import NODE_NAME, AgentLifecycleNode, AgentN
 from bayes_infer_ros.ros.spinning import spin_contained
 from bayes_infer_ros.node.parameters import PARAMETERS
 
+SHUTDOWN_BOUND_S = 5.0  # from SIGINT/SIGTERM (ROS shutting down) to the end of the process, whatever is left
+
+
+def _exit_now() -> None:
+    """End the process at once with status 0 (logs flushed): what is left to tear down after the bound is ROS
+    entities and compiler threads that the OS frees."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _bound_shutdown() -> None:
+    """Once ROS shuts down (a signal, ``ros2 lifecycle`` shutdown of the process), end the process within
+    ``SHUTDOWN_BOUND_S`` even when tearing down takes longer (thousands of entities, a signal swallowed by a
+    garbage-collector callback, an uninterruptible compile)."""
+    def arm() -> None:
+        timer = threading.Timer(SHUTDOWN_BOUND_S, _exit_now)
+        timer.daemon = True
+        timer.start()
+
+    rclpy.get_default_context().on_shutdown(arm)
+
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point (scripts/agent_node). ``argv`` with or without the program name; ``--plain``: plain-node mode;
@@ -37,6 +59,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as exc:  # noqa: BLE001 - e.g. a params file rcl cannot parse (mixed int/float lists)
         print(f"[FATAL] [{NODE_NAME}]: {node_help.start_failure(exc)}", file=sys.stderr)
         return 2
+    _bound_shutdown()
     node = None
     try:
         try:
@@ -65,9 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if abandon:
         # An engine build is still compiling in its daemon thread (XLA cannot be interrupted): exit now rather
         # than let interpreter finalisation race the compiler.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        _exit_now()
     return 0
 
 

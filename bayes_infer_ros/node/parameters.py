@@ -41,8 +41,10 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("agents", [], "Names of the agents this node serves, one model for all (string array, e.g. [robot1, "
               "robot2]). Each gets <agent>/observations/<modality>, <agent>/controls, <agent>/beliefs[/<factor>] and "
               "<agent>/reset under the node's namespace, its own beliefs and window; one tick steps them all in one "
-              "batched engine call. Empty (the default; leave it out of a params file, rcl cannot read []): one agent "
-              "at the node's namespace. Read at configure."),
+              "batched engine call. At most 256 (each agent's topics and services are ROS entities: a node's configure "
+              "and shutdown grow faster than linearly in them; serve more agents from several nodes). Empty (the "
+              "default; leave it out of a params file, rcl cannot read []): one agent at the node's namespace. Read at "
+              "configure."),
     ParamSpec("algorithm", "fpi", "Inference algorithm: fpi (one step, empirical prior carried as pymdp's Agent does), "
               "vmp or mmp (over a window of `horizon` steps; need B).", choices=ALGORITHMS),
     ParamSpec("variant", "auto", "Engine variant: auto (the autotuner's choice; 'baseline' if it is unavailable), "
@@ -173,13 +175,20 @@ def read_at_configure(name: str) -> bool:
 _AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(/[A-Za-z][A-Za-z0-9_]*)*$")
 
 
+MAX_AGENTS = 256  # agents per node: each agent has M + F + 3 ROS entities; configure and shutdown grow past linear
+
+
 def parse_agents(value: Any) -> list[str]:
     """The ``agents`` parameter as a list of names (empty: one agent at the node's namespace); ValueError naming
     the field for a value that is not a list of relative ROS names (letters, digits, ``_``; ``/`` between
-    tokens) or a name that repeats."""
+    tokens), a name that repeats, or more than ``MAX_AGENTS`` names."""
     if isinstance(value, str) or not isinstance(value, (list, tuple)) and type(value).__name__ != "array":
         raise ValueError(f"agents: expected a list of names such as [robot1, robot2], got {value!r}")
     names = list(value)
+    if len(names) > MAX_AGENTS:
+        raise ValueError(f"agents: at most {MAX_AGENTS} per node, got {len(names)} (each agent's topics and services "
+                         "are ROS entities, and a node's configure and shutdown grow faster than linearly in them); "
+                         "serve the rest from more nodes")
     for name in names:
         if not isinstance(name, str) or not _AGENT_NAME.match(name):
             raise ValueError(f"agents: {name!r} is not a relative ROS name (e.g. robot1 or fleet/robot1)")

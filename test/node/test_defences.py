@@ -13,7 +13,7 @@ from bayes_infer_ros.node import admission
 from bayes_infer_ros.autotune.budget import MemoryBudgetExceeded, estimated_bytes
 from bayes_infer_ros.node.builder import Builder, BuildCancelled, node_budget
 from bayes_infer_ros.node.jax_cache import cache_bytes, prune
-from bayes_infer_ros.node.parameters import MIN_RATE_HZ, validate_change
+from bayes_infer_ros.node.parameters import MAX_AGENTS, MIN_RATE_HZ, parse_agents, validate_change
 
 S = 1_000_000_000
 
@@ -36,6 +36,17 @@ def test_rate_hz_in_range_makes_a_valid_timer_period(value):
 # ---- the stamp policy ----------------------------------------------------------------------------
 def admit(sec, nsec=0, last=-1, now=1000 * S, timeout=1.0, future=0.5):
     return admission.admit_stamp(sec, nsec, last_ns=last, now_ns=now, timeout_s=timeout, max_future_s=future)
+
+
+def test_more_agents_than_a_node_serves_are_refused_with_the_reason():
+    """A thousand agents: configure took over a minute and SIGINT could not end the node. The most a node serves
+    is a documented limit, checked when the parameter is set as well as at configure."""
+    names = [f"robot{i}" for i in range(MAX_AGENTS)]
+    assert parse_agents(names) == names
+    with pytest.raises(ValueError, match=f"agents: at most {MAX_AGENTS} per node, got {MAX_AGENTS + 1}"):
+        parse_agents(names + ["one_more"])
+    assert validate_change("agents", names + ["one_more"], variants=("baseline",), has_B=True).startswith(
+        f"agents: at most {MAX_AGENTS}")
 
 
 def test_one_future_stamp_cannot_shut_a_topic_out():
