@@ -10,9 +10,11 @@ import pytest
 import yaml
 
 from bayes_infer_ros.adapters import (
-    AdapterConfigError, NotSampleable, check_template, flatten, parse_adapters, read_level, sample_value,
+    AdapterConfigError, FieldType, NotSampleable, check_spec, flatten, parse_adapters, read_level, sample_value,
 )
-from bayes_infer_ros.adapters.reading import bin_level, reduce_values, resolve_field
+from bayes_infer_ros.adapters.paths import parse_path, resolve
+from bayes_infer_ros.adapters.reading import bin_level, reduce_values
+from bayes_infer_ros.adapters.sampling import write_sample
 
 NAMES = ["rfid_tag", "voltage", "lidar_gap", "charging"]
 LABELS = [["dock", "aisle_a", "aisle_b", "charger", "none"], ["high", "medium", "low"], ["gap", "wall"],
@@ -60,28 +62,45 @@ def test_configuration_errors_name_the_parameter(modality, keys, param):
     assert str(err.value).startswith(param), str(err.value)
 
 
-def test_template_checks_the_field_against_the_message_type():
-    battery = SimpleNamespace(header=SimpleNamespace(frame_id=""), voltage=0.0, power_supply_status=0, present=False,
-                              cell_voltage=[], location="")
-    check_template(spec(bins=[20.0, 23.0, 25.0]), battery)
-    check_template(spec("charging", field="power_supply_status", **{"levels.charging": [1, 4]}), battery)
-    check_template(spec(field="cell_voltage", reduction="mean", bins=[0.0, 5.0]), battery)
+# A few definitions as ros/adapter_inputs.py describes them from the generated classes (the real classes:
+# test/ros/test_adapters_graph.py).
+SCHEMAS = {
+    "sensor_msgs/msg/BatteryState": {
+        "header": FieldType("message", "std_msgs/msg/Header"), "voltage": FieldType("number"),
+        "power_supply_status": FieldType("integer"), "present": FieldType("boolean"),
+        "cell_voltage": FieldType("number", sequence=True), "location": FieldType("string")},
+    "std_msgs/msg/Header": {"stamp": FieldType("message", "builtin_interfaces/msg/Time"),
+                            "frame_id": FieldType("string")},
+    "builtin_interfaces/msg/Time": {"sec": FieldType("integer"), "nanosec": FieldType("integer")},
+}
+
+
+def test_the_schema_check_reads_the_field_against_the_message_type():
+    lookup = SCHEMAS.__getitem__
+    check_spec(spec(bins=[20.0, 23.0, 25.0]), lookup)
+    check_spec(spec("charging", field="power_supply_status", **{"levels.charging": [1, 4]}), lookup)
+    check_spec(spec(field="cell_voltage", reduction="mean", bins=[0.0, 5.0]), lookup)
+    check_spec(spec(field="cell_voltage[2]", bins=[0.0, 5.0]), lookup)
+    check_spec(spec(field="header.stamp.sec", bins=[0.0, 5.0]), lookup)
     for keys, param in [({"field": "volts", "bins": [0.0, 1.0]}, ".field"),             # no such field
                         ({"field": "header", "bins": [0.0, 1.0]}, ".field"),            # a message, not a value
                         ({"field": "cell_voltage", "bins": [0.0, 1.0]}, ".reduction"),  # a sequence needs one
+                        ({"field": "voltage[0]", "bins": [0.0, 1.0]}, ".field"),        # an index on a value
+                        ({"field": "voltage.x", "bins": [0.0, 1.0]}, ".field"),         # a field of a number
                         ({"reduction": "min", "bins": [0.0, 1.0]}, ".reduction"),       # a value cannot have one
+                        ({"field": "header", "reduction": "norm", "bins": [0.0, 1.0]}, ".reduction"),  # not numbers
                         ({"field": "location", "bins": [0.0, 1.0]}, ".bins"),           # a string is not binned
                         ({"field": "present", "levels.high": ["yes"]}, ".levels")]:     # a bool's values are bools
         with pytest.raises(AdapterConfigError) as err:
-            check_template(spec(**keys), battery)
-        assert str(err.value).startswith("adapters.voltage" + param), str(err.value)
+            check_spec(spec(**keys), lookup)
+        assert str(err.value).startswith("adapters.voltage" + param), (keys, str(err.value))
 
 
 # ---- reading ----------------------------------------------------------------------------------------------
 def test_field_paths_resolve_through_nested_messages():
     msg = SimpleNamespace(header=SimpleNamespace(frame_id="base_link"), data=3)
-    assert resolve_field(msg, "header.frame_id") == "base_link"
-    assert resolve_field(msg, "data") == 3
+    assert resolve(msg, parse_path("header.frame_id")).value == "base_link"
+    assert resolve(msg, parse_path("data")).value == 3
     assert read_level(msg, spec(field="header.missing", bins=[0.0, 1.0])).reason == "missing_field"
 
 
@@ -125,15 +144,26 @@ def test_reductions_over_an_index_range():
     assert reduce_values(ranges, "min", (3, 6)) is None  # past the end
     gap = spec("lidar_gap", type="sensor_msgs/LaserScan", field="ranges", reduction="min", index_range=[2, 4],
                bins=[0.05, 1.0, 30.0], bin_levels=["wall", "gap"])
-    assert read_level(SimpleNamespace(ranges=ranges), gap).level == 0           # min 2.0 m: a gap
+    scan = lambda r: SimpleNamespace(ranges=r, range_min=0.1, range_max=12.0)  # noqa: E731
+    assert read_level(scan(ranges), gap).level == 0           # min 2.0 m: a gap
     ranges[3] = 0.4
-    assert read_level(SimpleNamespace(ranges=ranges), gap).level == 1           # min 0.4 m: a wall
-    assert read_level(SimpleNamespace(ranges=ranges[:3]), gap).reason == "missing_field"
-    ranges[2] = np.nan
-    assert read_level(SimpleNamespace(ranges=ranges), gap).reason == "non_finite"
+    assert read_level(scan(ranges), gap).level == 1           # min 0.4 m: a wall
+    assert read_level(scan(ranges[:3]), gap).reason == "missing_field"
+    ranges[2] = np.nan                                        # REP 117: a NaN beam is skipped
+    assert read_level(scan(ranges), gap).level == 1
+    ranges[3] = np.nan
+    assert read_level(scan(ranges), gap).reason == "non_finite"  # every beam NaN
 
 
 # ---- the inverse (make-bag) and the shipped file ---------------------------------------------------------
+def blank(field: str) -> SimpleNamespace:
+    """A test double of a default message holding ``field`` (a LaserScan's beams with their angles and limits)."""
+    if field == "ranges":
+        return SimpleNamespace(ranges=np.zeros(0, np.float32), angle_min=0.0, angle_max=0.0, angle_increment=0.0,
+                               range_min=0.0, range_max=0.0)
+    return SimpleNamespace(**{field: {"data": "", "power_supply_status": 0}.get(field, 0.0)})
+
+
 def test_sampled_values_read_back_as_their_level(repo_root):
     rng = np.random.default_rng(0)
     specs = shipped(repo_root)
@@ -143,12 +173,9 @@ def test_sampled_values_read_back_as_their_level(repo_root):
         assert s.field == fields[name]
         for level in range(s.num_levels):
             for _ in range(50):
-                value = sample_value(s, level, rng)
-                if isinstance(value, np.ndarray):
-                    value = value.astype(np.float32)  # what a float32[] field holds
-                elif isinstance(value, float):
-                    value = float(np.float32(value))
-                assert read_level(SimpleNamespace(**{s.field: value}), s).level == level, (name, level, value)
+                msg = blank(s.field)
+                write_sample(msg, s, level, rng, new_entry=None)
+                assert read_level(msg, s).level == level, (name, level, msg)
 
 
 def test_a_level_no_bin_gives_cannot_be_sampled():
