@@ -36,6 +36,7 @@ from bayes_infer_ros.model import GenerativeModel, model_to_parameters
 
 from .interfaces import (
     CLOCK_TYPE, CONTROLS_TYPE, INT32_MULTI_ARRAY_TYPE, OBSERVATION_TYPE, make_typestore, recorded_decoder,
+    register_installed,
 )
 from .sensor_messages import STEP_TOPICS_KEY, step_messages, topic_types
 from .simulate import Rollout
@@ -127,6 +128,8 @@ def write_episode_bag(
         controls = writer.add_connection(CONTROLS_TOPIC, CONTROLS_TYPE, typestore=store)
         obs = [None if name in adapters else writer.add_connection(OBSERVATIONS_PREFIX + name, OBSERVATION_TYPE,
                                                                     typestore=store) for name in modalities]
+        for msgtype in sensor_types.values():
+            register_installed(store, msgtype)
         sensors = {topic: writer.add_connection(topic, msgtype, typestore=store)
                    for topic, msgtype in sorted(sensor_types.items())}
         truth = writer.add_connection(TRUE_STATES_TOPIC, INT32_MULTI_ARRAY_TYPE, typestore=store)

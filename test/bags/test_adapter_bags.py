@@ -3,6 +3,8 @@ types whose adapters read back the simulated levels, and a bag written before ``
 still reads (and converts to the current definition for the replay)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
@@ -48,6 +50,47 @@ def test_make_bag_with_adapters_writes_sensor_messages_that_read_back_the_levels
     np.testing.assert_array_equal(episode.stamps_ns, categorical.stamps_ns)
     np.testing.assert_array_equal(episode.states, categorical.states)
     np.testing.assert_array_equal(episode.actions, categorical.actions)
+
+
+def test_make_bag_writes_every_new_sensor_type_that_reads_back_the_levels(tmp_path, repo_root):
+    """config/robot_adapters.yaml: Odometry and Imu (norm), JointState by name (with sigma), Detection2DArray by
+    class (max score, empty_value), LaserScan by angle with NaN, out-of-limit and infinite beams (REP 117)."""
+    model_file, adapters_file = repo_root / "config" / "robot.yaml", repo_root / "config" / "robot_adapters.yaml"
+    out = tmp_path / "robot"
+    assert make_bag_main([str(out), "--model", str(model_file), "--adapters", str(adapters_file), "--steps", "120",
+                          "--seed", "3"]) == 0
+    model = load_model(model_file)
+    specs = load_adapters(adapters_file, model)
+    rollout = simulate(model, 120, 3)
+    store = make_typestore()
+    levels = {name: [] for name in specs}
+    seen = {"nan_beams": 0, "inf_beams": 0, "far_beams": 0, "other_joints": 0, "other_classes": 0, "no_person": 0}
+    with Reader(out) as reader:
+        types = {c.topic: c.msgtype for c in reader.connections}
+        for conn, _, raw in reader.messages():
+            for name, spec in specs.items():
+                if conn.topic != "/" + spec.topic:
+                    continue
+                msg = store.deserialize_cdr(raw, conn.msgtype)
+                one_hot = dataclasses.replace(spec, sigma=None)  # the level of the value's own interval
+                levels[name].append(read_level(msg, one_hot).level)
+                if name == "obstacle_ahead":
+                    seen["nan_beams"] += int(np.isnan(msg.ranges).sum())
+                    seen["inf_beams"] += int(np.isinf(msg.ranges).sum())
+                    seen["far_beams"] += int((msg.ranges > msg.range_max).sum() - np.isinf(msg.ranges).sum())
+                if name == "gripper_width":
+                    seen["other_joints"] += len(msg.name) - 1
+                if name == "person_seen":
+                    classes = [r.hypothesis.class_id for d in msg.detections for r in d.results]
+                    seen["other_classes"] += sum(c != "person" for c in classes)
+                    seen["no_person"] += "person" not in classes
+    assert types == {"/odom": "nav_msgs/msg/Odometry", "/imu/data": "sensor_msgs/msg/Imu",
+                     "/joint_states": "sensor_msgs/msg/JointState", "/detections": "vision_msgs/msg/Detection2DArray",
+                     "/scan": "sensor_msgs/msg/LaserScan", "/clock": "rosgraph_msgs/msg/Clock",
+                     "/controls": "bayes_infer_ros/msg/Controls", "/true_states": "std_msgs/msg/Int32MultiArray"}
+    for name, spec in specs.items():
+        np.testing.assert_array_equal(levels[name], rollout.observations[:, spec.modality_index], err_msg=name)
+    assert all(count > 0 for count in seen.values()), seen
 
 
 def test_a_bag_written_before_the_label_field_still_reads(tmp_path, repo_root):
