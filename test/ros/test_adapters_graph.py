@@ -396,3 +396,79 @@ def test_the_adapter_bag_replays_with_the_categorical_bags_accuracy(ros_graph, t
     np.testing.assert_allclose(accuracy["sensors"], accuracy["categorical"], atol=ACCURACY_POINT)
     for f in range(model.num_factors):  # binning recovered every level: the very same beliefs
         np.testing.assert_allclose(beliefs["sensors"][f], beliefs["categorical"][f], rtol=0, atol=ROS_FLOAT32_ATOL)
+
+
+# ---- every new sensor type replayed, soft evidence as pymdp computes it --------------------------------------
+ROBOT, ROBOT_ADAPTERS = "config/robot.yaml", "config/robot_adapters.yaml"
+ROBOT_STEPS, ROBOT_SEED = 60, 5
+
+
+def _soft_gripper(sensor_bag, repo_root, episode, modality_index) -> dict:
+    """The gripper's soft evidence computed apart from the adapter code: the named joint's position read from each
+    JointState, and scipy's normal CDF mass of each interval of the YAML's bins (the outer intervals open)."""
+    from rosbags.rosbag2 import Reader
+    from scipy.stats import norm
+
+    from bayes_infer_ros.bags import make_typestore
+
+    keys = yaml.safe_load((repo_root / ROBOT_ADAPTERS).read_text())["/**"]["ros__parameters"]["adapters"]
+    keys = keys["gripper_width"]
+    inner = keys["bins"][1:-1]
+    step_of = {int(ns): t for t, ns in enumerate(episode.stamps_ns)}
+    store, out = make_typestore(), {}
+    with Reader(sensor_bag) as reader:
+        for conn, ns, raw in reader.messages():
+            if conn.topic == "/" + keys["topic"]:
+                msg = store.deserialize_cdr(raw, conn.msgtype)
+                position = float(msg.position[list(msg.name).index(keys["key"])])
+                cdf = norm.cdf(inner, loc=position, scale=keys["sigma"])
+                out[(step_of[ns], modality_index)] = np.diff(np.concatenate([[0.0], cdf, [1.0]]))
+    assert len(out) == episode.num_steps
+    return out
+
+
+def test_every_new_sensor_type_replays_like_its_categorical_episode_and_pymdp(ros_graph, tmp_path, repo_root):
+    """Odometry, Imu, JointState (by name, with sigma), Detection2DArray (by class) and a LaserScan with NaN and
+    infinite beams, through a node configured only by YAML: its beliefs equal (a) a node's fed the same episode
+    as CategoricalObservation, the gripper as the probabilities computed independently (_soft_gripper), and
+    (b) pymdp's on the same observations, soft evidence included."""
+    import dataclasses
+
+    from bayes_infer_ros.bags import read_episode, simulate
+    from bayes_infer_ros.bags.bagio import write_episode_bag
+    from bayes_infer_ros.bags.make_bag import SAMPLE_DT_S
+    from bayes_infer_ros.cli.make_bag import main as make_bag_main
+    from bayes_infer_ros.model import load_model
+    from lab.demo import align_beliefs
+    from lab.golden_pymdp import pymdp_beliefs
+
+    from tolerances import ROS_FLOAT32_ATOL
+
+    model = load_model(repo_root / ROBOT)
+    sensor_bag, categorical_bag = tmp_path / "sensors", tmp_path / "categorical"
+    assert make_bag_main([str(sensor_bag), "--model", str(repo_root / ROBOT), "--adapters",
+                          str(repo_root / ROBOT_ADAPTERS), "--steps", str(ROBOT_STEPS), "--seed", str(ROBOT_SEED)]) == 0
+    episode = read_episode(sensor_bag)
+    gripper = model.modality_names.index("gripper_width")
+    soft = _soft_gripper(sensor_bag, repo_root, episode, gripper)
+    rollout = simulate(model, ROBOT_STEPS, ROBOT_SEED)
+    write_episode_bag(categorical_bag, model, rollout, dt_s=SAMPLE_DT_S, probabilities=soft,
+                      custom_data={"seed": str(ROBOT_SEED), "model_file": ROBOT})
+    beliefs = {}
+    for tag, bag, files in [("robot_sensors", sensor_bag, [repo_root / ROBOT, repo_root / ROBOT_ADAPTERS]),
+                            ("robot_categorical", categorical_bag, [repo_root / ROBOT])]:
+        stats, samples, log = _replay(bag, files, tmp_path, tag)
+        assert stats.wait_timeouts == 0 and len(samples) == episode.num_steps, f"{tag}: {stats.summary()}\n{log}"
+        beliefs[tag], got = align_beliefs(samples, episode, model.num_states)
+        assert got.all(), tag
+    for f in range(model.num_factors):
+        np.testing.assert_allclose(beliefs["robot_sensors"][f], beliefs["robot_categorical"][f], rtol=0,
+                                   atol=ROS_FLOAT32_ATOL, err_msg=model.factor_name(f))
+    truth = read_episode(categorical_bag)
+    observations = rollout.observations.copy()
+    observations[:, gripper] = -1
+    oracle = pymdp_beliefs(model, dataclasses.replace(truth, observations=observations, probabilities=soft), "fpi")
+    for f in range(model.num_factors):
+        np.testing.assert_allclose(beliefs["robot_sensors"][f], oracle[f], rtol=0, atol=ROS_FLOAT32_ATOL,
+                                   err_msg=model.factor_name(f))
+    assert min(float(np.max(p)) for p in soft.values()) < 0.9  # the gripper's evidence was soft, not one-hot
