@@ -202,6 +202,27 @@ def test_soft_evidence_goes_to_admission_as_probabilities(ros_graph):
     assert confusion.observation(3, BatteryState(power_supply_status=2))["level"] == 1  # no row: one-hot
 
 
+def test_every_line_of_readmes_adapter_table_works_on_its_message_type(ros_graph, repo_root):
+    """README's "Sensor adapters" table: each one-line adapter parses and fits its type's definition."""
+    import re
+
+    from bayes_infer_ros.adapters import PARAMETER_HELP, flatten, parse_adapters
+    from bayes_infer_ros.ros.adapter_inputs import AdapterInputs
+
+    readme = (repo_root / "README.md").read_text()
+    section = readme[readme.index("### Sensor adapters"):readme.index("### Many agents in one node")]
+    rows = re.findall(r"^\| (.+?) \| `(\{.*\})` \|$", section, flags=re.M)
+    assert len(rows) == 9, rows
+    for _, line in rows:
+        keys = flatten(yaml.safe_load(line))
+        levels = keys.get("bin_levels") or [k.split(".", 1)[1] for k in keys if k.startswith("levels.")] or \
+            [str(k) for k in range(len(keys["bins"]) - 1)]
+        specs = parse_adapters({f"adapters.m.{k}": v for k, v in keys.items()}, ["m"], [levels])
+        AdapterInputs(specs)  # the type is installed and the adapter fits it
+    for key, _ in PARAMETER_HELP:
+        assert f"`{key}`" in section, key
+
+
 def test_a_type_is_checked_against_the_installed_packages_before_any_import(ros_graph):
     """issue 31 F10: ``type: this/msg/Foo`` imported Python's ``this`` (its side effect in the log) before it was
     refused. The ament index is asked first."""
