@@ -304,3 +304,14 @@ def test_confusion_rows_replace_the_one_hot_of_their_level():
     assert read_level(SimpleNamespace(power_supply_status=4), s).probabilities == (0.8, 0.2)
     got = read_level(SimpleNamespace(power_supply_status=3), s)
     assert got.level == 1 and got.probabilities is None
+
+
+def test_every_refusal_reason_of_the_adapters_has_a_diagnostics_counter(repo_root):
+    import re
+
+    from bayes_infer_ros.node.conversion import REJECT_REASONS
+
+    source = (repo_root / "bayes_infer_ros" / "adapters" / "reading.py").read_text()
+    reasons = set(re.findall(r'(?:Refused|Reading)\((?:None, )?"(\w+)"', source))
+    assert {"missing_field", "no_match", "non_finite", "out_of_limits", "out_of_bins", "unknown_value"} <= reasons
+    assert reasons <= set(REJECT_REASONS), reasons - set(REJECT_REASONS)
