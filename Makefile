@@ -25,6 +25,7 @@ help:
 	@echo "make demo   - run the agent on the default model (config/agent.yaml); sets up first if needed"
 	@echo "make test   - run the whole test suite; sets up first if needed"
 	@echo "make setup  - idempotent: .venv with pinned deps, ROS 2 Kilted wheels, CMake fix-up, colcon build, warmup"
+	@echo "             (and the message packages the wheels lack that the tests read: test/interfaces/README.md)"
 	@echo "make warmup - compile the kernels and fill the caches the node's first start reads (bayes-infer warmup)"
 	@echo "make test-gpu - fused_cuda's kernel tests on this machine's CUDA device (make test runs them in a simulator)"
 	@echo "make test-jazzy  - the ROS tests on ROS 2 Jazzy (ros-jazzy-* wheels, Python 3.12) in .venv-jazzy/"

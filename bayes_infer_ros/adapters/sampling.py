@@ -11,6 +11,7 @@ the level. :func:`write_sample` writes it into a message (``new_entry`` makes a 
 - ``norm``: a vector of that length in a random direction;
 - a reduction over a sequence: every entry read gets a value of the level's interval (so min, max and mean fall in
   it), the others any value within the bins;
+- a Range (REP 117): limits from the bins, a reading within them, or +-inf where the level's interval is open;
 - a LaserScan's beams (REP 117): a full scan (``SCAN_BEAMS`` beams around the circle, range limits from the bins);
   some beams of the sector are NaN or beyond ``range_max`` (skipped), some +inf under ``min`` (-inf under ``max``)
   where the level's interval reaches the infinite edge, and a level beyond ``range_max`` is all +inf.
@@ -89,8 +90,9 @@ def write_sample(msg: Any, spec: AdapterSpec, level: int, rng: np.random.Generat
     if spec.key_field is not None:
         return _write_keyed(msg, spec, level, rng, new_entry)
     if spec.rep117 == "range":
-        lo, hi = bins_span(spec)
-        msg.min_range, msg.max_range = max(lo, 0.0), hi
+        msg.min_range, msg.max_range = scan_limits(spec)
+        msg.range = _limited_value(spec, level, rng, msg.min_range, msg.max_range)
+        return
     value = sample_value(spec, level, rng)
     parent, last = _parent(msg, steps, new_entry)
     current = getattr(parent, last.name)
@@ -219,6 +221,17 @@ def scan_limits(spec: AdapterSpec) -> tuple[float, float]:
     """range_min, range_max of a sample scan: the bins' finite span, from 0 at the lowest."""
     lo, hi = bins_span(spec)
     return max(lo, 0.0), hi
+
+
+def _limited_value(spec: AdapterSpec, level: int, rng: np.random.Generator, low: float, high: float) -> float:
+    """A Range's reading of ``level`` within the sensor's limits [low, high] (REP 117): +-inf where the level's
+    interval lies beyond them, and sometimes where it is open on that side."""
+    lo, hi = _interval(spec, level)
+    if lo >= high or (math.isinf(hi) and rng.random() < INF_BEAM):
+        return math.inf
+    if hi <= low or (math.isinf(lo) and rng.random() < INF_BEAM):
+        return -math.inf
+    return float(_uniform(rng, max(lo, low), min(hi, high)))
 
 
 def _write_scan(scan: Any, spec: AdapterSpec, level: int, rng: np.random.Generator) -> None:

@@ -27,8 +27,10 @@ class FieldType:
     sequence: bool = False
 
     def describe(self) -> str:
-        what = self.message if self.kind == MESSAGE else self.kind
-        return f"a sequence of {what}s" if self.sequence else f"a {what}" if self.kind != MESSAGE else f"a {what} message"
+        """``a number``, ``a std_msgs/msg/Header message``, ``a sequence of strings``, ``a sequence of
+        diagnostic_msgs/msg/DiagnosticStatus messages``."""
+        what = f"{self.message} message" if self.kind == MESSAGE else self.kind
+        return f"a sequence of {what}s" if self.sequence else f"a {what}"
 
 
 Lookup = Callable[[str], Mapping[str, FieldType]]  # a message type -> its fields

@@ -315,3 +315,22 @@ def test_every_refusal_reason_of_the_adapters_has_a_diagnostics_counter(repo_roo
     reasons = set(re.findall(r'(?:Refused|Reading)\((?:None, )?"(\w+)"', source))
     assert {"missing_field", "no_match", "non_finite", "out_of_limits", "out_of_bins", "unknown_value"} <= reasons
     assert reasons <= set(REJECT_REASONS), reasons - set(REJECT_REASONS)
+
+
+def test_sampled_ranges_and_vectors_read_back_as_their_level():
+    rng = np.random.default_rng(1)
+    ranges = spec("lidar_gap", type="sensor_msgs/Range", field="range", bins=[-float("inf"), 1.0, float("inf")],
+                  bin_levels=["wall", "gap"])
+    vectors = spec(type="sensor_msgs/Imu", field="linear_acceleration", reduction="norm", bins=[0.0, 9.0, 11.0, 30.0])
+    infinite = set()
+    for level in (0, 1):
+        for _ in range(100):
+            msg = SimpleNamespace(range=0.0, min_range=0.0, max_range=0.0)
+            write_sample(msg, ranges, level, rng, new_entry=None)
+            assert read_level(msg, ranges).level == level, msg
+            infinite.add(msg.range) if np.isinf(msg.range) else None
+    assert infinite == {float("inf"), float("-inf")}
+    for level in (0, 1, 2):
+        msg = SimpleNamespace(linear_acceleration=SimpleNamespace(x=0.0, y=0.0, z=0.0))
+        write_sample(msg, vectors, level, rng, new_entry=None)
+        assert read_level(msg, vectors).level == level and msg.linear_acceleration.y != 0.0
