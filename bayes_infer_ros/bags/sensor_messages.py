@@ -16,19 +16,21 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import yaml
 
-from bayes_infer_ros.adapters import AdapterSpec, flatten, parse_adapters
+from rosbags.typesys.base import Nodetype
+
+from bayes_infer_ros.adapters import AdapterSpec, FieldType, check_spec, flatten, parse_adapters
 from bayes_infer_ros.adapters.sampling import write_sample
 from bayes_infer_ros.model import GenerativeModel
 
 from .convert import default_message
-from .interfaces import register_installed
+from .interfaces import make_typestore, register_installed
 
 STEP_TOPICS_KEY = "step_topics"  # custom_data: the bag topics that make a step besides /observations/*
 
 
 def load_adapters(path: os.PathLike, model: GenerativeModel) -> dict[str, AdapterSpec]:
     """The ``adapters.*`` parameters of a params file (every node section's ``ros__parameters``), checked
-    against ``model``; AdapterConfigError names the parameter."""
+    against ``model`` and the message types' definitions; AdapterConfigError names the parameter."""
     doc = yaml.safe_load(Path(path).read_text()) or {}
     params: dict[str, Any] = {}
     for section in doc.values():
@@ -36,7 +38,38 @@ def load_adapters(path: os.PathLike, model: GenerativeModel) -> dict[str, Adapte
             params.update(flatten(section["ros__parameters"]))
     names = [model.modality_name(i) for i in range(model.num_modalities)]
     labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
-    return parse_adapters(params, names, labels)
+    specs = parse_adapters(params, names, labels)
+    check_adapters(specs)
+    return specs
+
+
+def store_lookup(store: Any):
+    """``adapters.schema``'s lookup from a rosbags typestore's field definitions (registering a package the store
+    does not know from its installed ``.msg`` files)."""
+    def field_type(desc: Any) -> FieldType:
+        kind, spec = desc
+        if kind == Nodetype.NAME:
+            return FieldType("message", spec)
+        if kind == Nodetype.BASE:
+            base = spec[0]
+            return FieldType("string" if base in ("string", "wstring") else "boolean" if base == "bool" else
+                             "number" if base.startswith("float") else "other" if base in ("byte", "char") else
+                             "integer")
+        element = field_type(spec[0])
+        return FieldType(element.kind, element.message, sequence=True)
+
+    def lookup(typename: str) -> dict[str, FieldType]:
+        register_installed(store, typename)
+        return {name: field_type(desc) for name, desc in store.fielddefs[typename][1]}
+    return lookup
+
+
+def check_adapters(specs: Mapping[str, AdapterSpec]) -> None:
+    """Every adapter against its type's definition (rosbags' or the installed ``.msg`` files), as the node checks
+    it at configure; AdapterConfigError names the parameter."""
+    lookup = store_lookup(make_typestore())
+    for spec in specs.values():
+        check_spec(spec, lookup)
 
 
 def bag_topic(topic: str) -> str:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
+import yaml
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-from bayes_infer_ros.adapters import read_level
+from bayes_infer_ros.adapters import AdapterConfigError, read_level
 from bayes_infer_ros.bags import make_typestore, read_custom_data, read_episode, simulate
 from bayes_infer_ros.bags.interfaces import OBSERVATION_TYPE, current_cdr, recorded_decoder
 from bayes_infer_ros.bags.make_bag import SAMPLE_SEED, SAMPLE_STEPS
@@ -124,3 +126,15 @@ def test_a_bag_written_before_the_label_field_still_reads(tmp_path, repo_root):
     with Reader(repo_root / "bags" / "agent_sample") as reader:  # the current definition: nothing to convert
         conn = next(c for c in reader.connections if c.msgtype == OBSERVATION_TYPE)
         assert recorded_decoder(conn.msgtype, conn.msgdef.data) is None
+
+
+def test_make_bag_refuses_an_adapter_its_type_cannot_feed(tmp_path, repo_root):
+    bad = tmp_path / "bad.yaml"
+    doc = yaml.safe_load((repo_root / "config" / "robot_adapters.yaml").read_text())
+    doc["/**"]["ros__parameters"]["adapters"]["person_seen"]["field"] = "detections.results"
+    bad.write_text(yaml.safe_dump(doc))
+    model = load_model(repo_root / "config" / "robot.yaml")
+    with pytest.raises(AdapterConfigError) as err:
+        load_adapters(bad, model)
+    assert str(err.value).startswith("adapters.person_seen.field: detections is a sequence of "
+                                     "vision_msgs/msg/Detection2D messages"), err.value
