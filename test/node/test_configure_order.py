@@ -18,7 +18,7 @@ def test_the_model_is_checked_before_the_engine_is_built(monkeypatch, repo_root,
     builds, checked = [], []
     monkeypatch.setattr(engine_host, "build_slot", lambda *a, **k: builds.append(a) or pytest.fail("built"))
     log = SimpleNamespace(info=lambda *a: None, warning=lambda *a: None, error=lambda *a: None)
-    host = EngineHost(params.__getitem__, dict, log, lambda *a: None, None, lambda: False)
+    host = EngineHost(params.__getitem__, dict, log, lambda *a: None, lambda: False)
 
     def refuse(model):
         checked.append(model.num_modalities)

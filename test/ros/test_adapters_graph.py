@@ -493,3 +493,86 @@ def test_every_new_sensor_type_replays_like_its_categorical_episode_and_pymdp(ro
         np.testing.assert_allclose(beliefs["robot_sensors"][f], oracle[f], rtol=0, atol=ROS_FLOAT32_ATOL,
                                    err_msg=model.factor_name(f))
     assert min(float(np.max(p)) for p in soft.values()) < 0.9  # the gripper's evidence was soft, not one-hot
+
+
+# ---- adapters with agents -------------------------------------------------------------------------------------
+FLEET_AGENTS = ("a", "b", "c")
+FLEET_STEPS = 10
+
+
+def _robot_params(ros_graph, repo_root, **extra) -> dict:
+    """The robot model and its adapters as one node's parameters, event-driven."""
+    params = yaml.safe_load((repo_root / ROBOT).read_text())["/**"]["ros__parameters"]
+    params.update(yaml.safe_load((repo_root / ROBOT_ADAPTERS).read_text())["/**"]["ros__parameters"])
+    params.update({"autostart": True, "rate_hz": 0.0, "algorithm": "fpi", "variant": "baseline",
+                   "observation_timeout": 0.0, "jax_compilation_cache_dir": ros_graph["jax_cache"]})
+    params.update(extra)
+    return params
+
+
+def _bag_steps(bag) -> list[dict]:
+    """Each step's sensor messages of a ``make-bag --adapters`` bag: bag topic -> rclpy message."""
+    from rclpy.serialization import deserialize_message
+    from rosbags.rosbag2 import Reader
+
+    from bayes_infer_ros.bags import read_custom_data
+    from bayes_infer_ros.bags.convert import message_class
+
+    topics = set(read_custom_data(bag)["step_topics"].split(","))
+    steps: dict[int, dict] = {}
+    with Reader(bag) as reader:
+        connections = [c for c in reader.connections if c.topic in topics]
+        for conn, ns, raw in reader.messages(connections=connections):
+            steps.setdefault(ns, {})[conn.topic] = deserialize_message(bytes(raw), message_class(conn.msgtype))
+    return [steps[ns] for ns in sorted(steps)]
+
+
+def test_a_fleet_node_with_adapters_gives_each_agent_a_single_agent_nodes_beliefs(ros_graph, probe, tmp_path,
+                                                                                  repo_root):
+    """agents [a, b, c] with the robot's adapters: agent k reads its sensors under ``<k>/`` (``/fleet/a/odom``, ...)
+    and its beliefs equal those of a single-agent node fed the same messages."""
+    from bayes_infer_ros.cli.make_bag import main as make_bag_main
+    from bayes_infer_ros.msg import Beliefs
+
+    from tolerances import ROS_FLOAT32_ATOL
+
+    episodes = {}
+    for seed, agent in enumerate(FLEET_AGENTS, start=11):
+        bag = tmp_path / f"bag_{agent}"
+        assert make_bag_main([str(bag), "--model", str(repo_root / ROBOT), "--adapters",
+                              str(repo_root / ROBOT_ADAPTERS), "--steps", str(FLEET_STEPS), "--seed", str(seed)]) == 0
+        episodes[agent] = _bag_steps(bag)
+    for folder in ("fleet", *(f"single_{a}" for a in FLEET_AGENTS)):
+        (tmp_path / folder).mkdir()
+    fleet = AgentProcess(tmp_path / "fleet", "agent", _robot_params(ros_graph, repo_root, agents=list(FLEET_AGENTS)),
+                         namespace="/fleet_sensors")
+    singles = [AgentProcess(tmp_path / f"single_{a}", "agent", _robot_params(ros_graph, repo_root),
+                            namespace=f"/single_sensors_{a}") for a in FLEET_AGENTS]
+    procs = [fleet, *singles]
+    try:
+        targets = {a: (f"/fleet_sensors/{a}", f"/single_sensors_{a}") for a in FLEET_AGENTS}
+        beliefs = {ns: probe.record(f"{ns}/beliefs", Beliefs) for a in FLEET_AGENTS for ns in targets[a]}
+        pubs = {(ns, topic): probe.publisher(ns + topic, type(msg))
+                for a in FLEET_AGENTS for ns in targets[a] for topic, msg in episodes[a][0].items()}
+        ready = lambda: all(p.get_subscription_count() >= 1 for p in pubs.values())  # noqa: E731
+        assert wait_for(lambda: ready() or not all(p.alive() for p in procs), 240) and ready(), \
+            "\n".join(p.log_tail() for p in procs)
+        for t in range(FLEET_STEPS):
+            for a in FLEET_AGENTS:
+                for topic, msg in episodes[a][t].items():
+                    for ns in targets[a]:
+                        pubs[(ns, topic)].publish(msg)
+            assert wait_for(lambda: all(len(b) >= t + 1 for b in beliefs.values()), 30), \
+                ({ns: len(b) for ns, b in beliefs.items()}, fleet.log_tail())
+        series = {}
+        for a in FLEET_AGENTS:
+            got, want = (beliefs[ns] for ns in targets[a])
+            assert len(got) == len(want) == FLEET_STEPS, a
+            series[a] = [np.concatenate([f.probabilities for f in m.factors]) for _, m in got]
+            np.testing.assert_allclose(series[a], [np.concatenate([f.probabilities for f in m.factors])
+                                                   for _, m in want], rtol=0, atol=ROS_FLOAT32_ATOL, err_msg=a)
+        # the agents' episodes differ, so an agent fed another's sensors would not pass
+        assert not np.allclose(series["a"], series["b"]) and not np.allclose(series["b"], series["c"])
+    finally:
+        for p in procs:
+            p.stop()
