@@ -25,7 +25,6 @@ help:
 	@echo "make demo   - run the agent on the default model (config/agent.yaml); sets up first if needed"
 	@echo "make test   - run the whole test suite; sets up first if needed"
 	@echo "make setup  - idempotent: .venv with pinned deps, ROS 2 Kilted wheels, CMake fix-up, colcon build, warmup"
-	@echo "             (and the message packages the wheels lack that the tests read: test/interfaces/README.md)"
 	@echo "make warmup - compile the kernels and fill the caches the node's first start reads (bayes-infer warmup)"
 	@echo "make test-gpu - fused_cuda's kernel tests on this machine's CUDA device (make test runs them in a simulator)"
 	@echo "make test-jazzy  - the ROS tests on ROS 2 Jazzy (ros-jazzy-* wheels, Python 3.12) in .venv-jazzy/"
@@ -64,19 +63,12 @@ PREFIX_ENV := $(if $(filter 0,$(USE_SYSTEM_ROS)),AMENT_PREFIX_PATH=$(abspath $(U
 $(UNDERLAY)/local_setup.sh: scripts/venv_ament_underlay.sh | $(SETUP_STAMP)
 	bash scripts/venv_ament_underlay.sh $(UNDERLAY) $(VENV)
 
-# Message packages the adapter tests read that the environment lacks (test/interfaces/README.md), built from the
-# pinned sources under test/interfaces/ into install-test-interfaces/; the package's build below chains it.
-TEST_INTERFACES_STAMP := install-test-interfaces/.built
-$(TEST_INTERFACES_STAMP): $(SETUP_STAMP) $(UNDERLAY_STAMP) scripts/build_test_interfaces.sh $(shell find test/interfaces -type f 2>/dev/null)
-	source $(VENV)/bin/activate && $(PREFIX_ENV) bash scripts/build_test_interfaces.sh
-	touch $@
-
 # --symlink-install links each installed file, so a new or removed file under these folders needs a rebuild
 # (otherwise the installed package silently lacks it). The rebuild is incremental (a few seconds) and never
 # removes install/ under a test run that is using it; `make clean` starts from scratch.
 PKG_FILES := $(shell find bayes_infer_ros scripts config launch -type f ! -name '*.pyc' ! -path '*/__pycache__/*' 2>/dev/null)
-$(BUILD_STAMP): $(SETUP_STAMP) $(TEST_INTERFACES_STAMP) CMakeLists.txt package.xml setup.py $(wildcard msg/*.msg srv/*.srv) $(PKG_FILES)
-	source $(VENV)/bin/activate && { source install-test-interfaces/setup.bash 2>/dev/null || true; } && \
+$(BUILD_STAMP): $(SETUP_STAMP) $(UNDERLAY_STAMP) CMakeLists.txt package.xml setup.py $(wildcard msg/*.msg srv/*.srv) $(PKG_FILES)
+	source $(VENV)/bin/activate && \
 	  $(PREFIX_ENV) \
 	  colcon --log-base log build --paths . --symlink-install --event-handlers console_direct- \
 	  --cmake-args -DPython3_EXECUTABLE=$(abspath $(PY)) -DBUILD_TESTING=OFF -DBAYES_INFER_ROS_WARMUP=OFF
@@ -133,7 +125,7 @@ test-aarch64:
 
 # The suite as a ROS workspace runs it: colcon test (ament_cmake_pytest, BUILD_TESTING=ON), then test-result.
 test-colcon: setup
-	source $(VENV)/bin/activate && { source install-test-interfaces/setup.bash 2>/dev/null || true; } && \
+	source $(VENV)/bin/activate && \
 	  $(PREFIX_ENV) \
 	  colcon --log-base log-colcon build --paths . --build-base build-colcon --install-base install-colcon \
 	  --symlink-install --event-handlers console_direct- \
@@ -146,4 +138,4 @@ bench: setup
 	$(RUN) python -m lab bench-variants
 
 clean:
-	rm -rf build install log build-test-interfaces install-test-interfaces $(UNDERLAY)
+	rm -rf build install log $(UNDERLAY)

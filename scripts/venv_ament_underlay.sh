@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# An underlay folder for a venv that holds the ROS 2 wheels, as /opt/ros/<distro> is one: its local_setup.{sh,bash,zsh}
-# put the venv on AMENT_PREFIX_PATH. colcon chains it into the setup files of a workspace built with the folder on
-# AMENT_PREFIX_PATH (`make setup` builds so), so the ament index lists the wheels' packages at run time (the sensor
-# adapters check a message type there). Usage: venv_ament_underlay.sh UNDERLAY_DIR VENV
+# Writes UNDERLAY_DIR/local_setup.{sh,bash,zsh} that put VENV (the ROS 2 PyPI wheels' prefix) on AMENT_PREFIX_PATH,
+# so colcon chains it into install/setup.bash as it chains /opt/ros/<distro> (`make setup`; idempotent: the same files
+# each run, and sourcing them twice adds the venv once). Usage: venv_ament_underlay.sh UNDERLAY_DIR VENV
 set -euo pipefail
 mkdir -p "$1"
 venv=$(cd "$2" && pwd -P)

@@ -18,7 +18,7 @@ import yaml
 
 from rosbags.typesys.base import Nodetype
 
-from bayes_infer_ros.adapters import AdapterSpec, FieldType, check_spec, flatten, parse_adapters
+from bayes_infer_ros.adapters import AdapterConfigError, AdapterSpec, FieldType, check_spec, flatten, parse_adapters
 from bayes_infer_ros.adapters.sampling import write_sample
 from bayes_infer_ros.model import GenerativeModel
 
@@ -69,6 +69,13 @@ def check_adapters(specs: Mapping[str, AdapterSpec]) -> None:
     it at configure; AdapterConfigError names the parameter."""
     lookup = store_lookup(make_typestore())
     for spec in specs.values():
+        try:
+            lookup(spec.type)
+        except FileNotFoundError as exc:
+            package = spec.type.split("/")[0]
+            raise AdapterConfigError(f"{spec.param}.type: the message package {package!r} is not installed: {exc}; "
+                                     f"install it (rosdep install, or ros-<distro>-{package.replace('_', '-')}) "
+                                     "and source its setup file") from None
         check_spec(spec, lookup)
 
 

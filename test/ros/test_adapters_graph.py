@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from optional_messages import VISION_MSGS, needs_vision_msgs, robot_adapters, robot_adapters_file
 from ros_harness import AgentProcess, default_params, wait_for
 
 pytestmark = pytest.mark.ros
@@ -102,8 +103,8 @@ def _detections(*found):
 
 
 def test_selection_and_vectors_on_the_real_messages(ros_graph):
-    """JointState by name and by index, Detection2DArray by class (highest score, present above a score), the
-    norm of Imu's and Odometry's vectors: the node's adapter code on the generated classes."""
+    """JointState by name and by index, the norm of Imu's and Odometry's vectors: the node's adapter code on the
+    generated classes (Detection2DArray: the next test)."""
     from nav_msgs.msg import Odometry
     from sensor_msgs.msg import Imu, JointState
 
@@ -118,6 +119,22 @@ def test_selection_and_vectors_on_the_real_messages(ros_graph):
     assert by_index.observation(1, joints)["level"] == 1
     assert by_index.observation(1, JointState(position=[0.0]))["refused"][0] == "missing_field"
 
+    imu = Imu()
+    imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = 3.0, 4.0, 12.0  # norm 13
+    shaking = _adapters("lidar_gap", topic="imu", type="sensor_msgs/msg/Imu", field="linear_acceleration",
+                        reduction="norm", bins=[0.0, 11.0, math.inf])
+    assert shaking.observation(2, imu)["level"] == 1
+    odom = Odometry()
+    odom.twist.twist.linear.x, odom.twist.twist.linear.y = 0.3, -0.4  # 0.5 m/s
+    speed = _adapters("voltage", topic="odom", type="nav_msgs/msg/Odometry", field="twist.twist.linear",
+                      reduction="norm", bins=[0.0, 0.05, 0.4, math.inf])
+    assert speed.observation(1, odom)["level"] == 2
+
+
+@needs_vision_msgs
+def test_detections_by_class_on_the_real_message(ros_graph):
+    """Detection2DArray by class (highest score, present above a score) and by index, on the generated class
+    (without vision_msgs, test/adapters runs the same path logic on objects of the message's layout)."""
     score = dict(topic="detections", type="vision_msgs/msg/Detection2DArray",
                  field="detections[].results[].hypothesis.score", key_field="detections[].results[].hypothesis.class_id",
                  key="person", reduction="max", bins=[0.0, 0.5, 1.0], bin_levels=["gap", "wall"])
@@ -131,17 +148,6 @@ def test_selection_and_vectors_on_the_real_messages(ros_graph):
     first = _adapters("lidar_gap", topic="detections", type="vision_msgs/msg/Detection2DArray",
                       field="detections[0].results[0].hypothesis.class_id", **{"levels.gap": "chair", "levels.wall": "person"})
     assert first.observation(2, _detections(("person", 0.3)))["level"] == 1
-
-    imu = Imu()
-    imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = 3.0, 4.0, 12.0  # norm 13
-    shaking = _adapters("lidar_gap", topic="imu", type="sensor_msgs/msg/Imu", field="linear_acceleration",
-                        reduction="norm", bins=[0.0, 11.0, math.inf])
-    assert shaking.observation(2, imu)["level"] == 1
-    odom = Odometry()
-    odom.twist.twist.linear.x, odom.twist.twist.linear.y = 0.3, -0.4  # 0.5 m/s
-    speed = _adapters("voltage", topic="odom", type="nav_msgs/msg/Odometry", field="twist.twist.linear",
-                      reduction="norm", bins=[0.0, 0.05, 0.4, math.inf])
-    assert speed.observation(1, odom)["level"] == 2
 
 
 def test_laser_scan_rep_117_on_the_real_message(ros_graph):
@@ -218,6 +224,8 @@ def test_every_line_of_readmes_adapter_table_works_on_its_message_type(ros_graph
         levels = keys.get("bin_levels") or [k.split(".", 1)[1] for k in keys if k.startswith("levels.")] or \
             [str(k) for k in range(len(keys["bins"]) - 1)]
         specs = parse_adapters({f"adapters.m.{k}": v for k, v in keys.items()}, ["m"], [levels])
+        if keys["type"].startswith("vision_msgs/") and not VISION_MSGS:
+            continue  # parsed; its fit to the type needs vision_msgs installed (optional_messages)
         AdapterInputs(specs)  # the type is installed and the adapter fits it
     for key, _ in PARAMETER_HELP:
         assert f"`{key}`" in section, key
@@ -251,8 +259,8 @@ def test_a_type_is_checked_against_the_installed_packages_before_any_import(ros_
      None),  # a float64[9] is a vector of numbers: accepted
     ({"type": "sensor_msgs/msg/Imu", "field": "header", "reduction": "norm", "bins": [0.0, 1.0]},
      "adapters.voltage.reduction"),
-    ({"type": "vision_msgs/msg/Detection2DArray", "field": "detections.results", "levels": [0, 1]},
-     "adapters.voltage.field"),
+    pytest.param({"type": "vision_msgs/msg/Detection2DArray", "field": "detections.results", "levels": [0, 1]},
+                 "adapters.voltage.field", marks=needs_vision_msgs),
     ({"type": "nosuch_msgs/msg/Battery", "field": "voltage", "bins": [0.0, 1.0]}, "adapters.voltage.type"),
     ({"type": "sensor_msgs/msg/BatteryState", "field": "volts", "bins": [0.0, 1.0]}, "adapters.voltage.field"),
     ({"type": "sensor_msgs/msg/LaserScan", "field": "ranges", "bins": [0.0, 1.0]}, "adapters.voltage.reduction"),
@@ -420,7 +428,7 @@ def test_the_adapter_bag_replays_with_the_categorical_bags_accuracy(ros_graph, t
 
 
 # ---- every new sensor type replayed, soft evidence as pymdp computes it --------------------------------------
-ROBOT, ROBOT_ADAPTERS = "config/robot.yaml", "config/robot_adapters.yaml"
+ROBOT = "config/robot.yaml"  # its adapters: optional_messages.robot_adapters (config/robot_adapters.yaml)
 ROBOT_STEPS, ROBOT_SEED = 60, 5
 
 
@@ -432,8 +440,7 @@ def _soft_gripper(sensor_bag, repo_root, episode, modality_index) -> dict:
 
     from bayes_infer_ros.bags import make_typestore
 
-    keys = yaml.safe_load((repo_root / ROBOT_ADAPTERS).read_text())["/**"]["ros__parameters"]["adapters"]
-    keys = keys["gripper_width"]
+    keys = robot_adapters(repo_root)["gripper_width"]
     inner = keys["bins"][1:-1]
     step_of = {int(ns): t for t, ns in enumerate(episode.stamps_ns)}
     store, out = make_typestore(), {}
@@ -452,7 +459,8 @@ def test_every_new_sensor_type_replays_like_its_categorical_episode_and_pymdp(ro
     """Odometry, Imu, JointState (by name, with sigma), Detection2DArray (by class) and a LaserScan with NaN and
     infinite beams, through a node configured only by YAML: its beliefs equal (a) a node's fed the same episode
     as CategoricalObservation, the gripper as the probabilities computed independently (_soft_gripper), and
-    (b) pymdp's on the same observations, soft evidence included."""
+    (b) pymdp's on the same observations, soft evidence included. Without vision_msgs the detector's modality is
+    fed as CategoricalObservation in both (optional_messages)."""
     import dataclasses
 
     from bayes_infer_ros.bags import read_episode, simulate
@@ -466,9 +474,10 @@ def test_every_new_sensor_type_replays_like_its_categorical_episode_and_pymdp(ro
     from tolerances import ROS_FLOAT32_ATOL
 
     model = load_model(repo_root / ROBOT)
+    adapters_file = robot_adapters_file(repo_root, tmp_path)
     sensor_bag, categorical_bag = tmp_path / "sensors", tmp_path / "categorical"
     assert make_bag_main([str(sensor_bag), "--model", str(repo_root / ROBOT), "--adapters",
-                          str(repo_root / ROBOT_ADAPTERS), "--steps", str(ROBOT_STEPS), "--seed", str(ROBOT_SEED)]) == 0
+                          str(adapters_file), "--steps", str(ROBOT_STEPS), "--seed", str(ROBOT_SEED)]) == 0
     episode = read_episode(sensor_bag)
     gripper = model.modality_names.index("gripper_width")
     soft = _soft_gripper(sensor_bag, repo_root, episode, gripper)
@@ -476,7 +485,7 @@ def test_every_new_sensor_type_replays_like_its_categorical_episode_and_pymdp(ro
     write_episode_bag(categorical_bag, model, rollout, dt_s=SAMPLE_DT_S, probabilities=soft,
                       custom_data={"seed": str(ROBOT_SEED), "model_file": ROBOT})
     beliefs = {}
-    for tag, bag, files in [("robot_sensors", sensor_bag, [repo_root / ROBOT, repo_root / ROBOT_ADAPTERS]),
+    for tag, bag, files in [("robot_sensors", sensor_bag, [repo_root / ROBOT, adapters_file]),
                             ("robot_categorical", categorical_bag, [repo_root / ROBOT])]:
         stats, samples, log = _replay(bag, files, tmp_path, tag)
         assert stats.wait_timeouts == 0 and len(samples) == episode.num_steps, f"{tag}: {stats.summary()}\n{log}"
@@ -503,7 +512,7 @@ FLEET_STEPS = 10
 def _robot_params(ros_graph, repo_root, **extra) -> dict:
     """The robot model and its adapters as one node's parameters, event-driven."""
     params = yaml.safe_load((repo_root / ROBOT).read_text())["/**"]["ros__parameters"]
-    params.update(yaml.safe_load((repo_root / ROBOT_ADAPTERS).read_text())["/**"]["ros__parameters"])
+    params["adapters"] = robot_adapters(repo_root)
     params.update({"autostart": True, "rate_hz": 0.0, "algorithm": "fpi", "variant": "baseline",
                    "observation_timeout": 0.0, "jax_compilation_cache_dir": ros_graph["jax_cache"]})
     params.update(extra)
@@ -511,7 +520,8 @@ def _robot_params(ros_graph, repo_root, **extra) -> dict:
 
 
 def _bag_steps(bag) -> list[dict]:
-    """Each step's sensor messages of a ``make-bag --adapters`` bag: bag topic -> rclpy message."""
+    """Each step's messages of a ``make-bag --adapters`` bag (its sensors, and ``/observations/*`` for a modality
+    without an adapter): bag topic -> rclpy message."""
     from rclpy.serialization import deserialize_message
     from rosbags.rosbag2 import Reader
 
@@ -521,7 +531,7 @@ def _bag_steps(bag) -> list[dict]:
     topics = set(read_custom_data(bag)["step_topics"].split(","))
     steps: dict[int, dict] = {}
     with Reader(bag) as reader:
-        connections = [c for c in reader.connections if c.topic in topics]
+        connections = [c for c in reader.connections if c.topic in topics or c.topic.startswith("/observations/")]
         for conn, ns, raw in reader.messages(connections=connections):
             steps.setdefault(ns, {})[conn.topic] = deserialize_message(bytes(raw), message_class(conn.msgtype))
     return [steps[ns] for ns in sorted(steps)]
@@ -540,7 +550,8 @@ def test_a_fleet_node_with_adapters_gives_each_agent_a_single_agent_nodes_belief
     for seed, agent in enumerate(FLEET_AGENTS, start=11):
         bag = tmp_path / f"bag_{agent}"
         assert make_bag_main([str(bag), "--model", str(repo_root / ROBOT), "--adapters",
-                              str(repo_root / ROBOT_ADAPTERS), "--steps", str(FLEET_STEPS), "--seed", str(seed)]) == 0
+                              str(robot_adapters_file(repo_root, tmp_path)), "--steps", str(FLEET_STEPS),
+                              "--seed", str(seed)]) == 0
         episodes[agent] = _bag_steps(bag)
     for folder in ("fleet", *(f"single_{a}" for a in FLEET_AGENTS)):
         (tmp_path / folder).mkdir()
