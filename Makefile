@@ -54,13 +54,22 @@ endif
 $(VENV_CLI): scripts/bayes-infer | $(SETUP_STAMP)
 	sed "1s|.*|#!$$(cd $(VENV) && pwd -P)/bin/python|" $< > $@ && chmod +x $@
 
+# The ROS 2 wheels' ament index lies under the venv: ros-underlay/ (scripts/venv_ament_underlay.sh) makes the venv an
+# underlay that colcon chains into install/setup.bash, so AMENT_PREFIX_PATH names it at run time. A sourced ROS 2
+# needs none.
+UNDERLAY := ros-underlay
+UNDERLAY_STAMP := $(if $(filter 0,$(USE_SYSTEM_ROS)),$(UNDERLAY)/local_setup.sh)
+PREFIX_ENV := $(if $(filter 0,$(USE_SYSTEM_ROS)),AMENT_PREFIX_PATH=$(abspath $(UNDERLAY)):$$VIRTUAL_ENV CMAKE_PREFIX_PATH=$$VIRTUAL_ENV)
+$(UNDERLAY)/local_setup.sh: scripts/venv_ament_underlay.sh | $(SETUP_STAMP)
+	bash scripts/venv_ament_underlay.sh $(UNDERLAY) $(VENV)
+
 # --symlink-install links each installed file, so a new or removed file under these folders needs a rebuild
 # (otherwise the installed package silently lacks it). The rebuild is incremental (a few seconds) and never
 # removes install/ under a test run that is using it; `make clean` starts from scratch.
 PKG_FILES := $(shell find bayes_infer_ros scripts config launch -type f ! -name '*.pyc' ! -path '*/__pycache__/*' 2>/dev/null)
-$(BUILD_STAMP): $(SETUP_STAMP) CMakeLists.txt package.xml setup.py $(wildcard msg/*.msg srv/*.srv) $(PKG_FILES)
+$(BUILD_STAMP): $(SETUP_STAMP) $(UNDERLAY_STAMP) CMakeLists.txt package.xml setup.py $(wildcard msg/*.msg srv/*.srv) $(PKG_FILES)
 	source $(VENV)/bin/activate && \
-	  $(if $(filter 0,$(USE_SYSTEM_ROS)),AMENT_PREFIX_PATH=$$VIRTUAL_ENV CMAKE_PREFIX_PATH=$$VIRTUAL_ENV) \
+	  $(PREFIX_ENV) \
 	  colcon --log-base log build --paths . --symlink-install --event-handlers console_direct- \
 	  --cmake-args -DPython3_EXECUTABLE=$(abspath $(PY)) -DBUILD_TESTING=OFF -DBAYES_INFER_ROS_WARMUP=OFF
 	touch $@
@@ -117,7 +126,7 @@ test-aarch64:
 # The suite as a ROS workspace runs it: colcon test (ament_cmake_pytest, BUILD_TESTING=ON), then test-result.
 test-colcon: setup
 	source $(VENV)/bin/activate && \
-	  $(if $(filter 0,$(USE_SYSTEM_ROS)),AMENT_PREFIX_PATH=$$VIRTUAL_ENV CMAKE_PREFIX_PATH=$$VIRTUAL_ENV) \
+	  $(PREFIX_ENV) \
 	  colcon --log-base log-colcon build --paths . --build-base build-colcon --install-base install-colcon \
 	  --symlink-install --event-handlers console_direct- \
 	  --cmake-args -DPython3_EXECUTABLE=$(abspath $(PY)) -DBUILD_TESTING=ON && \
@@ -129,4 +138,4 @@ bench: setup
 	$(RUN) python -m lab bench-variants
 
 clean:
-	rm -rf build install log
+	rm -rf build install log $(UNDERLAY)

@@ -9,7 +9,8 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/bayes_infer_ros"]),
         ("share/bayes_infer_ros", ["package.xml"]),
-        ("share/bayes_infer_ros/config", ["config/agent.yaml", "config/agent_adapters.yaml",
+        ("share/bayes_infer_ros/config", ["config/agent.yaml", "config/agent_adapters.yaml", "config/robot.yaml",
+                                          "config/robot_adapters.yaml",
                                           "config/plotjuggler_beliefs.xml", "config/diagnostics_analyzers.yaml",
                                           "config/nav2_lifecycle.yaml"]),
         ("share/bayes_infer_ros/launch", ["launch/agent.launch.py"]),

@@ -1,16 +1,24 @@
-"""A sensor message -> a level of its modality (pure: works on rclpy messages and rosbags objects alike).
+"""A sensor message -> an observation of its modality (pure: works on rclpy messages and rosbags objects alike).
 
-:func:`resolve_field` follows a dotted path, :func:`reduce_values` turns a sequence into one number,
-:func:`bin_level` and :func:`mapped_level` turn a value into a level, :func:`read_level` does all of it and
-never raises: a message it cannot use gives a :class:`Reading` with the reason, which the node counts as
+:func:`read_level` follows the field path (``paths.py``), keeps the entries whose ``key_field`` equals ``key``,
+reduces many values to one (REP 117 for a LaserScan's ranges and a Range), and turns the value into a level
+(``bins`` or ``levels``) and, with a declared noise (``sigma``, ``confusion``), into probabilities over the levels.
+It never raises: a message it cannot use gives a :class:`Reading` with the reason, which the node counts as
 ``rejected.<reason>`` like any other refused input:
 
-- ``missing_field``: the path does not resolve, or ``index_range`` reaches past the sequence (or selects nothing);
-- ``non_finite``: the value (after the reduction) is NaN (or inf outside finite bins: ``out_of_bins``);
+- ``missing_field``: the path does not resolve (a field, or an index past the end of a sequence), or ``key_field``
+  and ``field`` have different numbers of entries, or ``index_range`` reaches past the sequence;
+- ``no_match``: nothing is selected (no entry has the key, an empty sequence) and ``empty_value`` is not set; or
+  several entries have the key and there is no reduction;
+- ``non_finite``: the value is NaN (a LaserScan sector: every beam NaN);
+- ``out_of_limits``: a Range's finite range outside ``[min_range, max_range]``; a LaserScan sector with no beam in
+  ``[range_min, range_max]`` (REP 117: those beams are invalid);
 - ``out_of_bins``: a number outside ``[bins[0], bins[-1]]``;
 - ``unknown_value``: a value that no entry of ``levels`` lists (or of the wrong type).
 
-:func:`check_template` checks a spec against a default message of its type at configure.
+REP 117: NaN beams are skipped, finite beams outside ``[range_min, range_max]`` are skipped, ``+inf`` ("no return
+within range") reads as +inf, beyond ``range_max``, and ``-inf`` ("too close") as -inf, below ``range_min``: bins whose
+outer edges are ``.inf`` read them.
 """
 from __future__ import annotations
 
@@ -21,41 +29,37 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .config import AdapterConfigError, AdapterSpec
-
-_MISSING = object()
+from .config import AdapterSpec
+from .evidence import bin_probabilities, level_probabilities
+from .paths import Missing, is_message, message_fields, parse_path, resolve
 
 
 @dataclass(frozen=True)
 class Reading:
-    """``level`` (an index of the modality's levels) or ``reason``/``detail`` when the message is refused."""
+    """``level`` (an index of the modality's levels; one-hot) or ``probabilities`` over the levels (soft evidence,
+    then ``level`` is the most likely one), or ``reason``/``detail`` when the message is refused."""
 
     level: Optional[int]
     reason: Optional[str] = None
     detail: str = ""
+    probabilities: Optional[tuple[float, ...]] = None
 
     @property
     def ok(self) -> bool:
         return self.reason is None
 
 
-def resolve_field(msg: Any, path: str) -> Any:
-    """``msg.a.b.c`` for ``path == "a.b.c"``; a sentinel ``_MISSING`` when a step does not exist."""
-    value = msg
-    for part in path.split("."):
-        value = getattr(value, part, _MISSING)
-        if value is _MISSING:
-            return _MISSING
-    return value
+class Refused(Exception):
+    """A message the adapter cannot read: ``reason`` (a diagnostics counter name) and the detail."""
 
-
-def is_sequence(value: Any) -> bool:
-    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__") and hasattr(value, "__getitem__")
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
 
 
 def reduce_values(values: Any, reduction: str, index_range: Optional[tuple[int, int]]) -> Optional[float]:
-    """min / max / mean of ``values[first:end]`` (all when ``index_range`` is None), in float64; None when the
-    range reaches past the sequence or selects nothing. NaN entries make the result NaN (refused)."""
+    """min / max / mean / norm of ``values[first:end]`` (all when ``index_range`` is None), in float64; None when
+    the range reaches past the sequence or selects nothing. NaN entries make the result NaN (refused)."""
     array = np.asarray(values, dtype=np.float64).ravel()
     if index_range is not None:
         first, end = index_range
@@ -66,7 +70,115 @@ def reduce_values(values: Any, reduction: str, index_range: Optional[tuple[int, 
         return None
     if np.isnan(array).any():
         return float("nan")
+    return _reduce(array, reduction)
+
+
+def _reduce(array: np.ndarray, reduction: str) -> float:
+    if reduction == "norm":
+        return float(np.sqrt(np.sum(np.square(array)))) if np.isfinite(array).all() else float("inf")
     return float({"min": np.min, "max": np.max, "mean": np.mean}[reduction](array))
+
+
+def vector_norm(msg: Any) -> float:
+    """The Euclidean norm of a message of numbers (geometry_msgs Vector3: x, y, z)."""
+    return float(np.sqrt(sum(float(getattr(msg, name)) ** 2 for name in message_fields(msg))))
+
+
+def beam_angles(scan: Any, count: int) -> np.ndarray:
+    """(count,) the angle of each beam of a LaserScan: angle_min + i * angle_increment, float64."""
+    return float(scan.angle_min) + np.arange(count, dtype=np.float64) * float(scan.angle_increment)
+
+
+def in_sector(angles: np.ndarray, sector: tuple[float, float]) -> np.ndarray:
+    """Which angles lie in [from, to] (radians), comparing modulo 2 pi (a sector may cross +-pi)."""
+    start, end = sector
+    offset = np.mod(angles - start, 2 * np.pi)
+    return offset <= (end - start) + 1e-9
+
+
+def scan_value(scan: Any, spec: AdapterSpec) -> float:
+    """A LaserScan's ranges (or intensities) in the sector, reduced (REP 117 for ranges, see the module)."""
+    beams = np.asarray(getattr(scan, spec.scan_beams), dtype=np.float64).ravel()
+    if spec.index_range is not None:
+        first, end = spec.index_range
+        if end > beams.size:
+            raise Refused("missing_field", f"{spec.field} has {beams.size} entries; index_range "
+                                           f"{list(spec.index_range)} reaches past it")
+        beams = beams[first:end]
+    elif spec.angle_range is not None:
+        beams = beams[in_sector(beam_angles(scan, beams.size), spec.angle_range)]
+    if beams.size == 0:
+        raise Refused("missing_field", f"{spec.field}: no beam in the sector ({beams.size} beams)")
+    if spec.rep117:
+        finite = np.isfinite(beams)
+        low, high = float(scan.range_min), float(scan.range_max)
+        usable = (finite & (beams >= low) & (beams <= high)) | np.isinf(beams)
+        if not usable.any():
+            if np.isnan(beams).all():
+                raise Refused("non_finite", f"every beam of {spec.field} in the sector is NaN")
+            raise Refused("out_of_limits", f"no beam of {spec.field} in the sector is within [range_min, "
+                                           f"range_max] = [{low:g}, {high:g}] (REP 117)")
+        beams = beams[usable]
+    elif np.isnan(beams).any():
+        raise Refused("non_finite", f"{spec.field} has NaN entries")
+    if spec.reduction == "mean" and np.isposinf(beams).any() and np.isneginf(beams).any():
+        raise Refused("non_finite", f"the mean of {spec.field} has +inf and -inf beams")
+    return _reduce(beams, spec.reduction)
+
+
+def select_value(msg: Any, spec: AdapterSpec) -> Any:
+    """The one value ``spec`` reads from ``msg`` (a number for bins); Refused when there is none."""
+    if spec.scan_beams and spec.key_field is None:
+        return scan_value(msg, spec)
+    try:
+        got = resolve(msg, parse_path(spec.field))
+        keys = resolve(msg, parse_path(spec.key_field)) if spec.key_field is not None else None
+    except Missing as exc:
+        raise Refused("missing_field", f"{spec.type}: {exc}") from None
+    if not got.many:
+        value = got.value
+        if spec.reduction == "norm" and is_message(value):
+            return vector_norm(value)
+        if spec.rep117 == "range":
+            return range_value(msg, value)
+        return value
+    values = got.values
+    if keys is not None:
+        if len(keys.values) != len(values):
+            raise Refused("missing_field", f"{spec.field} has {len(values)} entries but {spec.key_field} has "
+                                           f"{len(keys.values)}")
+        chosen = [k for k, key in enumerate(keys.values) if _same(key, spec.key)]
+        values = values[chosen] if isinstance(values, np.ndarray) else [values[k] for k in chosen]
+    if spec.reduction is None:
+        if len(values) != 1:
+            raise Refused("no_match", f"{len(values)} entries of {spec.field} have {spec.key_field} = {spec.key!r}"
+                                      " (expected one; a reduction reads several)")
+        value = values[0]
+        return value.item() if isinstance(value, np.generic) else value
+    if not isinstance(values, np.ndarray):
+        raise Refused("unknown_value", f"{spec.field} holds {type(values[0]).__name__}s, not numbers")
+    if spec.index_range is not None:
+        if spec.index_range[1] > values.size:
+            raise Refused("missing_field", f"{spec.field} has {values.size} entries; index_range "
+                                           f"{list(spec.index_range)} reaches past it")
+        values = values[spec.index_range[0]:spec.index_range[1]]
+    if values.size == 0:
+        if spec.empty_value is not None:
+            return spec.empty_value
+        what = f"with {spec.key_field} = {spec.key!r}" if spec.key_field is not None else "(empty)"
+        raise Refused("no_match", f"no entry of {spec.field} {what}")
+    if np.isnan(values).any():
+        raise Refused("non_finite", f"{spec.field} has NaN entries")
+    return _reduce(values, spec.reduction)
+
+
+def range_value(msg: Any, value: Any) -> float:
+    """A Range's ``range`` by REP 117: +-inf as they are, a finite value outside [min_range, max_range] refused."""
+    value = float(value)
+    if math.isfinite(value) and not float(msg.min_range) <= value <= float(msg.max_range):
+        raise Refused("out_of_limits", f"range {value:g} is outside [min_range, max_range] = "
+                                       f"[{float(msg.min_range):g}, {float(msg.max_range):g}] (REP 117)")
+    return value
 
 
 def bin_level(value: float, edges: tuple[float, ...], levels: tuple[int, ...]) -> Optional[int]:
@@ -93,18 +205,13 @@ def mapped_level(value: Any, level_of: tuple[tuple[Any, int], ...]) -> Optional[
 
 
 def read_level(msg: Any, spec: AdapterSpec) -> Reading:
-    """The level ``spec`` reads from ``msg`` (see the module docstring). Never raises."""
-    value = resolve_field(msg, spec.field)
-    if value is _MISSING:
-        return Reading(None, "missing_field", f"{spec.type} has no field {spec.field!r}")
-    if spec.reduction is not None:
-        if not is_sequence(value):
-            return Reading(None, "missing_field", f"{spec.field} is not a sequence")
-        reduced = reduce_values(value, spec.reduction, spec.index_range)
-        if reduced is None:
-            return Reading(None, "missing_field", f"{spec.field} has {len(value)} entries; index_range "
-                                                  f"{list(spec.index_range or (0, 0))} selects none or reaches past it")
-        value = reduced
+    """The observation ``spec`` reads from ``msg`` (see the module docstring). Never raises."""
+    try:
+        value = select_value(msg, spec)
+    except Refused as exc:
+        return Reading(None, exc.reason, exc.detail)
+    except (AttributeError, TypeError, ValueError) as exc:  # a message unlike its type's definition
+        return Reading(None, "missing_field", f"{type(exc).__name__}: {exc}")
     if spec.bins is not None:
         if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.number)):
             return Reading(None, "unknown_value", f"{spec.field} = {value!r} is not a number")
@@ -115,59 +222,19 @@ def read_level(msg: Any, spec: AdapterSpec) -> Reading:
         if level is None:
             return Reading(None, "out_of_bins", f"{spec.field} = {value:g} is outside the bins "
                                                 f"[{spec.bins[0]:g}, {spec.bins[-1]:g}]")
-        return Reading(level)
+        if spec.sigma is not None:
+            probabilities = bin_probabilities(value, spec.bins, spec.bin_levels, spec.sigma, spec.num_levels)
+            return Reading(int(np.argmax(probabilities)), probabilities=probabilities)
+        return _with_confusion(level, spec)
     if isinstance(value, float) and math.isnan(value):
         return Reading(None, "non_finite", f"{spec.field} is NaN")
     level = mapped_level(value, spec.level_of)
     if level is None:
         return Reading(None, "unknown_value", f"{spec.field} = {value!r} is not among the values of levels "
                                               f"{sorted({repr(v) for v, _ in spec.level_of})}")
-    return Reading(level)
+    return _with_confusion(level, spec)
 
 
-def check_template(spec: AdapterSpec, template: Any) -> None:
-    """Check ``spec`` against ``template``, a default message of ``spec.type`` (its fields hold their types'
-    defaults): the field exists; a sequence has a reduction and numbers; bins read a number; levels' values have
-    the field's type. AdapterConfigError names the parameter."""
-    param = spec.param
-    value = resolve_field(template, spec.field)
-    if value is _MISSING:
-        raise AdapterConfigError(f"{param}.field: {spec.type} has no field {spec.field!r}")
-    if is_sequence(value):
-        if spec.reduction is None:
-            raise AdapterConfigError(f"{param}.reduction: {spec.field} is a sequence: set min, max or mean")
-        kind = np.asarray(value).dtype.kind if len(value) else _sequence_kind(value)
-        if kind not in "iuf":
-            raise AdapterConfigError(f"{param}.field: {spec.field} is not a sequence of numbers")
-        return
-    if spec.reduction is not None:
-        raise AdapterConfigError(f"{param}.reduction: {spec.field} is a single value, not a sequence")
-    if not isinstance(value, (bool, int, float, str)):
-        raise AdapterConfigError(f"{param}.field: {spec.field} is a message ({type(value).__name__}); name one of "
-                                 "its number, boolean or string fields")
-    if spec.bins is not None:
-        if isinstance(value, (bool, str)):
-            raise AdapterConfigError(f"{param}.bins: {spec.field} is a {type(value).__name__}, not a number; "
-                                     "use levels")
-        return
-    for candidate, _ in spec.level_of:
-        if _kind(candidate) != _kind(value) and not (_kind(value) == "number" and _kind(candidate) == "integer"):
-            raise AdapterConfigError(f"{param}.levels: {candidate!r} is a {type(candidate).__name__} but "
-                                     f"{spec.field} is a {type(value).__name__}")
-
-
-def _kind(value: Any) -> str:
-    """boolean, string, integer or number (a float field's levels may be given as integers)."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, str):
-        return "string"
-    return "integer" if isinstance(value, int) else "number"
-
-
-def _sequence_kind(value: Any) -> str:
-    """dtype kind of an empty sequence field (an rclpy array.array has a typecode; a list says nothing)."""
-    typecode = getattr(value, "typecode", None)
-    if typecode is None:
-        return "f"
-    return "f" if typecode in "fd" else "i"
+def _with_confusion(level: int, spec: AdapterSpec) -> Reading:
+    row = level_probabilities(level, spec.confusion)
+    return Reading(level) if row is None else Reading(level, probabilities=row)

@@ -36,6 +36,7 @@ from bayes_infer_ros.model import GenerativeModel, model_to_parameters
 
 from .interfaces import (
     CLOCK_TYPE, CONTROLS_TYPE, INT32_MULTI_ARRAY_TYPE, OBSERVATION_TYPE, make_typestore, recorded_decoder,
+    register_installed,
 )
 from .sensor_messages import STEP_TOPICS_KEY, step_messages, topic_types
 from .simulate import Rollout
@@ -91,12 +92,15 @@ def write_episode_bag(
     custom_data: Optional[dict[str, str]] = None,
     adapters: Optional[Mapping] = None,
     sensor_seed: int = 0,
+    probabilities: Optional[Mapping[tuple[int, int], np.ndarray]] = None,
 ) -> Path:
     """Write ``rollout`` as an MCAP rosbag2 folder at ``path`` (which must not exist). Returns the folder.
 
     ``adapters`` (modality -> ``AdapterSpec``): those modalities are written as sensor messages on their
     adapters' topics (``sensor_messages.py``; values drawn with ``sensor_seed``) instead of
-    ``/observations/<modality>``; ``custom_data["step_topics"]`` lists those topics."""
+    ``/observations/<modality>``; ``custom_data["step_topics"]`` lists those topics. ``probabilities``
+    ({(step, modality): (m_i,)}): those observations are sent as ``level`` -1 with these probabilities (soft
+    evidence) instead of the rollout's level."""
     path = Path(path)
     store = make_typestore()
     t = store.types
@@ -127,6 +131,8 @@ def write_episode_bag(
         controls = writer.add_connection(CONTROLS_TOPIC, CONTROLS_TYPE, typestore=store)
         obs = [None if name in adapters else writer.add_connection(OBSERVATIONS_PREFIX + name, OBSERVATION_TYPE,
                                                                     typestore=store) for name in modalities]
+        for msgtype in sensor_types.values():
+            register_installed(store, msgtype)
         sensors = {topic: writer.add_connection(topic, msgtype, typestore=store)
                    for topic, msgtype in sorted(sensor_types.items())}
         truth = writer.add_connection(TRUE_STATES_TOPIC, INT32_MULTI_ARRAY_TYPE, typestore=store)
@@ -138,8 +144,10 @@ def write_episode_bag(
             header = t["std_msgs/msg/Header"](stamp=stamp, frame_id="")
             for i, conn in enumerate(obs):
                 if conn is not None:
-                    msg = t[OBSERVATION_TYPE](header=header, level=int(rollout.observations[step, i]),
-                                              probabilities=empty, label="")
+                    soft = (probabilities or {}).get((step, i))
+                    msg = t[OBSERVATION_TYPE](
+                        header=header, level=-1 if soft is not None else int(rollout.observations[step, i]),
+                        probabilities=empty if soft is None else np.asarray(soft, np.float32), label="")
                     writer.write(conn, ns, store.serialize_cdr(msg, OBSERVATION_TYPE))
             if sensors:
                 for topic, msg in step_messages(store, adapters, rollout.observations[step], ns, rng).items():

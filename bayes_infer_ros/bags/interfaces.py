@@ -48,6 +48,26 @@ def find_msg_dir() -> Path:
     )
 
 
+def register_installed(store: Typestore, typename: str) -> None:
+    """Register ``typename`` (``pkg/msg/Name``) and the rest of its package's messages in ``store`` from the
+    package's installed ``.msg`` files (``<prefix>/share/<pkg>/msg`` on AMENT_PREFIX_PATH), unless the store knows
+    it. rosbags' stores hold the ROS 2 core packages; this reaches others (vision_msgs). FileNotFoundError when no
+    prefix has it."""
+    if typename in store.types:
+        return
+    package = typename.split("/")[0]
+    prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    for prefix in prefixes:
+        folder = Path(prefix) / "share" / package / "msg"
+        if (folder / f"{typename.split('/')[-1]}.msg").is_file():
+            types = {}
+            for path in sorted(folder.glob("*.msg")):
+                types.update(get_types_from_msg(path.read_text(), f"{package}/msg/{path.stem}"))
+            store.register(types)
+            return
+    raise FileNotFoundError(f"{typename}: no {package}/msg/*.msg under AMENT_PREFIX_PATH ({', '.join(prefixes)})")
+
+
 @functools.lru_cache(maxsize=4)
 def _typestore(msg_dir: str) -> Typestore:
     store = get_typestore(Stores.ROS2_KILTED)

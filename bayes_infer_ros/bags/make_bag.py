@@ -2,7 +2,8 @@
 make-bag``: ``cli/make_bag.py``).
 
 ``--adapters PARAMS.yaml``: the modalities with a sensor adapter in that params file are written as the sensor
-messages it reads (``config/agent_adapters.yaml``: BatteryState, LaserScan, String), values drawn uniformly within
+messages it reads (``config/agent_adapters.yaml``: BatteryState, LaserScan, String; ``config/robot_adapters.yaml``:
+Odometry, Imu, JointState, Detection2DArray, LaserScan), values drawn uniformly within
 each level's bin; the same seed simulates the same episode as the categorical bag."""
 from __future__ import annotations
 

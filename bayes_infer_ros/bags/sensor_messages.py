@@ -3,7 +3,9 @@ the sensor adapters of a params file (``bayes-infer make-bag --adapters``), with
 
 Modalities that share a topic (a BatteryState's ``voltage`` and ``power_supply_status``) share one message per
 step. Every other field keeps its type's default; ``header.stamp`` is the step's time. Values come from
-``adapters.sampling`` (uniform within the level's bin), so the node's adapters read back the simulated level.
+``adapters.sampling`` (uniform within the level's bin, written where the adapter reads them: an entry with the key,
+a vector of that norm, a scan's sector), so the node's adapters read back the simulated level. A message type that
+rosbags does not know (``vision_msgs``) is registered from its installed ``.msg`` files (``interfaces.py``).
 """
 from __future__ import annotations
 
@@ -14,17 +16,21 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import yaml
 
-from bayes_infer_ros.adapters import AdapterSpec, flatten, parse_adapters, sample_value
+from rosbags.typesys.base import Nodetype
+
+from bayes_infer_ros.adapters import AdapterConfigError, AdapterSpec, FieldType, check_spec, flatten, parse_adapters
+from bayes_infer_ros.adapters.sampling import write_sample
 from bayes_infer_ros.model import GenerativeModel
 
 from .convert import default_message
+from .interfaces import make_typestore, register_installed
 
 STEP_TOPICS_KEY = "step_topics"  # custom_data: the bag topics that make a step besides /observations/*
 
 
 def load_adapters(path: os.PathLike, model: GenerativeModel) -> dict[str, AdapterSpec]:
     """The ``adapters.*`` parameters of a params file (every node section's ``ros__parameters``), checked
-    against ``model``; AdapterConfigError names the parameter."""
+    against ``model`` and the message types' definitions; AdapterConfigError names the parameter."""
     doc = yaml.safe_load(Path(path).read_text()) or {}
     params: dict[str, Any] = {}
     for section in doc.values():
@@ -32,7 +38,45 @@ def load_adapters(path: os.PathLike, model: GenerativeModel) -> dict[str, Adapte
             params.update(flatten(section["ros__parameters"]))
     names = [model.modality_name(i) for i in range(model.num_modalities)]
     labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
-    return parse_adapters(params, names, labels)
+    specs = parse_adapters(params, names, labels)
+    check_adapters(specs)
+    return specs
+
+
+def store_lookup(store: Any):
+    """``adapters.schema``'s lookup from a rosbags typestore's field definitions (registering a package the store
+    does not know from its installed ``.msg`` files)."""
+    def field_type(desc: Any) -> FieldType:
+        kind, spec = desc
+        if kind == Nodetype.NAME:
+            return FieldType("message", spec)
+        if kind == Nodetype.BASE:
+            base = spec[0]
+            return FieldType("string" if base in ("string", "wstring") else "boolean" if base == "bool" else
+                             "number" if base.startswith("float") else "other" if base in ("byte", "char") else
+                             "integer")
+        element = field_type(spec[0])
+        return FieldType(element.kind, element.message, sequence=True)
+
+    def lookup(typename: str) -> dict[str, FieldType]:
+        register_installed(store, typename)
+        return {name: field_type(desc) for name, desc in store.fielddefs[typename][1]}
+    return lookup
+
+
+def check_adapters(specs: Mapping[str, AdapterSpec]) -> None:
+    """Every adapter against its type's definition (rosbags' or the installed ``.msg`` files), as the node checks
+    it at configure; AdapterConfigError names the parameter."""
+    lookup = store_lookup(make_typestore())
+    for spec in specs.values():
+        try:
+            lookup(spec.type)
+        except FileNotFoundError as exc:
+            package = spec.type.split("/")[0]
+            raise AdapterConfigError(f"{spec.param}.type: the message package {package!r} is not installed: {exc}; "
+                                     f"install it (rosdep install, or ros-<distro>-{package.replace('_', '-')}) "
+                                     "and source its setup file") from None
+        check_spec(spec, lookup)
 
 
 def bag_topic(topic: str) -> str:
@@ -40,33 +84,30 @@ def bag_topic(topic: str) -> str:
     return "/" + topic.strip("/")
 
 
-def set_field(msg: Any, path: str, value: Any) -> None:
-    """``msg.<path> = value``, converted to the type the field holds (numpy arrays keep the field's dtype)."""
-    *parents, last = path.split(".")
-    for part in parents:
-        msg = getattr(msg, part)
-    current = getattr(msg, last)
-    if isinstance(current, np.ndarray):
-        value = np.asarray(value, dtype=current.dtype)
-    elif isinstance(current, bool):
-        value = bool(value)
-    elif isinstance(current, (int, float, str)):
-        value = type(current)(value)
-    setattr(msg, last, value)
+def entry_maker(store: Any):
+    """``new_entry(msg, field)`` for ``adapters.sampling``: a default entry of a sequence-of-messages field."""
+    def new_entry(msg: Any, field: str) -> Any:
+        _, fields = store.fielddefs[type(msg).__msgtype__]
+        kind, spec = dict(fields)[field]
+        (_, element), _ = spec
+        return default_message(store, element)
+    return new_entry
 
 
 def step_messages(store: Any, specs: Mapping[str, AdapterSpec], levels: Sequence[int], stamp_ns: int,
                   rng: np.random.Generator) -> dict[str, Any]:
     """Bag topic -> the message of one step whose adapters read ``levels`` (one per modality, model order)."""
     out: dict[str, Any] = {}
+    new_entry = entry_maker(store)
     for spec in sorted(specs.values(), key=lambda s: s.modality_index):
         topic = bag_topic(spec.topic)
         if topic not in out:
+            register_installed(store, spec.type)
             out[topic] = default_message(store, spec.type)
             header = getattr(out[topic], "header", None)
             if header is not None:
                 header.stamp.sec, header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
-        set_field(out[topic], spec.field, sample_value(spec, int(levels[spec.modality_index]), rng))
+        write_sample(out[topic], spec, int(levels[spec.modality_index]), rng, new_entry)
     return out
 
 

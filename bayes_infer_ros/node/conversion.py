@@ -26,7 +26,11 @@ REJECT_REASONS = (
     "bad_control",         # Controls message with the wrong length, an index out of range or a wrong label
     "unknown_label",       # CategoricalObservation.label is not a level of the modality
     "label_mismatch",      # a label, and a level that is neither 0 (unset) nor the label's index
-    "missing_field",       # sensor adapter: the field is missing, or index_range reaches past the sequence
+    "missing_field",       # sensor adapter: the path does not resolve (a field, an entry), or key_field's entries
+                           # do not pair up with field's
+    "no_match",            # sensor adapter: no entry has the key (and no empty_value), or several without a reduction
+    "out_of_limits",       # sensor adapter: REP 117, a range outside the sensor's limits, a scan sector without a
+                           # usable beam
     "out_of_bins",         # sensor adapter: a number outside every bin
     "unknown_value",       # sensor adapter: a value (string, enum, boolean) that no level lists
 )

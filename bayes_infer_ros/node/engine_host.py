@@ -87,8 +87,10 @@ class EngineHost:
                           agents=max(len(self.agents), 1))
 
     # ---- configure ----------------------------------------------------------------------------------
-    def load_and_build(self) -> EngineSlot:
-        """configure's work (in its worker thread): JAX set-up, the model, the first engine."""
+    def load_and_build(self, check_model: Callable[[Any], None] = lambda model: None) -> EngineSlot:
+        """configure's work (in its worker thread): JAX set-up, the model, ``check_model(model)`` (what else the
+        model must fit, such as the sensor adapters: it raises to refuse, before any engine is built), the first
+        engine."""
         # JAX's default device stays the host CPU: the decision places each engine on the device it chose
         jax_cache.setup_jax("cpu", str(self._param("jax_compilation_cache_dir") or ""))
         self.prune_cache()
@@ -97,6 +99,7 @@ class EngineHost:
         except Exception as exc:  # noqa: BLE001 - the reason, and what to do about it
             raise RuntimeError(f"{exc} (`bayes-infer model validate FILE` checks a model file; fix it, then configure "
                                "again)") from exc
+        check_model(self.model)
         self.stage = "configuring: compiling the engine"
         config = self.config_from_parameters()
         if config.algorithm != "fpi" and self.model.B is None:
@@ -111,15 +114,17 @@ class EngineHost:
         self.prune_cache()
         return slot
 
-    def configure(self, period_s: float, keep_waiting: Callable[[], bool]) -> EngineSlot:
-        """:meth:`load_and_build` in a daemon worker thread; the caller's thread calls ``keep_waiting()`` every
-        ``period_s`` meanwhile (False: give up, RuntimeError). Raises what the build raised."""
+    def configure(self, period_s: float, keep_waiting: Callable[[], bool],
+                  check_model: Callable[[Any], None] = lambda model: None) -> EngineSlot:
+        """:meth:`load_and_build` (with ``check_model``) in a daemon worker thread; the caller's thread calls
+        ``keep_waiting()`` every ``period_s`` meanwhile (False: give up, RuntimeError). Raises what the build
+        raised."""
         outcome: dict[str, Any] = {}
         done = threading.Event()
 
         def work() -> None:
             try:
-                outcome["slot"] = self.load_and_build()
+                outcome["slot"] = self.load_and_build(check_model)
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
                 outcome["error"] = exc
             finally:

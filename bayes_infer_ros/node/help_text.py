@@ -59,8 +59,9 @@ def usage(parameters: Sequence[Any], prog: str = "agent_node") -> str:
         lines.append(head)
         lines += textwrap.wrap(p.description, 100, initial_indent=" " * (width + 4), subsequent_indent=" " * (width + 4))
     lines += ["", "model.*: the inline model (see config/agent.yaml); `bayes-infer model validate FILE` checks a model file.",
-              "", "adapters.<modality>.*: a sensor adapter, read at configure (README 'Sensor adapters';",
-              "the default model's: config/agent_adapters.yaml):"]
+              "", "adapters.<modality>.*: a sensor adapter, checked at configure before the engine build (README",
+              "'Sensor adapters'; the default model's: config/agent_adapters.yaml; every supported type:",
+              "config/robot_adapters.yaml):"]
     for key, text in PARAMETER_HELP:
         lines.append(f"  adapters.<modality>.{key}")
         lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)

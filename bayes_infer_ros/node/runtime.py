@@ -58,12 +58,14 @@ class AgentRuntime:
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     def configure(self, agents: Sequence[str], period_s: float, keep_waiting: Callable[[], bool],
-                  on_failed: Callable[[dict[str, Any]], None]) -> EngineSlot:
-        """Load the model and build its first engine for ``agents`` (empty: one agent) in the host's worker, waiting
-        as :meth:`EngineHost.configure` does; then accept rebuilds (``on_failed(back)``: after the newest one failed,
-        the engine parameters to put back). Raises what the build raised."""
+                  on_failed: Callable[[dict[str, Any]], None],
+                  check_model: Callable[[Any], None] = lambda model: None) -> EngineSlot:
+        """Load the model, ``check_model(model)`` (the sensor adapters: it raises to refuse, before any build) and
+        build its first engine for ``agents`` (empty: one agent) in the host's worker, waiting as
+        :meth:`EngineHost.configure` does; then accept rebuilds (``on_failed(back)``: after the newest one failed,
+        the engine parameters to put back). Raises what the build or the check raised."""
         self.host.agents = list(agents)
-        slot = self.host.configure(period_s, keep_waiting)
+        slot = self.host.configure(period_s, keep_waiting, check_model)
         with self.lock:
             self.loop = TickLoop(self.host.model, slot.engine, slot.config.horizon, agents)
             self.slot = slot

@@ -1,5 +1,11 @@
-"""The node's sensor adapters: the ``adapters.*`` parameters checked against the configured model and the message
-classes, and each adapted message turned into a level and a stamp (the pure part is ``bayes_infer_ros.adapters``).
+"""The node's sensor adapters: the ``adapters.*`` parameters checked against the configured model and the installed
+message definitions, and each adapted message turned into the node's admission arguments (the pure part is
+``bayes_infer_ros.adapters``).
+
+A message type is looked up in the ament index (``rosidl_interfaces``: the message packages installed on
+AMENT_PREFIX_PATH) before anything is imported, so a type naming some other Python package imports nothing. Its
+generated class then describes every field (``SLOT_TYPES``), and ``adapters.schema.check_spec`` refuses an adapter
+that cannot read the type, naming the parameter: the node does this before it builds the engine.
 
 An adapted modality is subscribed on its adapter's topic with its message type (SensorDataQoS, as
 ``observations/<modality>`` would be) instead of ``observations/<modality>``. Its stamp is the message's
@@ -7,30 +13,79 @@ An adapted modality is subscribed on its adapter's topic with its message type (
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ament_index_python import get_resource, get_resources
+from rosidl_parser.definition import AbstractGenericString, AbstractNestedType, BasicType, NamespacedType
+
 from bayes_infer_ros.adapters import (
-    AdapterConfigError, AdapterSpec, Reading, check_template, parse_adapters, read_level,
+    AdapterConfigError, AdapterSpec, FieldType, Reading, check_spec, parse_adapters, read_level,
 )
 
 DESCRIPTION = ("Sensor adapter (README, 'Sensor adapters'): the modality reads this message instead of "
                "observations/<modality>. Read at configure.")
+_FLOATS = ("float", "double", "long double", "float32", "float64")
+_OTHER = ("octet", "char", "wchar", "byte")
 
 
-def message_class(typename: str) -> type:
-    """The generated class of ``pkg/msg/Name`` (``adapters.config.normalize_type`` checked the name)."""
+def installed_interfaces(package: str) -> set[str] | None:
+    """The interfaces the ament index lists for ``package`` (``msg/BatteryState.msg``, ...); None when it lists
+    no such package."""
+    try:
+        content, _ = get_resource("rosidl_interfaces", package)
+    except LookupError:
+        return None
+    return {line.split(";")[0].strip() for line in content.splitlines() if line.strip()}
+
+
+def message_class(typename: str, param: str) -> type:
+    """The generated class of ``pkg/msg/Name``, imported only once the ament index lists it; AdapterConfigError
+    (``param``) otherwise."""
     pkg, kind, name = typename.split("/")
-    module = importlib.import_module(f"{pkg}.{kind}")
-    if not hasattr(module, name):
-        raise ImportError(f"{pkg}.{kind} has no {name}")
-    return getattr(module, name)
+    interfaces = installed_interfaces(pkg)
+    if interfaces is None:
+        known = ", ".join(sorted(get_resources("rosidl_interfaces"))) or "none"
+        raise AdapterConfigError(f"{param}: no message package {pkg!r} is installed (the ament index on "
+                                 f"AMENT_PREFIX_PATH lists {known}); install and source it")
+    if not {f"{kind}/{name}.msg", f"{kind}/{name}.idl"} & interfaces:
+        listed = sorted(i.split("/")[1].rsplit(".", 1)[0] for i in interfaces if i.startswith(f"{kind}/"))
+        raise AdapterConfigError(f"{param}: {pkg} has no message {name!r} (its messages: {', '.join(sorted(set(listed)))})")
+    try:
+        return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+    except (ImportError, AttributeError) as exc:
+        raise AdapterConfigError(f"{param}: {typename} is installed but its Python class cannot be imported ({exc}); "
+                                 "is its package built for this Python and sourced?") from None
+
+
+def _field_type(slot: Any) -> FieldType:
+    """A rosidl_parser type (an entry of a generated class's SLOT_TYPES) as ``adapters.schema`` describes it."""
+    sequence = isinstance(slot, AbstractNestedType)
+    element = slot.value_type if sequence else slot
+    if isinstance(element, NamespacedType):
+        return FieldType("message", "/".join([*element.namespaces, element.name]), sequence)
+    if isinstance(element, AbstractGenericString):
+        return FieldType("string", sequence=sequence)
+    if isinstance(element, BasicType):
+        name = element.typename
+        kind = ("number" if name in _FLOATS else "boolean" if name == "boolean" else "other" if name in _OTHER
+                else "integer")
+        return FieldType(kind, sequence=sequence)
+    return FieldType("other", sequence=sequence)
+
+
+@functools.lru_cache(maxsize=256)
+def describe(typename: str) -> dict[str, FieldType]:
+    """The fields of message type ``typename`` (``pkg/msg/Name``) from its generated class."""
+    cls = message_class(typename, typename)
+    return {name: _field_type(slot) for name, slot in zip(cls.get_fields_and_field_types(), cls.SLOT_TYPES)}
 
 
 @dataclass(frozen=True)
 class AdaptedReading:
-    """A message's level (or the reason it is refused) and its header stamp ((0, 0): none)."""
+    """A message's observation (or the reason it is refused) and its header stamp ((0, 0): none)."""
 
     reading: Reading
     sec: int = 0
@@ -38,19 +93,14 @@ class AdaptedReading:
 
 
 class AdapterInputs:
-    """The adapters of one configured model, by modality index."""
+    """The adapters of one configured model, by modality index, each checked against its message type."""
 
     def __init__(self, specs: Mapping[str, AdapterSpec]):
         self.specs = {spec.modality_index: spec for spec in specs.values()}
         self.classes: dict[int, type] = {}
         for i, spec in self.specs.items():
-            try:
-                cls = message_class(spec.type)
-            except (ImportError, ValueError) as exc:
-                raise AdapterConfigError(f"{spec.param}.type: {spec.type!r} cannot be imported ({exc}); is its "
-                                         "package installed and sourced?") from None
-            check_template(spec, cls())
-            self.classes[i] = cls
+            self.classes[i] = message_class(spec.type, f"{spec.param}.type")
+            check_spec(spec, describe)
 
     @classmethod
     def from_parameters(cls, params: Mapping[str, Any], model: Any) -> "AdapterInputs":
@@ -70,13 +120,19 @@ class AdapterInputs:
 
     def observation(self, i: int, msg: Any) -> dict[str, Any]:
         """The node's admission arguments for ``msg`` (``level``, ``probabilities``, ``sec``, ``nanosec``,
-        ``refused``: (reason, detail) or None); see :meth:`read`. Never raises."""
+        ``refused``: (reason, detail) or None); soft evidence goes as ``level`` -1 with its ``probabilities``, as
+        a ``CategoricalObservation`` would send it. See :meth:`read`. Never raises."""
         got = self.read(i, msg)
-        return dict(level=-1 if got.reading.level is None else got.reading.level, probabilities=(), sec=got.sec,
-                    nanosec=got.nanosec, refused=None if got.reading.ok else (got.reading.reason, got.reading.detail))
+        reading = got.reading
+        if reading.probabilities is not None:
+            level, probabilities = -1, reading.probabilities
+        else:
+            level, probabilities = (-1 if reading.level is None else reading.level), ()
+        return dict(level=level, probabilities=probabilities, sec=got.sec, nanosec=got.nanosec,
+                    refused=None if reading.ok else (reading.reason, reading.detail))
 
     def read(self, i: int, msg: Any) -> AdaptedReading:
-        """Modality ``i``'s level in ``msg`` and its stamp. Never raises."""
+        """Modality ``i``'s observation in ``msg`` and its stamp. Never raises."""
         try:
             reading = read_level(msg, self.specs[i])
         except Exception as exc:  # noqa: BLE001 - a message must never take the node down

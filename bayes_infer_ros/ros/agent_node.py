@@ -146,19 +146,22 @@ class _AgentCore(UntypedOverrides):
             node_help.refuse_name_clashes(  # before the build: the services' names depend on the agents alone
                 [(self.resolve_service_name("~/reset"), "the node's ~/reset (every agent)")]
                 + [(self.resolve_service_name(f"{a}/reset"), f"agent {a!r}'s reset") for a in agents], "service")
+            adapter_params = model_parameter_values(self, prefixed_names(self._overrides, "adapters."))
+
+            def check_adapters(model: Any) -> None:  # before the engine build: an adapters.* error names the parameter
+                self._adapters = AdapterInputs.from_parameters(adapter_params, model)
+
             slot = self._runtime.configure(agents, float(self._p("diagnostics_period")),
                                            lambda: self.context.ok() and (self._publish_diagnostics() or True),
-                                           self._revert_parameters)
+                                           self._revert_parameters, check_adapters)
         except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
             return self._configure_failed(f"configure failed: {exc}")
         self._config_error = ""
-        try:  # an adapters.* error names the parameter
-            self._adapters = AdapterInputs.from_parameters(
-                model_parameter_values(self, prefixed_names(self._overrides, "adapters.")), self._runtime.host.model)
+        try:
             self._create_entities(self._runtime.loop)
         except Exception as exc:  # noqa: BLE001 - e.g. a qos_overrides value rclpy cannot use
             self._cleanup()
-            return self._configure_failed("configure failed: topics, services and sensor adapters: "
+            return self._configure_failed("configure failed: topics and services: "
                                           f"{node_help.entity_error(exc, self._overrides)}")
         self._log.info(self._runtime.host.configured_message(slot, time.perf_counter() - t0))
         return True

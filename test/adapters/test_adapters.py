@@ -10,9 +10,11 @@ import pytest
 import yaml
 
 from bayes_infer_ros.adapters import (
-    AdapterConfigError, NotSampleable, check_template, flatten, parse_adapters, read_level, sample_value,
+    AdapterConfigError, FieldType, NotSampleable, check_spec, flatten, parse_adapters, read_level, sample_value,
 )
-from bayes_infer_ros.adapters.reading import bin_level, reduce_values, resolve_field
+from bayes_infer_ros.adapters.paths import parse_path, resolve
+from bayes_infer_ros.adapters.reading import bin_level, reduce_values
+from bayes_infer_ros.adapters.sampling import write_sample
 
 NAMES = ["rfid_tag", "voltage", "lidar_gap", "charging"]
 LABELS = [["dock", "aisle_a", "aisle_b", "charger", "none"], ["high", "medium", "low"], ["gap", "wall"],
@@ -53,6 +55,27 @@ def shipped(repo_root):
     ("voltage", {"bins": [0.0, 1.0], "index_range": [0, 10]}, "adapters.voltage.index_range"),  # no reduction
     ("voltage", {"bins": [0.0, 1.0], "reduction": "min", "index_range": [5, 5]}, "adapters.voltage.index_range"),
     ("voltage", {"bins": [0.0, 1.0], "treshold": 3}, "adapters.voltage.treshold"),      # unknown key
+    ("voltage", {"field": "position[-1]", "bins": [0.0, 1.0]}, "adapters.voltage.field"),  # not an index
+    ("voltage", {"field": "position[]]", "bins": [0.0, 1.0]}, "adapters.voltage.field"),
+    ("voltage", {"key_field": "name", "bins": [0.0, 1.0]}, "adapters.voltage.key"),    # key_field without key
+    ("voltage", {"key": "wheel", "bins": [0.0, 1.0]}, "adapters.voltage.key_field"),   # key without key_field
+    ("voltage", {"key_field": "name", "key": ["a", "b"], "bins": [0.0, 1.0]}, "adapters.voltage.key"),
+    ("voltage", {"empty_value": 0.0, "bins": [0.0, 1.0]}, "adapters.voltage.empty_value"),  # no reduction
+    ("voltage", {"reduction": "max", "empty_value": "none", "bins": [0.0, 1.0]}, "adapters.voltage.empty_value"),
+    ("voltage", {"reduction": "min", "angle_range": [-0.5, 0.5], "bins": [0.0, 1.0]},
+     "adapters.voltage.angle_range"),                                                   # not a LaserScan
+    ("voltage", {"type": "sensor_msgs/LaserScan", "field": "ranges", "reduction": "min", "angle_range": [0.5, -0.5],
+                 "bins": [0.0, 1.0]}, "adapters.voltage.angle_range"),                 # from > to
+    ("voltage", {"type": "sensor_msgs/LaserScan", "field": "ranges", "reduction": "min", "angle_range": [-0.5, 0.5],
+                 "index_range": [0, 10], "bins": [0.0, 1.0]}, "adapters.voltage.angle_range"),  # both
+    ("voltage", {"bins": [0.0, 1.0], "sigma": 0.0}, "adapters.voltage.sigma"),
+    ("voltage", {"bins": [0.0, 1.0], "sigma": float("inf")}, "adapters.voltage.sigma"),
+    ("voltage", {"levels.high": [1], "sigma": 0.1}, "adapters.voltage.sigma"),          # sigma needs bins
+    ("voltage", {"bins": [0.0, 1.0], "confusion.high": [0.9, 0.1]}, "adapters.voltage.confusion.high"),  # 3 levels
+    ("voltage", {"bins": [0.0, 1.0], "confusion.high": [0.9, 0.2, 0.0]}, "adapters.voltage.confusion.high"),
+    ("voltage", {"bins": [0.0, 1.0], "confusion.high": [1.1, -0.1, 0.0]}, "adapters.voltage.confusion.high"),
+    ("voltage", {"bins": [0.0, 1.0], "confusion.huge": [1.0, 0.0, 0.0]}, "adapters.voltage.confusion.huge"),
+    ("voltage", {"bins": [0.0, 1.0], "sigma": 0.1, "confusion.high": [1.0, 0.0, 0.0]}, "adapters.voltage"),
 ])
 def test_configuration_errors_name_the_parameter(modality, keys, param):
     with pytest.raises(AdapterConfigError) as err:
@@ -60,28 +83,45 @@ def test_configuration_errors_name_the_parameter(modality, keys, param):
     assert str(err.value).startswith(param), str(err.value)
 
 
-def test_template_checks_the_field_against_the_message_type():
-    battery = SimpleNamespace(header=SimpleNamespace(frame_id=""), voltage=0.0, power_supply_status=0, present=False,
-                              cell_voltage=[], location="")
-    check_template(spec(bins=[20.0, 23.0, 25.0]), battery)
-    check_template(spec("charging", field="power_supply_status", **{"levels.charging": [1, 4]}), battery)
-    check_template(spec(field="cell_voltage", reduction="mean", bins=[0.0, 5.0]), battery)
+# A few definitions as ros/adapter_inputs.py describes them from the generated classes (the real classes:
+# test/ros/test_adapters_graph.py).
+SCHEMAS = {
+    "sensor_msgs/msg/BatteryState": {
+        "header": FieldType("message", "std_msgs/msg/Header"), "voltage": FieldType("number"),
+        "power_supply_status": FieldType("integer"), "present": FieldType("boolean"),
+        "cell_voltage": FieldType("number", sequence=True), "location": FieldType("string")},
+    "std_msgs/msg/Header": {"stamp": FieldType("message", "builtin_interfaces/msg/Time"),
+                            "frame_id": FieldType("string")},
+    "builtin_interfaces/msg/Time": {"sec": FieldType("integer"), "nanosec": FieldType("integer")},
+}
+
+
+def test_the_schema_check_reads_the_field_against_the_message_type():
+    lookup = SCHEMAS.__getitem__
+    check_spec(spec(bins=[20.0, 23.0, 25.0]), lookup)
+    check_spec(spec("charging", field="power_supply_status", **{"levels.charging": [1, 4]}), lookup)
+    check_spec(spec(field="cell_voltage", reduction="mean", bins=[0.0, 5.0]), lookup)
+    check_spec(spec(field="cell_voltage[2]", bins=[0.0, 5.0]), lookup)
+    check_spec(spec(field="header.stamp.sec", bins=[0.0, 5.0]), lookup)
     for keys, param in [({"field": "volts", "bins": [0.0, 1.0]}, ".field"),             # no such field
                         ({"field": "header", "bins": [0.0, 1.0]}, ".field"),            # a message, not a value
                         ({"field": "cell_voltage", "bins": [0.0, 1.0]}, ".reduction"),  # a sequence needs one
+                        ({"field": "voltage[0]", "bins": [0.0, 1.0]}, ".field"),        # an index on a value
+                        ({"field": "voltage.x", "bins": [0.0, 1.0]}, ".field"),         # a field of a number
                         ({"reduction": "min", "bins": [0.0, 1.0]}, ".reduction"),       # a value cannot have one
+                        ({"field": "header", "reduction": "norm", "bins": [0.0, 1.0]}, ".reduction"),  # not numbers
                         ({"field": "location", "bins": [0.0, 1.0]}, ".bins"),           # a string is not binned
                         ({"field": "present", "levels.high": ["yes"]}, ".levels")]:     # a bool's values are bools
         with pytest.raises(AdapterConfigError) as err:
-            check_template(spec(**keys), battery)
-        assert str(err.value).startswith("adapters.voltage" + param), str(err.value)
+            check_spec(spec(**keys), lookup)
+        assert str(err.value).startswith("adapters.voltage" + param), (keys, str(err.value))
 
 
 # ---- reading ----------------------------------------------------------------------------------------------
 def test_field_paths_resolve_through_nested_messages():
     msg = SimpleNamespace(header=SimpleNamespace(frame_id="base_link"), data=3)
-    assert resolve_field(msg, "header.frame_id") == "base_link"
-    assert resolve_field(msg, "data") == 3
+    assert resolve(msg, parse_path("header.frame_id")).value == "base_link"
+    assert resolve(msg, parse_path("data")).value == 3
     assert read_level(msg, spec(field="header.missing", bins=[0.0, 1.0])).reason == "missing_field"
 
 
@@ -125,15 +165,26 @@ def test_reductions_over_an_index_range():
     assert reduce_values(ranges, "min", (3, 6)) is None  # past the end
     gap = spec("lidar_gap", type="sensor_msgs/LaserScan", field="ranges", reduction="min", index_range=[2, 4],
                bins=[0.05, 1.0, 30.0], bin_levels=["wall", "gap"])
-    assert read_level(SimpleNamespace(ranges=ranges), gap).level == 0           # min 2.0 m: a gap
+    scan = lambda r: SimpleNamespace(ranges=r, range_min=0.1, range_max=12.0)  # noqa: E731
+    assert read_level(scan(ranges), gap).level == 0           # min 2.0 m: a gap
     ranges[3] = 0.4
-    assert read_level(SimpleNamespace(ranges=ranges), gap).level == 1           # min 0.4 m: a wall
-    assert read_level(SimpleNamespace(ranges=ranges[:3]), gap).reason == "missing_field"
-    ranges[2] = np.nan
-    assert read_level(SimpleNamespace(ranges=ranges), gap).reason == "non_finite"
+    assert read_level(scan(ranges), gap).level == 1           # min 0.4 m: a wall
+    assert read_level(scan(ranges[:3]), gap).reason == "missing_field"
+    ranges[2] = np.nan                                        # REP 117: a NaN beam is skipped
+    assert read_level(scan(ranges), gap).level == 1
+    ranges[3] = np.nan
+    assert read_level(scan(ranges), gap).reason == "non_finite"  # every beam NaN
 
 
 # ---- the inverse (make-bag) and the shipped file ---------------------------------------------------------
+def blank(field: str) -> SimpleNamespace:
+    """A test double of a default message holding ``field`` (a LaserScan's beams with their angles and limits)."""
+    if field == "ranges":
+        return SimpleNamespace(ranges=np.zeros(0, np.float32), angle_min=0.0, angle_max=0.0, angle_increment=0.0,
+                               range_min=0.0, range_max=0.0)
+    return SimpleNamespace(**{field: {"data": "", "power_supply_status": 0}.get(field, 0.0)})
+
+
 def test_sampled_values_read_back_as_their_level(repo_root):
     rng = np.random.default_rng(0)
     specs = shipped(repo_root)
@@ -143,12 +194,9 @@ def test_sampled_values_read_back_as_their_level(repo_root):
         assert s.field == fields[name]
         for level in range(s.num_levels):
             for _ in range(50):
-                value = sample_value(s, level, rng)
-                if isinstance(value, np.ndarray):
-                    value = value.astype(np.float32)  # what a float32[] field holds
-                elif isinstance(value, float):
-                    value = float(np.float32(value))
-                assert read_level(SimpleNamespace(**{s.field: value}), s).level == level, (name, level, value)
+                msg = blank(s.field)
+                write_sample(msg, s, level, rng, new_entry=None)
+                assert read_level(msg, s).level == level, (name, level, msg)
 
 
 def test_a_level_no_bin_gives_cannot_be_sampled():
@@ -167,3 +215,122 @@ def test_help_and_readme_document_every_adapter_key(repo_root):
         assert f"adapters.<modality>.{key}" in text, key
         assert f"`{key}`" in readme, key
     assert "label" in text and "`label`" in readme
+
+
+# ---- selections, vectors, REP 117, soft evidence ----------------------------------------------------------------
+def test_a_key_selects_the_entry_of_a_parallel_sequence_or_of_a_sequence_of_messages():
+    joints = SimpleNamespace(name=["wheel", "gripper", "lift"], position=np.array([3.0, 0.02, 0.4]))
+    by_name = spec(type="sensor_msgs/JointState", field="position", key_field="name", key="gripper",
+                   bins=[0.0, 0.01, 0.05, 1.0])
+    assert read_level(joints, by_name).level == 1
+    assert read_level(SimpleNamespace(name=["wheel"], position=[0.0]), by_name).reason == "no_match"
+    assert read_level(SimpleNamespace(name=["gripper", "x"], position=[0.0]), by_name).reason == "missing_field"
+    assert read_level(SimpleNamespace(name=["gripper", "gripper"], position=[0.0, 0.0]), by_name).reason == "no_match"
+    hypothesis = lambda c, p: SimpleNamespace(hypothesis=SimpleNamespace(class_id=c, score=p))  # noqa: E731
+    detections = SimpleNamespace(detections=[SimpleNamespace(results=[hypothesis("person", 0.3), hypothesis("cup", 0.9)]),
+                                             SimpleNamespace(results=[hypothesis("person", 0.6)])])
+    keys = dict(type="vision_msgs/Detection2DArray", field="detections[].results[].hypothesis.score",
+                key_field="detections[].results[].hypothesis.class_id", key="person", bins=[0.0, 0.5, 1.0])
+    assert read_level(detections, spec(reduction="max", **keys)).level == 1   # 0.6
+    assert read_level(detections, spec(reduction="min", **keys)).level == 0   # 0.3
+    assert read_level(detections, spec(reduction="mean", **keys)).level == 0  # 0.45
+    nobody = SimpleNamespace(detections=[SimpleNamespace(results=[hypothesis("cup", 0.9)])])
+    assert read_level(nobody, spec(reduction="max", **keys)).reason == "no_match"
+    assert read_level(nobody, spec(reduction="max", empty_value=0.0, **keys)).level == 0
+    first = spec(type="vision_msgs/Detection2DArray", field="detections[1].results[0].hypothesis.score",
+                 bins=[0.0, 0.5, 1.0])
+    assert read_level(detections, first).level == 1
+    assert read_level(nobody, first).reason == "missing_field"
+
+
+def test_norm_of_a_vector_message_and_of_values():
+    accel = SimpleNamespace(linear_acceleration=SimpleNamespace(x=3.0, y=4.0, z=12.0))
+    s = spec(type="sensor_msgs/Imu", field="linear_acceleration", reduction="norm", bins=[0.0, 12.9, 13.1, 20.0])
+    assert read_level(accel, s).level == 1
+    assert reduce_values([3.0, 4.0], "norm", None) == 5.0
+
+
+def test_rep_117_for_scans_and_ranges():
+    s = spec("lidar_gap", type="sensor_msgs/LaserScan", field="ranges", reduction="min", angle_range=[-0.1, 0.1],
+             bins=[-float("inf"), 1.0, float("inf")], bin_levels=["wall", "gap"])
+    scan = lambda r: SimpleNamespace(ranges=np.array(r, np.float32), angle_min=-0.2, angle_increment=0.1,  # noqa: E731
+                                     range_min=0.2, range_max=10.0)  # beams at -0.2, -0.1, 0, 0.1, 0.2 rad
+    assert read_level(scan([0.5, 3.0, 3.0, 3.0, 0.5]), s).level == 0            # the walls are outside the sector
+    assert read_level(scan([0.5, np.nan, 3.0, 0.1, 0.5]), s).level == 0         # NaN and below range_min: skipped
+    assert read_level(scan([0.5, np.inf, np.inf, 30.0, 0.5]), s).level == 0     # beyond range_max: a gap
+    assert read_level(scan([0.5, np.inf, -np.inf, 3.0, 0.5]), s).level == 1     # closer than range_min: a wall
+    assert read_level(scan([0.5, np.nan, np.nan, np.nan, 0.5]), s).reason == "non_finite"
+    assert read_level(scan([0.5, 30.0, np.nan, 0.1, 0.5]), s).reason == "out_of_limits"
+    # a sector that crosses +-pi, on a scan from 0 to 2 pi
+    behind = spec("lidar_gap", type="sensor_msgs/LaserScan", field="ranges", reduction="min",
+                  angle_range=[3.0, 3.3], bins=[-float("inf"), 1.0, float("inf")], bin_levels=["wall", "gap"])
+    circle = SimpleNamespace(ranges=np.array([3.0, 3.0, 0.5, 3.0], np.float32), angle_min=-np.pi / 2,
+                             angle_increment=np.pi / 2, range_min=0.1, range_max=5.0)  # -90, 0, 90, 180 degrees
+    assert read_level(circle, behind).level == 0
+    circle.ranges[3] = 0.5
+    assert read_level(circle, behind).level == 1
+    rng = spec("lidar_gap", type="sensor_msgs/Range", field="range", bins=[-float("inf"), 1.0, float("inf")],
+               bin_levels=["wall", "gap"])
+    limits = dict(min_range=0.1, max_range=4.0)
+    assert read_level(SimpleNamespace(range=float("inf"), **limits), rng).level == 0
+    assert read_level(SimpleNamespace(range=float("-inf"), **limits), rng).level == 1
+    assert read_level(SimpleNamespace(range=4.5, **limits), rng).reason == "out_of_limits"
+    assert read_level(SimpleNamespace(range=float("nan"), **limits), rng).reason == "non_finite"
+
+
+def test_sigma_gives_the_gaussian_mass_of_each_interval_summed_by_level():
+    from scipy.stats import norm
+
+    from tolerances import FLOAT64_ATOL
+
+    s = spec(bins=[20.0, 23.0, 25.0, 27.0, 29.4], bin_levels=["low", "medium", "high", "high"], sigma=0.8)
+    for value in (20.0, 22.99, 23.0, 24.1, 26.9, 29.4):
+        got = read_level(SimpleNamespace(voltage=value), s)
+        cdf = norm.cdf([23.0, 25.0, 27.0], loc=value, scale=0.8)
+        low, medium, high = cdf[0], cdf[1] - cdf[0], 1 - cdf[1]  # the open outer intervals take the tails
+        np.testing.assert_allclose(got.probabilities, [high, medium, low], rtol=0, atol=FLOAT64_ATOL)
+        assert got.level == int(np.argmax(got.probabilities))
+    assert read_level(SimpleNamespace(voltage=19.0), s).reason == "out_of_bins"  # the bins' span is still checked
+    far = read_level(SimpleNamespace(voltage=29.4), spec(bins=[0.0, 1.0, 29.4], sigma=0.01))
+    assert far.probabilities == (0.0, 1.0, 0.0)
+    inf = spec("lidar_gap", type="sensor_msgs/Range", field="range", bins=[-float("inf"), 1.0, float("inf")],
+               bin_levels=["wall", "gap"], sigma=0.2)
+    assert read_level(SimpleNamespace(range=float("inf"), min_range=0.1, max_range=4.0), inf).probabilities == (1.0, 0.0)
+
+
+def test_confusion_rows_replace_the_one_hot_of_their_level():
+    s = spec("charging", field="power_supply_status", **{"levels.charging": [1, 4], "levels.idle": [2, 3],
+                                                         "confusion.charging": [0.8, 0.2]})
+    assert read_level(SimpleNamespace(power_supply_status=4), s).probabilities == (0.8, 0.2)
+    got = read_level(SimpleNamespace(power_supply_status=3), s)
+    assert got.level == 1 and got.probabilities is None
+
+
+def test_every_refusal_reason_of_the_adapters_has_a_diagnostics_counter(repo_root):
+    import re
+
+    from bayes_infer_ros.node.conversion import REJECT_REASONS
+
+    source = (repo_root / "bayes_infer_ros" / "adapters" / "reading.py").read_text()
+    reasons = set(re.findall(r'(?:Refused|Reading)\((?:None, )?"(\w+)"', source))
+    assert {"missing_field", "no_match", "non_finite", "out_of_limits", "out_of_bins", "unknown_value"} <= reasons
+    assert reasons <= set(REJECT_REASONS), reasons - set(REJECT_REASONS)
+
+
+def test_sampled_ranges_and_vectors_read_back_as_their_level():
+    rng = np.random.default_rng(1)
+    ranges = spec("lidar_gap", type="sensor_msgs/Range", field="range", bins=[-float("inf"), 1.0, float("inf")],
+                  bin_levels=["wall", "gap"])
+    vectors = spec(type="sensor_msgs/Imu", field="linear_acceleration", reduction="norm", bins=[0.0, 9.0, 11.0, 30.0])
+    infinite = set()
+    for level in (0, 1):
+        for _ in range(100):
+            msg = SimpleNamespace(range=0.0, min_range=0.0, max_range=0.0)
+            write_sample(msg, ranges, level, rng, new_entry=None)
+            assert read_level(msg, ranges).level == level, msg
+            infinite.add(msg.range) if np.isinf(msg.range) else None
+    assert infinite == {float("inf"), float("-inf")}
+    for level in (0, 1, 2):
+        msg = SimpleNamespace(linear_acceleration=SimpleNamespace(x=0.0, y=0.0, z=0.0))
+        write_sample(msg, vectors, level, rng, new_entry=None)
+        assert read_level(msg, vectors).level == level and msg.linear_acceleration.y != 0.0

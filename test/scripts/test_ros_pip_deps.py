@@ -83,6 +83,7 @@ def test_the_list_and_package_xml_cover_every_third_party_import(deps):
                    "lifecycle_msgs": "lifecycle_msgs", "std_msgs": "std_msgs", "std_srvs": "std_srvs",
                    "diagnostic_msgs": "diagnostic_msgs", "rosgraph_msgs": "rosgraph_msgs",
                    "ament_index_python": "ament_index_python", "launch": "launch", "launch_ros": "launch_ros",
+                   "rosidl_parser": "rosidl_parser",
                    "rosbags": "python3-rosbags-pip", "numba": "python3-numba-pip", "bondpy": "bondpy"}
     from_pip = {"jax": "jax", "jaxlib": "jaxlib", "xgboost": "xgboost-cpu", "rosbags": "rosbags",
                 "pymdp": "inferactively-pymdp", "numba": "numba",
@@ -150,6 +151,32 @@ def test_tool_only_keys_are_test_dependencies_and_runtime_leaves_tools_out(deps)
     runtime = as_pins(deps.pip_requirements("jazzy", "3.12", "1.26.4", runtime_only=True))
     assert set(full) - set(runtime) == deps.TOOL_ONLY
     assert {"numpy", "jax", "jaxlib", "numba", "llvmlite", "rosbags"} <= set(runtime)
+
+
+def test_every_message_package_a_shipped_adapter_reads_is_declared_and_in_both_wheel_lists(deps):
+    """config/*.yaml's adapter types: each package has a rosdep key in package.xml (exec_depend, or test_depend for
+    vision_msgs, which no PyPI wheel provides) and, but for vision_msgs, a ros-kilted-* and a ros-jazzy-* wheel in
+    requirements/ (make setup, make test-jazzy)."""
+    import yaml
+
+    from bayes_infer_ros.adapters import flatten
+
+    packages = set()
+    for path in (REPO_ROOT / "config").glob("*.yaml"):
+        for section in (yaml.safe_load(path.read_text()) or {}).values():
+            params = flatten(section.get("ros__parameters", {})) if isinstance(section, dict) else {}
+            packages |= {v.split("/")[0] for k, v in params.items() if k.startswith("adapters.") and
+                         k.endswith(".type")}
+    assert {"sensor_msgs", "std_msgs", "nav_msgs", "vision_msgs"} <= packages, packages
+    keys = package_xml_keys("jazzy")
+    wheels = {distro: {l.split("==")[0] for l in (REPO_ROOT / "requirements" / f"ros-{distro}.txt").read_text()
+                       .splitlines() if "==" in l} for distro in ("kilted", "jazzy")}
+    for package in sorted(packages - {"vision_msgs"}):
+        assert package in keys["exec_depend"] | keys["depend"], package
+        for distro in ("kilted", "jazzy"):
+            assert f"ros-{distro}-{package.replace('_', '-')}" in wheels[distro], (distro, package)
+    assert "vision_msgs" in keys["test_depend"]
+    assert not any("vision-msgs" in name for names in wheels.values() for name in names)
 
 
 # ---- a Jetson: a fake /etc/nv_tegra_release ----
