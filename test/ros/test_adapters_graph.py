@@ -308,9 +308,11 @@ def test_the_node_reads_sensor_messages_and_counts_bad_values(probe, sensor_agen
     diags = probe.record("/diagnostics", DiagnosticArray)
     pubs = {"battery": probe.publisher("/sensors/battery_state", BatteryState),
             "scan": probe.publisher("/sensors/scan", LaserScan), "tag": probe.publisher("/sensors/rfid/tag", String)}
-    ready = lambda: all(p.get_subscription_count() >= 1 for p in pubs.values()) or not sensor_agent.alive()  # noqa: E731
+    wanted = {"battery": 2, "scan": 1, "tag": 1}  # voltage and charging read the same topic
+    ready = lambda: (all(pubs[k].get_subscription_count() >= n for k, n in wanted.items())  # noqa: E731
+                     or not sensor_agent.alive())
     assert wait_for(ready, 120) and sensor_agent.alive(), sensor_agent.log_tail()
-    assert pubs["battery"].get_subscription_count() == 2  # voltage and charging read the same topic
+    assert pubs["battery"].get_subscription_count() == 2
 
     def battery(voltage, status):
         msg = BatteryState(voltage=voltage, power_supply_status=status)
