@@ -194,6 +194,110 @@ def test_a_kernel_is_compiled_again_when_a_helper_it_inlines_from_another_file_c
         sys.modules.pop(name, None)
 
 
+# ---- a damaged numba cache file is a miss: compiled again, one warning naming the file, the entry replaced -----
+def _damage_byte(offset: int, value: int):
+    def damage(path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        data[offset % len(data)] = value if value >= 0 else data[offset % len(data)] ^ 0xFF
+        path.write_bytes(bytes(data))
+    return damage
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def _directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _wrong_shape_index(path: Path) -> None:
+    """The index's leading version pickle kept, the rest replaced by a valid pickle of something else."""
+    import pickle
+
+    with open(path, "rb") as f:
+        pickle.load(f)
+        head = f.tell()
+    path.write_bytes(path.read_bytes()[:head] + pickle.dumps({"not": "an index"}))
+
+
+def _wrong_shape_data(path: Path) -> None:
+    import pickle
+
+    path.write_bytes(pickle.dumps(("not", "a", "compiled", "kernel")))
+
+
+NUMBA_DAMAGE = {
+    # the issue's corruptions: one damaged byte at the start of the index, a protocol byte numba's pickle refuses
+    # ("unsupported pickle protocol"), a valid pickle of the wrong shape
+    "index_first_byte": ("nbi", _damage_byte(0, -1)),
+    "index_protocol": ("nbi", _damage_byte(1, 99)),
+    "index_wrong_shape": ("nbi", _wrong_shape_index),
+    "index_truncated": ("nbi", _truncate),
+    "index_empty": ("nbi", _empty),
+    "index_directory": ("nbi", _directory),
+    "data_middle_byte": ("nbc", _damage_byte(-200, -1)),
+    "data_first_byte": ("nbc", _damage_byte(0, -1)),
+    "data_wrong_shape": ("nbc", _wrong_shape_data),
+    "data_truncated": ("nbc", _truncate),
+    "data_empty": ("nbc", _empty),
+    "data_directory": ("nbc", _directory),
+}
+
+
+@pytest.mark.numba
+@pytest.mark.parametrize("damage", list(NUMBA_DAMAGE))
+def test_a_damaged_kernel_cache_file_is_compiled_again_with_one_warning_naming_it(fresh_kernel_cache, tmp_path,
+                                                                                  monkeypatch, caplog, damage):
+    """Anything read from the cache is untrusted: a damaged index (.nbi) or compiled kernel (.nbc) is a miss. The
+    kernel compiles again and gives its result, one WARNING names the file, the other kernels keep their cache, and
+    the entry is replaced, so the next process loads it again (a directory in the file's place cannot be replaced:
+    that kernel runs without its cache)."""
+    pytest.importorskip("numba")
+    source = tmp_path / "tiny_damaged.py"
+    source.write_text("import numba\n\n@numba.njit\ndef plus_one(x):\n    return x + 1\n\n"
+                      "@numba.njit\ndef times_two(x):\n    return x * 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+
+    def fresh_module():
+        sys.modules.pop("tiny_damaged", None)
+        module = importlib.import_module("tiny_damaged")
+        monkeypatch.setattr(kernel_cache, "_enabled", {})
+        fresh_kernel_cache.enable_disk_cache(module, [source])
+        return module
+
+    module = fresh_module()
+    assert module.plus_one(1) == 2 and module.times_two(3) == 6
+    suffix, corrupt = NUMBA_DAMAGE[damage]
+    [target] = [p for p in (tmp_path / "numba").rglob(f"*plus_one*.{suffix}")]
+    corrupt(target)
+
+    module = fresh_module()
+    with caplog.at_level(logging.WARNING, logger=kernel_cache.__name__):
+        assert module.plus_one(1) == 2 and module.times_two(3) == 6
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and str(target) in warnings[0], warnings
+    assert sum(module.times_two.stats.cache_hits.values()) == 1  # the undamaged kernel kept its cache
+    assert not module.plus_one.stats.cache_hits
+
+    caplog.clear()
+    module = fresh_module()
+    with caplog.at_level(logging.WARNING, logger=kernel_cache.__name__):
+        assert module.plus_one(1) == 2
+    if damage.endswith("directory"):
+        assert target.is_dir() and not module.plus_one.stats.cache_hits
+    else:
+        assert sum(module.plus_one.stats.cache_hits.values()) == 1, "the damaged entry was not replaced"
+        assert not caplog.records
+    sys.modules.pop("tiny_damaged", None)
+
+
 # ---- the node's configure (subprocesses: fresh numba and JAX state) --------------------------------------------
 @pytest.mark.numba
 def test_configure_with_unwritable_caches_keeps_fused_numba_and_warns_once_per_cache(tmp_path):
