@@ -62,10 +62,10 @@ FULL_DISK = textwrap.dedent("""
 """)
 
 
-def configure(env: dict, prelude: str = "") -> tuple[dict, list[str], str]:
-    """(result, WARN lines, whole output) of one configure with the shipped model in a fresh process."""
+def configure(env: dict, prelude: str = "", params: Path = REPO / "config" / "agent.yaml") -> tuple[dict, list[str], str]:
+    """(result, WARN lines, whole output) of one configure with the shipped model (``params``) in a fresh process."""
     full_env = {**os.environ, "JAX_PLATFORMS": "cpu", **env}
-    proc = subprocess.run([sys.executable, "-c", prelude + CONFIGURE, str(REPO / "config" / "agent.yaml")],
+    proc = subprocess.run([sys.executable, "-c", prelude + CONFIGURE, str(params)],
                           env=full_env, capture_output=True, text=True, timeout=1800)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
@@ -321,6 +321,47 @@ def test_configure_on_a_disk_that_fills_keeps_fused_numba_and_warns_once_per_cac
     assert len(numba_warns) == 1 and "disk is full" in numba_warns[0], warns
     assert len(jax_warns) == 1 and "No space left" in jax_warns[0], warns
     assert "Error writing persistent compilation cache entry" not in out.replace(jax_warns[0], "")
+
+
+@pytest.mark.numba
+def test_configure_with_a_damaged_decision_record_and_kernel_index_keeps_fused_numba(tmp_path):
+    """Issue 31 F2/F3: a kept decision whose timings are a list and kernel indexes whose pickle protocol byte is
+    damaged. ``variant: auto`` times again and still runs fused_numba; ``variant: fused_numba`` configures. Each
+    damaged file is named in one WARN, and nothing else warns."""
+    import yaml
+
+    env = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": "", "NUMBA_CACHE_DIR": "",
+           "BAYES_INFER_DECISION_CACHE": ""}
+    caches = tmp_path / "home" / ".cache" / "bayes_infer_ros"
+    result, warns, out = configure(env)
+    assert result["variant"] == "fused_numba" and not warns, out[-3000:]
+
+    def damage_indexes() -> list[Path]:
+        indexes = sorted((caches / "numba").rglob("*.nbi"))
+        assert indexes
+        for index in indexes:
+            data = bytearray(index.read_bytes())
+            data[1] = 99  # pickle's protocol byte: "unsupported pickle protocol: 99"
+            index.write_bytes(bytes(data))
+        return indexes
+
+    [record] = (caches / "decisions").glob("*.json")
+    record.write_text(json.dumps({**json.loads(record.read_text()), "timings": [1, 2]}))
+    damaged = damage_indexes()
+    result, warns, out = configure(env)
+    assert result["variant"] == "fused_numba", out[-3000:]
+    assert len(only(warns, str(record))) == 1, warns
+    assert all(any(str(p) in w for p in damaged + [record]) for w in warns), warns
+    assert len(warns) == len(set(warns)) and len(warns) > 1, warns
+
+    doc = yaml.safe_load((REPO / "config" / "agent.yaml").read_text())
+    doc["/**"]["ros__parameters"]["variant"] = "fused_numba"
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(doc))
+    damaged = damage_indexes()
+    result, warns, out = configure(env, params=params)
+    assert result["variant"] == "fused_numba", out[-3000:]
+    assert warns and all(any(str(p) in w for p in damaged) for w in warns), warns
 
 
 # ---- bayes-infer warmup ------------------------------------------------------------------------------------------
