@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from bayes_infer_ros.inference import kernel_cache
+from tolerances import FLOAT32_ATOL
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -362,6 +364,70 @@ def test_configure_with_a_damaged_decision_record_and_kernel_index_keeps_fused_n
     result, warns, out = configure(env, params=params)
     assert result["variant"] == "fused_numba", out[-3000:]
     assert warns and all(any(str(p) in w for p in damaged) for w in warns), warns
+
+
+# ---- a damaged JAX compilation cache entry is a miss: compiled again, one warning naming the file, replaced ------
+# One program through the node's JAX set-up (jax_cache.enable_cache) in a fresh process: its log lines ("WARN ...")
+# and JAX's own warnings on stdout, then the program's result.
+JAX_PROGRAM = textwrap.dedent("""
+    import logging, sys, warnings
+    import jax, jax.numpy as jnp
+    from bayes_infer_ros.node import jax_cache
+
+    class Out(logging.Handler):
+        def emit(self, record): print("WARN", record.getMessage(), flush=True)
+
+    jax_cache.log.addHandler(Out())
+    jax_cache.log.propagate = False
+    warnings.showwarning = lambda m, *a, **k: print("JAXWARN", m, flush=True)
+    assert jax_cache.enable_cache(sys.argv[1])
+
+    @jax.jit
+    def damaged_probe(x):
+        return jnp.sin(x) * 2 + 1
+
+    print("RESULT", float(damaged_probe(jnp.float32(0.5))))
+""")
+
+
+def _zlib_of_garbage(path: Path) -> None:
+    import zlib
+
+    path.write_bytes(zlib.compress(b"\0\0\0\1" + b"not an executable" * 20))
+
+
+JAX_DAMAGE = {"first_byte": _damage_byte(0, -1), "middle_byte": _damage_byte(-40, -1), "truncated": _truncate,
+              "empty": _empty, "directory": _directory, "valid_compression_of_garbage": _zlib_of_garbage}
+
+
+@pytest.mark.parametrize("damage", list(JAX_DAMAGE))
+def test_a_damaged_jax_cache_entry_is_compiled_again_with_one_warning_naming_it(tmp_path, damage):
+    """JAX reads a damaged entry as a miss and warns without naming the file; its cache never replaces an entry
+    that exists, so the damage stayed and every start warned. Now one WARNING names the file, the entry is removed
+    and written again, the cache stays on for the other programs, and the next process reads it without a warning
+    (a directory in the entry's place cannot be removed: named, and the program compiles at every start)."""
+    folder = tmp_path / "jax"
+
+    def run() -> tuple[list[str], list[str]]:
+        proc = subprocess.run([sys.executable, "-c", JAX_PROGRAM, str(folder)], capture_output=True, text=True,
+                              env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines = proc.stdout.splitlines()
+        [result] = [float(line.split()[1]) for line in lines if line.startswith("RESULT")]
+        assert abs(result - (2 * math.sin(0.5) + 1)) <= FLOAT32_ATOL, proc.stdout
+        return only(lines, "WARN "), only(lines, "JAXWARN")
+
+    assert run() == ([], [])
+    [entry] = folder.glob("jit_damaged_probe-*-cache")
+    JAX_DAMAGE[damage](entry)
+    warns, _ = run()
+    assert len(warns) == 1 and str(entry) in warns[0] and "jax_compilation_cache_dir" in warns[0], warns
+    warns, jax_warns = run()
+    if damage == "directory":
+        assert entry.is_dir() and len(warns) == 1 and str(entry) in warns[0], warns
+    else:
+        assert warns == [] and jax_warns == [], (warns, jax_warns)
+        assert entry.is_file()
 
 
 # ---- bayes-infer warmup ------------------------------------------------------------------------------------------
