@@ -20,8 +20,12 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.inference import ALGORITHMS, VARIANTS, build_inference, engine_for_model
-from bayes_infer_ros.model import GenerativeModel, ModelValidationError
+from bayes_infer_ros.autotune import EngineConfig
+from bayes_infer_ros.inference.belief_filter import BeliefFilter
+from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, save_model
+from bayes_infer_ros.node.builder import build_slot
 from conftest import enable_x64
+from model.test_validation import unobserved
 from oracle import Case, max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL, NATIVE_FLOAT64_ATOL
 from variant_cases import (ITERS, TAU, StructureCases, assert_batched_matches, batched_wants, build,
@@ -166,6 +170,28 @@ def test_a_prior_with_more_factors_than_the_engine_is_refused(variant):
         engine.run_packed(obs[0], np.concatenate(prior))
     with pytest.raises(ValueError, match=r"obs_packed: expected the packed size 2 on the last axis, got 3"):
         engine.run_packed(np.ones(3, np.float32) / 3, prior[0])
+
+
+# ---- the node's build and tick -----------------------------------------------------------------------------------
+@pytest.mark.numba
+@pytest.mark.parametrize("with_B", [True, False])
+def test_the_nodes_build_and_tick_run_a_model_file_with_an_unobserved_factor(tmp_path, with_B):
+    """A params-YAML model whose factor 'mode' no modality reads, with and without B: the node's build (variant
+    auto: the verify step, then compiling with tick-shaped calls) and its tick (BeliefFilter) give pymdp's FPI
+    beliefs for every factor, 'mode' keeping its prior."""
+    save_model(unobserved(with_B=with_B).validate(), tmp_path / "model.yaml")
+    model = load_model(tmp_path / "model.yaml")
+    slot = build_slot(model, EngineConfig("fpi", device="cpu"), 0, 2048.0)
+    beliefs = BeliefFilter(slot.engine, model.D, 1, model.B is not None)
+    obs = [np.array([0.1, 0.7, 0.2]), np.array([0.6, 0.4])]
+    q = beliefs.step(np.concatenate(obs).astype(np.float32), np.zeros(model.num_factors, np.int32))
+    assert q.shape == (sum(model.num_states),)
+    case = Case([a.astype(np.float32) for a in model.A], [list(d) for d in model.A_dependencies], None,
+                [[0], [1]], [o.astype(np.float32) for o in obs], [d.astype(np.float32) for d in model.D], None,
+                model.num_states, model.num_obs)
+    want = pymdp_reference_jit("fpi", case, slot.engine.num_iter)
+    assert max_abs_diff(slot.engine.layout.split_states(q), want) <= FLOAT32_ATOL
+    assert np.max(np.abs(q[2:] - model.D[1])) <= FLOAT32_ATOL
 
 
 # ---- fused_cuda, in numba's CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`) or on a GPU ------------------------------
