@@ -63,7 +63,7 @@ def record_problem(record: Any, key: str) -> Optional[str]:
         return f"a JSON {type(record).__name__}, not an object"
     for name, kind in (("key", str), ("device", str), ("variant", str), ("created", str), ("timings", dict)):
         if name not in record:
-            return f"no {name!r} field"
+            return f"no {name!r} field" + (" (written by an older version, or damaged)" if name == "key" else "")
         if not isinstance(record[name], kind):
             return f"{name!r} is {json.dumps(record[name])[:60]}, expected a JSON {'object' if kind is dict else 'string'}"
     if record["key"] != key:
