@@ -220,7 +220,9 @@ def test_fused_cuda_tick_matches_pymdp(cuda, dtype):
         engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_cuda",
                                  num_iter=ITERS["fpi"], dtype=dtype)
         want = pymdp_reference_jit("fpi", case, ITERS["fpi"])
+        want_next = pymdp_expected_state(case, want, action)
         q, nxt = engine.tick(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), action)
+    assert q.dtype == nxt.dtype == dtype
     atol = FLOAT32_ATOL if dtype == np.float32 else FLOAT64_ATOL
     assert max_abs_diff(engine.layout.split_states(q), want) <= atol
-    assert max_abs_diff(engine.layout.split_states(nxt), pymdp_expected_state(case, want, action)) <= atol
+    assert max_abs_diff(engine.layout.split_states(nxt), want_next) <= atol
