@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from bayes_infer_ros.inference import kernel_cache
+from tolerances import FLOAT32_ATOL
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,10 +64,10 @@ FULL_DISK = textwrap.dedent("""
 """)
 
 
-def configure(env: dict, prelude: str = "") -> tuple[dict, list[str], str]:
-    """(result, WARN lines, whole output) of one configure with the shipped model in a fresh process."""
+def configure(env: dict, prelude: str = "", params: Path = REPO / "config" / "agent.yaml") -> tuple[dict, list[str], str]:
+    """(result, WARN lines, whole output) of one configure with the shipped model (``params``) in a fresh process."""
     full_env = {**os.environ, "JAX_PLATFORMS": "cpu", **env}
-    proc = subprocess.run([sys.executable, "-c", prelude + CONFIGURE, str(REPO / "config" / "agent.yaml")],
+    proc = subprocess.run([sys.executable, "-c", prelude + CONFIGURE, str(params)],
                           env=full_env, capture_output=True, text=True, timeout=1800)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
@@ -194,6 +196,110 @@ def test_a_kernel_is_compiled_again_when_a_helper_it_inlines_from_another_file_c
         sys.modules.pop(name, None)
 
 
+# ---- a damaged numba cache file is a miss: compiled again, one warning naming the file, the entry replaced -----
+def _damage_byte(offset: int, value: int):
+    def damage(path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        data[offset % len(data)] = value if value >= 0 else data[offset % len(data)] ^ 0xFF
+        path.write_bytes(bytes(data))
+    return damage
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def _directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _wrong_shape_index(path: Path) -> None:
+    """The index's leading version pickle kept, the rest replaced by a valid pickle of something else."""
+    import pickle
+
+    with open(path, "rb") as f:
+        pickle.load(f)
+        head = f.tell()
+    path.write_bytes(path.read_bytes()[:head] + pickle.dumps({"not": "an index"}))
+
+
+def _wrong_shape_data(path: Path) -> None:
+    import pickle
+
+    path.write_bytes(pickle.dumps(("not", "a", "compiled", "kernel")))
+
+
+NUMBA_DAMAGE = {
+    # the issue's corruptions: one damaged byte at the start of the index, a protocol byte numba's pickle refuses
+    # ("unsupported pickle protocol"), a valid pickle of the wrong shape
+    "index_first_byte": ("nbi", _damage_byte(0, -1)),
+    "index_protocol": ("nbi", _damage_byte(1, 99)),
+    "index_wrong_shape": ("nbi", _wrong_shape_index),
+    "index_truncated": ("nbi", _truncate),
+    "index_empty": ("nbi", _empty),
+    "index_directory": ("nbi", _directory),
+    "data_middle_byte": ("nbc", _damage_byte(-200, -1)),
+    "data_first_byte": ("nbc", _damage_byte(0, -1)),
+    "data_wrong_shape": ("nbc", _wrong_shape_data),
+    "data_truncated": ("nbc", _truncate),
+    "data_empty": ("nbc", _empty),
+    "data_directory": ("nbc", _directory),
+}
+
+
+@pytest.mark.numba
+@pytest.mark.parametrize("damage", list(NUMBA_DAMAGE))
+def test_a_damaged_kernel_cache_file_is_compiled_again_with_one_warning_naming_it(fresh_kernel_cache, tmp_path,
+                                                                                  monkeypatch, caplog, damage):
+    """Anything read from the cache is untrusted: a damaged index (.nbi) or compiled kernel (.nbc) is a miss. The
+    kernel compiles again and gives its result, one WARNING names the file, the other kernels keep their cache, and
+    the entry is replaced, so the next process loads it again (a directory in the file's place cannot be replaced:
+    that kernel runs without its cache)."""
+    pytest.importorskip("numba")
+    source = tmp_path / "tiny_damaged.py"
+    source.write_text("import numba\n\n@numba.njit\ndef plus_one(x):\n    return x + 1\n\n"
+                      "@numba.njit\ndef times_two(x):\n    return x * 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+
+    def fresh_module():
+        sys.modules.pop("tiny_damaged", None)
+        module = importlib.import_module("tiny_damaged")
+        monkeypatch.setattr(kernel_cache, "_enabled", {})
+        fresh_kernel_cache.enable_disk_cache(module, [source])
+        return module
+
+    module = fresh_module()
+    assert module.plus_one(1) == 2 and module.times_two(3) == 6
+    suffix, corrupt = NUMBA_DAMAGE[damage]
+    [target] = [p for p in (tmp_path / "numba").rglob(f"*plus_one*.{suffix}")]
+    corrupt(target)
+
+    module = fresh_module()
+    with caplog.at_level(logging.WARNING, logger=kernel_cache.__name__):
+        assert module.plus_one(1) == 2 and module.times_two(3) == 6
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and str(target) in warnings[0], warnings
+    assert sum(module.times_two.stats.cache_hits.values()) == 1  # the undamaged kernel kept its cache
+    assert not module.plus_one.stats.cache_hits
+
+    caplog.clear()
+    module = fresh_module()
+    with caplog.at_level(logging.WARNING, logger=kernel_cache.__name__):
+        assert module.plus_one(1) == 2
+    if damage.endswith("directory"):
+        assert target.is_dir() and not module.plus_one.stats.cache_hits
+    else:
+        assert sum(module.plus_one.stats.cache_hits.values()) == 1, "the damaged entry was not replaced"
+        assert not caplog.records
+    sys.modules.pop("tiny_damaged", None)
+
+
 # ---- the node's configure (subprocesses: fresh numba and JAX state) --------------------------------------------
 @pytest.mark.numba
 def test_configure_with_unwritable_caches_keeps_fused_numba_and_warns_once_per_cache(tmp_path):
@@ -217,6 +323,111 @@ def test_configure_on_a_disk_that_fills_keeps_fused_numba_and_warns_once_per_cac
     assert len(numba_warns) == 1 and "disk is full" in numba_warns[0], warns
     assert len(jax_warns) == 1 and "No space left" in jax_warns[0], warns
     assert "Error writing persistent compilation cache entry" not in out.replace(jax_warns[0], "")
+
+
+@pytest.mark.numba
+def test_configure_with_a_damaged_decision_record_and_kernel_index_keeps_fused_numba(tmp_path):
+    """Issue 31 F2/F3: a kept decision whose timings are a list and kernel indexes whose pickle protocol byte is
+    damaged. ``variant: auto`` times again and still runs fused_numba; ``variant: fused_numba`` configures. Each
+    damaged file is named in one WARN, and nothing else warns."""
+    import yaml
+
+    env = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": "", "NUMBA_CACHE_DIR": "",
+           "BAYES_INFER_DECISION_CACHE": ""}
+    caches = tmp_path / "home" / ".cache" / "bayes_infer_ros"
+    result, warns, out = configure(env)
+    assert result["variant"] == "fused_numba" and not warns, out[-3000:]
+
+    def damage_indexes() -> list[Path]:
+        indexes = sorted((caches / "numba").rglob("*.nbi"))
+        assert indexes
+        for index in indexes:
+            data = bytearray(index.read_bytes())
+            data[1] = 99  # pickle's protocol byte: "unsupported pickle protocol: 99"
+            index.write_bytes(bytes(data))
+        return indexes
+
+    [record] = (caches / "decisions").glob("*.json")
+    record.write_text(json.dumps({**json.loads(record.read_text()), "timings": [1, 2]}))
+    damaged = damage_indexes()
+    result, warns, out = configure(env)
+    assert result["variant"] == "fused_numba", out[-3000:]
+    assert len(only(warns, str(record))) == 1, warns
+    assert all(any(str(p) in w for p in damaged + [record]) for w in warns), warns
+    assert len(warns) == len(set(warns)) and len(warns) > 1, warns
+
+    doc = yaml.safe_load((REPO / "config" / "agent.yaml").read_text())
+    doc["/**"]["ros__parameters"]["variant"] = "fused_numba"
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(doc))
+    damaged = damage_indexes()
+    result, warns, out = configure(env, params=params)
+    assert result["variant"] == "fused_numba", out[-3000:]
+    assert warns and all(any(str(p) in w for p in damaged) for w in warns), warns
+
+
+# ---- a damaged JAX compilation cache entry is a miss: compiled again, one warning naming the file, replaced ------
+# One program through the node's JAX set-up (jax_cache.enable_cache) in a fresh process: its log lines ("WARN ...")
+# and JAX's own warnings on stdout, then the program's result.
+JAX_PROGRAM = textwrap.dedent("""
+    import logging, sys, warnings
+    import jax, jax.numpy as jnp
+    from bayes_infer_ros.node import jax_cache
+
+    class Out(logging.Handler):
+        def emit(self, record): print("WARN", record.getMessage(), flush=True)
+
+    jax_cache.log.addHandler(Out())
+    jax_cache.log.propagate = False
+    warnings.showwarning = lambda m, *a, **k: print("JAXWARN", m, flush=True)
+    assert jax_cache.enable_cache(sys.argv[1])
+
+    @jax.jit
+    def damaged_probe(x):
+        return jnp.sin(x) * 2 + 1
+
+    print("RESULT", float(damaged_probe(jnp.float32(0.5))))
+""")
+
+
+def _zlib_of_garbage(path: Path) -> None:
+    import zlib
+
+    path.write_bytes(zlib.compress(b"\0\0\0\1" + b"not an executable" * 20))
+
+
+JAX_DAMAGE = {"first_byte": _damage_byte(0, -1), "middle_byte": _damage_byte(-40, -1), "truncated": _truncate,
+              "empty": _empty, "directory": _directory, "valid_compression_of_garbage": _zlib_of_garbage}
+
+
+@pytest.mark.parametrize("damage", list(JAX_DAMAGE))
+def test_a_damaged_jax_cache_entry_is_compiled_again_with_one_warning_naming_it(tmp_path, damage):
+    """JAX reads a damaged entry as a miss and warns without naming the file; its cache never replaces an entry
+    that exists, so the damage stayed and every start warned. Now one WARNING names the file, the entry is removed
+    and written again, the cache stays on for the other programs, and the next process reads it without a warning
+    (a directory in the entry's place cannot be removed: named, and the program compiles at every start)."""
+    folder = tmp_path / "jax"
+
+    def run() -> tuple[list[str], list[str]]:
+        proc = subprocess.run([sys.executable, "-c", JAX_PROGRAM, str(folder)], capture_output=True, text=True,
+                              env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines = proc.stdout.splitlines()
+        [result] = [float(line.split()[1]) for line in lines if line.startswith("RESULT")]
+        assert abs(result - (2 * math.sin(0.5) + 1)) <= FLOAT32_ATOL, proc.stdout
+        return only(lines, "WARN "), only(lines, "JAXWARN")
+
+    assert run() == ([], [])
+    [entry] = folder.glob("jit_damaged_probe-*-cache")
+    JAX_DAMAGE[damage](entry)
+    warns, _ = run()
+    assert len(warns) == 1 and str(entry) in warns[0] and "jax_compilation_cache_dir" in warns[0], warns
+    warns, jax_warns = run()
+    if damage == "directory":
+        assert entry.is_dir() and len(warns) == 1 and str(entry) in warns[0], warns
+    else:
+        assert warns == [] and jax_warns == [], (warns, jax_warns)
+        assert entry.is_file()
 
 
 # ---- bayes-infer warmup ------------------------------------------------------------------------------------------

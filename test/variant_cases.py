@@ -39,9 +39,9 @@ def window(algorithm: str) -> Optional[int]:
 
 
 def build(case: Case, algorithm: str, variant: str, num_iter: int, tau: float = 1.0):
-    """``build_inference`` on the case's model (A, B and their dependencies)."""
+    """``build_inference`` on the case's model (A, B and their dependencies, the factor sizes)."""
     return build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant,
-                           num_iter=num_iter, tau=tau)
+                           num_iter=num_iter, tau=tau, num_states=case.num_states)
 
 
 class StructureCases:

@@ -182,9 +182,11 @@ def decide(model: Any, config: EngineConfig, budget: MemoryBudget, *, build: boo
     notes = [found.note] if found.note else []
     place = found.by_platform.get
 
+    cache_warnings = len(cache.warnings) if cache is not None else 0  # this decision's: those added from here
+
     def done(c: Candidate, engine: Optional[Engine], reason: str, timings: Optional[dict] = None) -> Decision:
         reason = "; ".join([reason] + notes)
-        warnings = (cache.warning,) if cache is not None and cache.warning else ()
+        warnings = tuple(cache.warnings[cache_warnings:]) if cache is not None else ()
         return Decision(c.platform, c.variant, device_lookup.describe(place(c.platform)), engine, reason, timings or {},
                         warnings)
 
@@ -220,13 +222,19 @@ def decide(model: Any, config: EngineConfig, budget: MemoryBudget, *, build: boo
         shortlist.append(Candidate(jax_platforms[0], FALLBACK))
     key = DecisionCache.key(_cache_parts(model, config, budget, platforms)) if cache is not None else ""
     record = cache.load(key) if cache is not None else None
-    if record is not None and Candidate(record["device"], record["variant"]) in shortlist:
+    if record is not None:
         c = Candidate(record["device"], record["variant"])
-        try:
-            return done(c, build_one(c), f"chose {c}, timed here at {record.get('created', '?')} "
-                                      f"({_format(record.get('timings', {}))}; decision cache)")
-        except (MemoryError, ValueError):
-            pass  # the kept decision no longer builds: time again
+        problem = _record_problem(record, c, shortlist)
+        if problem is None:
+            checkpoint()
+            try:
+                engine = make(c)()
+            except Exception as exc:  # noqa: BLE001 - a kept choice that does not build here is a miss, not a failure
+                problem = f"its choice {c} does not build here ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+            else:
+                return done(c, engine, f"chose {c}, timed here at {record['created']} ({_format(record['timings'])}; "
+                                       "decision cache)")
+        cache.refuse(key, problem)
     errors: dict[str, str] = {}
     best, engine, timings = verify_engines({str(c): make(c) for c in shortlist}, config.algorithm, config.horizon,
                                            checkpoint, errors)
@@ -239,6 +247,20 @@ def decide(model: Any, config: EngineConfig, budget: MemoryBudget, *, build: boo
         cache.store(key, c.platform, c.variant, timings)
     notes.extend([failed] if failed else [])
     return done(c, engine, f"chose {c}, the fastest of {len(shortlist)} timed here ({_format(timings)})", timings)
+
+
+def _record_problem(record: Mapping[str, Any], chosen: Candidate, shortlist: Sequence[Candidate]) -> Optional[str]:
+    """Why a well-formed kept ``record`` (``decision_cache.record_problem`` passed) does not fit this decision's
+    ``shortlist`` (None: it does): its choice must be a candidate here, timed, and the fastest of its timings."""
+    names = [str(c) for c in shortlist]
+    if chosen not in shortlist:
+        return f"it names {chosen}, not a candidate here ({', '.join(names)})"
+    timings = record["timings"]
+    if set(timings) != set(names):
+        return f"its timings name {', '.join(sorted(timings)) or 'nothing'}, not this decision's candidates"
+    if not timings[str(chosen)] <= min(timings.values()):
+        return f"its choice {chosen} is not the fastest of its timings"
+    return None
 
 
 def _format(timings: Mapping[str, float]) -> str:

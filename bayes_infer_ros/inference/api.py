@@ -61,6 +61,23 @@ class PackedLayout:
     def unpack_states(self, packed: Any) -> list[np.ndarray]:
         return [np.asarray(x) for x in self.split_states(np.asarray(packed))]
 
+    def check_lists(self, obs: Sequence[Any], prior: Sequence[Any]) -> None:
+        """Refuse a list call whose ``obs`` are not one array per modality of its size (last axis), or whose
+        ``prior`` is not one per factor of its size, naming the expected and the given sizes (ValueError)."""
+        for name, xs, sizes, what in (("obs", obs, self.num_obs, "modalit(y/ies)"),
+                                      ("prior", prior, self.num_states, "factor(s)")):
+            got = tuple(int(np.shape(x)[-1]) if np.ndim(x) else 0 for x in xs)
+            if got != sizes:
+                raise ValueError(f"{name}: expected {len(sizes)} {what} of sizes {sizes}, got {len(got)} of sizes {got}")
+
+    def check_packed(self, obs_packed: Any, prior_packed: Any) -> None:
+        """Refuse packed inputs whose last axis is not ``obs_size`` / ``state_size`` (ValueError naming it)."""
+        for name, x, size in (("obs_packed", obs_packed, self.obs_size), ("prior_packed", prior_packed, self.state_size)):
+            shape = np.shape(x)
+            if shape[-1:] != (size,):
+                raise ValueError(f"{name}: expected the packed size {size} on the last axis, got "
+                                 f"{shape[-1] if shape else 'a scalar'}")
+
 
 class EngineFlags:
     """What every engine says about its calls, derived from ``algorithm`` and ``batch_size``."""

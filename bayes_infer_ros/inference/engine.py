@@ -229,12 +229,14 @@ class InferenceEngine(EngineFlags):
         """
         obs = [self._input(o) for o in obs]
         prior = [self._input(p) for p in prior]
+        self.layout.check_lists(obs, prior)
         acts = self._actions(tuple(obs[0].shape[:-1]), actions)
         return self._call_lists(self._param_buffers, obs, prior, acts, self._valid_steps(valid_steps))
 
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None, valid_steps: Optional[int] = None) -> Array:
         """Packed API: obs (…, sum m_i) -> beliefs (…, sum n_f); one buffer in, one out."""
         obs_packed = self._input(obs_packed)
+        self.layout.check_packed(obs_packed, prior_packed)
         acts = self._actions(tuple(obs_packed.shape[:-1]), actions)
         return self._call_packed(self._param_buffers, obs_packed, self._input(prior_packed), acts, self._valid_steps(valid_steps))
 

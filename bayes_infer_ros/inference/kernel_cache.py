@@ -14,6 +14,13 @@ later (a disk that fills up), are each logged once as a WARNING on this module's
 its own log) naming ``NUMBA_CACHE_DIR`` and the fix; a failure turns the cache off for the rest of the process.
 A cache is an optimisation: nothing here raises.
 
+Nothing read from the folder is trusted. Each index (``.nbi``) and compiled kernel (``.nbc``) is written with a
+sha256 digest of its pickle, checked before it is unpickled, and an index must be a map of kernels to files. A file
+that fails (one damaged byte, cut short, empty, a valid pickle of another shape, a directory in its place) is a
+miss: one WARNING names the file, the file is removed, the kernel compiles, and the entry is written again (a
+file that cannot be removed turns that one kernel's cache off). The digest guards against damage, not against a
+forger: the folder must be writable only by the user the node runs as (the files are pickles).
+
 The kernels are decorated without ``cache=True`` (numba refuses to import a ``cache=True`` function when no
 folder is writable: "cannot cache function ... no locator available"); :func:`enable_disk_cache` gives each of
 a module's dispatchers its cache afterwards, as ``cache=True`` would, with a cache that logs instead of raising.
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import logging
 import os
 import pickle
@@ -36,6 +44,8 @@ log = logging.getLogger(__name__)
 
 NUMBA_ENV = "NUMBA_CACHE_DIR"
 PROBE_BYTES = 4096  # written and removed by unwritable(): a full disk refuses it
+DIGEST_BYTES = 32  # sha256, ahead of each cache file's pickle
+CACHE_FORMAT = "sha256"  # part of the index's version stamp: plain numba's files are a miss, never read
 
 _lock = threading.RLock()
 _resolved: dict[str, Optional[Path]] = {}  # "folder" -> the numba cache folder (None: no cache), once resolved
@@ -145,30 +155,137 @@ def sources_digest(sources: Iterable[os.PathLike]) -> str:
     return h.hexdigest()
 
 
+class DamagedEntry(Exception):
+    """A cache file that cannot be used: damaged, of another shape, or not a file. ``path``: the file."""
+
+    def __init__(self, path: os.PathLike, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = Path(path)
+        self.reason = reason
+
+
+def _checked(path: Path, raw: bytes) -> bytes:
+    """The payload of ``raw`` (a sha256 digest, then the payload), or DamagedEntry when the digest does not match."""
+    digest, payload = raw[:DIGEST_BYTES], raw[DIGEST_BYTES:]
+    if len(digest) < DIGEST_BYTES or hashlib.sha256(payload).digest() != digest:
+        raise DamagedEntry(path, f"its checksum does not match its {len(raw)} bytes (damaged or cut short)")
+    return payload
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path``; DamagedEntry when something other than a regular file is there (FileNotFoundError
+    when nothing is)."""
+    if path.exists() and not path.is_file():
+        raise DamagedEntry(path, "it is not a regular file")
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _tolerant_cache_class() -> type:
     # optional dependency: numba (only fused_numba's kernels get here)
-    from numba.core.caching import FunctionCache
+    import numba
+    from numba.core.caching import FunctionCache, IndexDataCacheFile  # optional (numba)
+
+    class CheckedCacheFile(IndexDataCacheFile):
+        """numba's index (``.nbi``) and data (``.nbc``) files, each written with a sha256 digest of its pickle and
+        verified before it is unpickled, the index's contents checked for their shape: a damaged, cut or foreign
+        file raises DamagedEntry instead of loading a wrong kernel. The format's version (``CACHE_FORMAT``) differs
+        from plain numba's, so an index written by ``cache=True`` or an older format is an ordinary miss."""
+
+        def __init__(self, cache_path: str, filename_base: str, source_stamp: Any):
+            super().__init__(cache_path, filename_base, source_stamp)
+            self._version = f"{numba.__version__}+{CACHE_FORMAT}"
+            self.index_path = Path(cache_path) / f"{filename_base}.nbi"
+
+        def _load_index(self) -> dict:
+            path = self.index_path
+            try:
+                raw = _read_regular(path)
+            except FileNotFoundError:
+                return {}
+            stream = io.BytesIO(raw)
+            try:
+                version = pickle.load(stream)
+            except Exception as exc:  # noqa: BLE001 - whatever the damage, the file is not an index
+                raise DamagedEntry(path, f"its version stamp does not read ({type(exc).__name__}: {exc})") from None
+            if version != self._version:  # another numba or format: a miss, replaced by the next save
+                return {}
+            try:
+                stamp, overloads = pickle.loads(_checked(path, stream.read()))
+            except DamagedEntry:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise DamagedEntry(path, f"its index does not read ({type(exc).__name__}: {exc})") from None
+            if not isinstance(overloads, dict) or not all(isinstance(v, str) for v in overloads.values()):
+                raise DamagedEntry(path, f"its index is a {type(overloads).__name__}, not a map of kernels to files")
+            return overloads if stamp == self._source_stamp else {}
+
+        def _save_index(self, overloads: dict) -> None:
+            payload = self._dump((self._source_stamp, overloads))
+            with self._open_for_write(str(self.index_path)) as f:
+                pickle.dump(self._version, f, protocol=-1)
+                f.write(hashlib.sha256(payload).digest() + payload)
+
+        def _load_data(self, name: str) -> Any:
+            path = Path(self._data_path(name))
+            payload = _checked(path, _read_regular(path))
+            try:
+                return pickle.loads(payload)
+            except Exception as exc:  # noqa: BLE001
+                raise DamagedEntry(path, f"it does not unpickle ({type(exc).__name__}: {exc})") from None
+
+        def _save_data(self, name: str, data: Any) -> None:
+            payload = self._dump(data)
+            with self._open_for_write(self._data_path(name)) as f:
+                f.write(hashlib.sha256(payload).digest() + payload)
 
     class TolerantFunctionCache(FunctionCache):
-        """numba's per-function disk cache (what ``cache=True`` makes), with a failed load read as a miss and a
-        failed save dropped; either turns every kernel cache off (:func:`_turn_off`). ``digest`` (of the sources
-        the kernel inlines from other files) is part of each entry's key."""
+        """numba's per-function disk cache (what ``cache=True`` makes) over :class:`CheckedCacheFile`, where nothing
+        read from disk is trusted. A damaged entry (``DamagedEntry``, or a kernel that does not rebuild from its
+        file) is a miss: the file is removed and named in one WARNING, the kernel compiles, and its save writes the
+        entry again (a file that cannot be removed, such as a directory in its place, turns this kernel's cache
+        off). A read or write the disk refuses turns every kernel cache off (:func:`_turn_off`). ``digest`` (of the
+        sources the kernel inlines from other files) is part of each entry's key."""
 
         digest = ""
+
+        def __init__(self, py_func: Any):
+            super().__init__(py_func)
+            self._cache_file = CheckedCacheFile(self.cache_path, self._impl.filename_base,
+                                                self._impl.locator.get_source_stamp())
 
         def _index_key(self, sig: Any, codegen: Any) -> Any:
             return (*super()._index_key(sig, codegen), self.digest)
 
+        def _damaged(self, path: Path, reason: str) -> None:
+            """A miss on a damaged file: remove it (the next save writes it again) or, when it cannot be removed,
+            turn this kernel's cache off; one WARNING per file."""
+            try:
+                path.unlink()
+                outcome = "removed; the kernel compiles now and is cached again"
+            except OSError as exc:
+                self.disable()
+                outcome = (f"it cannot be removed ({exc.strerror or type(exc).__name__}): this kernel compiles at "
+                           "every start until it is removed")
+            warn_once(f"damaged:{path}", f"numba kernel cache: {path} cannot be used ({reason}); {outcome}")
+
         def load_overload(self, sig: Any, target_context: Any) -> Any:
             try:
                 return super().load_overload(sig, target_context)
-            except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            except DamagedEntry as exc:
+                self._damaged(exc.path, exc.reason)
+            except OSError as exc:
                 _turn_off("read", exc)
-                return None
+            except Exception as exc:  # noqa: BLE001 - an entry that reads but does not rebuild a kernel
+                self._damaged(self._cache_file.index_path, f"its kernel does not rebuild ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:160]})")
+            return None
 
         def save_overload(self, sig: Any, data: Any) -> None:
             try:
                 super().save_overload(sig, data)
+            except DamagedEntry as exc:
+                self._damaged(exc.path, exc.reason)
             except OSError as exc:
                 _turn_off("write", exc)
 

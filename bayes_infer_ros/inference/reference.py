@@ -52,13 +52,16 @@ def marginal_contributions(ll: Array, deps: tuple[int, ...], qs: Sequence[Array]
     return out
 
 
-def accumulate_marginals(contributions: Sequence[Sequence[Array]], A_dependencies: Deps, num_factors: int) -> list[Array]:
-    """Sum per-modality contributions into per-factor messages, in pymdp's order."""
-    total: list[Any] = [0.0] * num_factors
+def accumulate_marginals(contributions: Sequence[Sequence[Array]], A_dependencies: Deps,
+                         num_states: Sequence[int]) -> list[Array]:
+    """Sum per-modality contributions into per-factor (n_f,) messages, in pymdp's order; a factor that no modality
+    observes gets zeros (pymdp's ``jnp.zeros(1)``, at the factor's size so it also stacks over time steps)."""
+    total: list[Any] = [None] * len(num_states)
     for m, deps in enumerate(A_dependencies):
         for l, f in enumerate(deps):
-            total[f] = total[f] + contributions[m][l]
-    return total
+            total[f] = contributions[m][l] if total[f] is None else total[f] + contributions[m][l]
+    dtype = contributions[0][0].dtype
+    return [jnp.zeros(n, dtype) if t is None else t for t, n in zip(total, num_states)]
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ class LoopedLikelihood:
         """qs[f]: (n_f,) -> per factor (n_f,): sum over modalities of expected log-likelihood."""
         deps = self.structure.A_dependencies
         contributions = [marginal_contributions(ll[m], deps[m], qs) for m in range(len(deps))]
-        return accumulate_marginals(contributions, deps, self.structure.num_factors)
+        return accumulate_marginals(contributions, deps, self.structure.num_states)
 
     def joint(self, params: dict, ll: Sequence[Array]) -> Array:
         """Single-factor models: the summed log-likelihood (n_0,)."""

@@ -84,6 +84,32 @@ def _infer_batch(A: Sequence[np.ndarray], A_dependencies) -> Optional[int]:
     )
 
 
+def _factor_sizes(A_b: Sequence[np.ndarray], A_dependencies: Sequence[Sequence[int]],
+                  B_b: Optional[Sequence[np.ndarray]], B_dependencies: Optional[Sequence[Sequence[int]]],
+                  num_states: Optional[Sequence[int]]) -> tuple[int, ...]:
+    """n_f per factor: from B (axis 1 of the batched tensors), else ``num_states``, else A's dependency axes (as
+    many factors as A or ``B_dependencies`` name); a factor that no modality observes and nothing sizes is refused
+    naming ``num_states``."""
+    if B_b is not None:
+        from_B = tuple(int(b.shape[1]) for b in B_b)
+        if num_states is not None and tuple(int(n) for n in num_states) != from_B:
+            raise ModelValidationError("num_states", f"{tuple(num_states)} differs from the sizes of B, {from_B}")
+        return from_B
+    if num_states is not None:
+        return tuple(int(n) for n in num_states)
+    sizes: dict[int, int] = {}
+    for a, deps in zip(A_b, A_dependencies):
+        for axis, f in enumerate(deps):
+            if a.ndim > axis + 2:
+                sizes.setdefault(f, int(a.shape[axis + 2]))
+    F = max(max(sizes, default=-1) + 1, len(B_dependencies) if B_dependencies is not None else 0)
+    unsized = [f for f in range(F) if f not in sizes]
+    if unsized:
+        raise ModelValidationError("num_states", f"factor(s) {unsized} are observed by no modality and there is no B, "
+                                                 "so nothing gives their sizes: pass num_states (the sizes of D)")
+    return tuple(sizes[f] for f in range(F))
+
+
 def build_inference(
     algorithm: str,
     A: Sequence[Any],
@@ -97,10 +123,14 @@ def build_inference(
     validate: bool = True,
     param_passing: str = "auto",
     device: Optional[jax.Device] = None,
+    num_states: Optional[Sequence[int]] = None,
 ) -> Engine:
     """Build an engine for ``algorithm`` ("fpi" | "vmp" | "mmp") and ``variant``.
 
-    A[i]: ([b,] m_i, n_deps...), B[f]: ([b,] n_f, n_deps..., u_f). The one-time work (validation,
+    A[i]: ([b,] m_i, n_deps...), B[f]: ([b,] n_f, n_deps..., u_f). A factor may be observed by no modality
+    (as in pymdp: FPI keeps its prior, VMP/MMP follow its dynamics); without B its size comes from
+    ``num_states`` (n_f per factor, e.g. the sizes of D; ``engine_for_model`` passes the model's), which also
+    counts factors after the last one A depends on. The one-time work (validation,
     log-tensors, padding/merging/clustering, BCOO conversion) happens here; the returned engine's calls
     are jitted. ``dtype`` defaults to A's float dtype (float32 unless x64 is enabled and A is float64).
     ``param_passing``: "separate" arrays, one "packed" buffer per dtype, or "auto" (see InferenceEngine).
@@ -123,13 +153,7 @@ def build_inference(
     if B is not None:
         B = [np.asarray(b) for b in B]
         B_b = B if batch is not None else [b[None] for b in B]
-    num_states = tuple(int(b.shape[1]) for b in B_b) if B_b is not None else None
-    if num_states is None:
-        sizes: dict[int, int] = {}
-        for a, deps in zip(A_b, A_dependencies):
-            for axis, f in enumerate(deps):
-                sizes.setdefault(f, int(a.shape[axis + 2]))
-        num_states = tuple(sizes.get(f, 0) for f in range(max(sizes, default=-1) + 1))
+    num_states = _factor_sizes(A_b, A_dependencies, B_b, B_dependencies, num_states)
     if B_dependencies is None:
         B_dependencies = trivial_B_dependencies(len(num_states))
     B_dependencies = as_deps(B_dependencies)
@@ -161,7 +185,8 @@ def build_inference(
 
 def engine_for_model(model: GenerativeModel, algorithm: str, variant: str = "baseline", **kwargs: Any) -> Engine:
     """``build_inference`` on a :class:`GenerativeModel` (already validated by its loader)."""
-    return build_inference(algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies, variant=variant, **kwargs)
+    return build_inference(algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies, variant=variant,
+                           num_states=model.num_states, **kwargs)
 
 
 # ---- sizes by variant name (the layouts' counts live in ``sizes``) ----------------------------------

@@ -67,7 +67,8 @@ class GenerativeModel:
     A: M arrays, ``A[i].shape == (m_i, *[n_f for f in A_dependencies[i]])``
     B: F arrays, ``B[f].shape == (n_f, *[n_d for d in B_dependencies[f]], u_f)``, or None (static states)
     D: F arrays, ``D[f].shape == (n_f,)``; uniform when omitted.
-    Names are optional; when given they must match the counts.
+    Names are optional; when given they must match the counts. A factor may be observed by no modality (pymdp
+    supports it); its size then comes from B, or from D when the model has no B.
     """
 
     A: list[np.ndarray]
@@ -90,10 +91,10 @@ class GenerativeModel:
             self.B_dependencies = trivial_B_dependencies(self.num_factors)
         else:
             self.B_dependencies = as_deps(self.B_dependencies)
-        if self.D is None:
-            self.D = [np.full(n, 1.0 / n) for n in self.num_states]
-        else:
+        if self.D is not None:
             self.D = [np.asarray(d) for d in self.D]
+        elif all(n >= 1 for n in self.num_states):  # else a factor has no size: validation names it
+            self.D = [np.full(n, 1.0 / n) for n in self.num_states]
 
     # ---- structure -------------------------------------------------------------------------
     @property
@@ -106,7 +107,8 @@ class GenerativeModel:
 
     @property
     def num_states(self) -> tuple[int, ...]:
-        """n_f per factor, read from B when present, else from D, else from A's dependency axes."""
+        """n_f per factor, read from B when present, else from D, else from A's dependency axes (0 for a factor
+        no modality observes: unknown)."""
         if self.B is not None:
             return tuple(int(b.shape[0]) for b in self.B)
         if self.D is not None:

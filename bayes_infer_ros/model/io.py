@@ -106,6 +106,28 @@ def _tensor_from_parameters(params: Mapping[str, Any], key: str, axes: str) -> n
     return _as_tensor(key, shape, _get(params, f"{key}.data", "a flat list of probabilities"))
 
 
+def _factor_sizes(model: GenerativeModel, factors: Sequence[str], D: Sequence[Optional[np.ndarray]]) -> list[int]:
+    """Each factor's size: from its B when the model has B, else from its prior ``model.D.<factor>``, else from
+    the A tensors that depend on it; a factor that nothing sizes is refused naming its prior."""
+    if model.B is not None:
+        num_states = list(model.num_states)
+        if len(num_states) != len(factors):
+            raise ModelValidationError(
+                "model.factors", f"{len(factors)} factor names but the tensors define {len(num_states)} factors")
+        return num_states
+    from_A = model.num_states  # from A's dependency axes (D is not set yet): 0 where no modality observes the factor
+    sizes = []
+    for f, name in enumerate(factors):
+        if D[f] is not None:
+            sizes.append(int(np.size(D[f])))
+        elif f < len(from_A) and from_A[f] > 0:
+            sizes.append(from_A[f])
+        else:
+            raise ModelValidationError(f"{MODEL_PREFIX}D.{name}", f"factor '{name}' is observed by no modality and "
+                                       "the model has no B, so nothing gives its size: give its prior")
+    return sizes
+
+
 def model_from_parameters(params: Mapping[str, Any]) -> GenerativeModel:
     """Build (and validate) a model from flat dotted parameters (see module docstring)."""
     factors = _get(params, "model.factors", "a list of factor names")
@@ -151,11 +173,7 @@ def model_from_parameters(params: Mapping[str, Any]) -> GenerativeModel:
         factor_names=factors,
         modality_names=modalities,
     )
-    num_states = model.num_states
-    if len(num_states) != len(factors):
-        raise ModelValidationError(
-            "model.factors", f"{len(factors)} factor names but the tensors define {len(num_states)} factors"
-        )
+    num_states = _factor_sizes(model, factors, D)
     model.D = [np.full(n, 1.0 / n) if d is None else d for d, n in zip(D, num_states)]
     model.state_labels = [list(x) for x in state_labels] if all(x is not None for x in state_labels) else None
     model.observation_labels = [list(x) for x in obs_labels] if all(x is not None for x in obs_labels) else None

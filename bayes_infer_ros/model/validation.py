@@ -120,7 +120,8 @@ def _check_labels(field: str, labels: Optional[Sequence[Sequence[str]]], sizes: 
 
 
 def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:
-    """Check shapes against dependency lists, values, normalisation and coverage.
+    """Check shapes against dependency lists, values and normalisation. A factor that no modality observes is
+    valid (pymdp runs it: FPI keeps its prior, VMP/MMP follow its dynamics); its size comes from B or D.
 
     Raises :class:`ModelValidationError` on the first problem found.
     """
@@ -148,7 +149,11 @@ def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:
 
     _check_names("factor_names", model.factor_names, F)
     _check_names("modality_names", model.modality_names, len(A))
+    observed = {f for deps in model.A_dependencies for f in deps}
     for f, n in enumerate(num_states):
+        if n < 1 and f not in observed and B is None and D is None:
+            raise ModelValidationError(f"D[{f}]", f"factor {f} is observed by no modality and the model has no B, so "
+                                                  f"nothing gives its size: give its prior D[{f}] (or B)")
         if n < 1:
             raise ModelValidationError(f"num_states[{f}]", f"factor {f} has {n} levels; at least 1 is required")
 
@@ -159,13 +164,6 @@ def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:
             raise ModelValidationError(name, "axis 0 (observation levels) is empty")
         _check_dependency_axes(name, a, deps, num_states)
         _check_distributions(name, a, atol)
-
-    observed = {f for deps in model.A_dependencies for f in deps}
-    missing = sorted(set(range(F)) - observed)
-    if missing:
-        raise ModelValidationError(
-            "A_dependencies", f"factor(s) {missing} are observed by no modality; every factor must appear in some A_dependencies list"
-        )
 
     if B is not None:
         for f, (b, deps) in enumerate(zip(B, model.B_dependencies)):

@@ -71,7 +71,8 @@ def batched_engine(model: Any, config: EngineConfig, variant: str, agents: int, 
         return None if arrays is None else [np.broadcast_to(a, (agents,) + a.shape) for a in arrays]
 
     return build_inference(config.algorithm, rows(model.A), model.A_dependencies, rows(model.B), model.B_dependencies,
-                           variant=variant, num_iter=config.num_iter, tau=config.tau, validate=False, device=device)
+                           variant=variant, num_iter=config.num_iter, tau=config.tau, validate=False, device=device,
+                           num_states=model.num_states)
 
 
 def check_agents_budget(variant: str, model: Any, agents: int, budget: MemoryBudget) -> int:

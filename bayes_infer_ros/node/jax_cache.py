@@ -11,16 +11,24 @@ file, a full disk) is logged once per process and folder as a WARNING on this mo
 it to its own log) naming ``jax_compilation_cache_dir`` and the fix, and JAX runs without the cache. A write that
 fails later (the disk fills up) reaches JAX's own "Error writing persistent compilation cache entry" warning:
 :func:`setup_jax` turns the first such warning into one WARNING and the cache off, and drops the rest.
+
+An entry is untrusted input. JAX reads a damaged one (a damaged byte, cut short, empty, a directory in its place, an
+executable XLA cannot parse) as a miss and warns without naming the file, and it never overwrites an entry that
+exists, so the damage would stay. Its read warning is turned into a miss that repairs itself: the entry is named in
+one WARNING and removed, and JAX writes it again after compiling (a directory stays: named, compiled at every start).
 """
 from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import warnings
 from pathlib import Path
+from typing import Optional
 
 import jax
+from jax._src import compilation_cache as jax_compilation_cache  # the entries' own format (decompress)
 from jax.experimental.compilation_cache import compilation_cache
 
 from ..inference.kernel_cache import unwritable
@@ -30,6 +38,10 @@ log = logging.getLogger(__name__)
 PARAMETER = "jax_compilation_cache_dir"
 FIX = f"set {PARAMETER} to a writable folder, or to '' to turn the cache off"
 _JAX_CACHE_WARNING = "persistent compilation cache entry"  # in JAX's "Error reading/writing ..." warnings
+# JAX's read error names the program (or, from its existence check, the entry's key)
+_READ_ERROR = re.compile(r"Error reading persistent compilation cache entry for '([^']+)'")
+_ENTRY = re.compile(r".+-[0-9a-f]{64}-cache")  # an entry: <program name>-<sha256 hex>-cache
+_TIME_BYTES = 4  # an entry decompresses to the compile time (4 bytes), then the serialized executable
 _lock = threading.Lock()
 _warned: set[str] = set()
 _guard = {"installed": False, "tripped": False}
@@ -102,12 +114,61 @@ def _warn_once(key: str, message: str) -> None:
     log.warning(message)
 
 
+def entry_problem(path: Path) -> Optional[str]:
+    """Why the cache entry ``path`` cannot be read (None: it decompresses into an entry). An entry whose executable
+    XLA cannot parse after all passes here: only JAX's own read can tell."""
+    if not path.is_file():
+        return "not a regular file"
+    try:
+        data = jax_compilation_cache.decompress_executable(path.read_bytes())
+    except Exception as exc:  # noqa: BLE001 - whatever the damage, the entry is unusable
+        return f"{type(exc).__name__}: {exc}"
+    if len(data) <= _TIME_BYTES:
+        return f"{len(data)} bytes after decompression, no executable"
+    return None
+
+
+def _discard_damaged(message: str) -> None:
+    """JAX could not read an entry of the program named in ``message`` (its warning names the program, not the
+    file): the program's entries that do not decompress are removed, or all of them when each does (XLA could not
+    parse one); each named in one WARNING. JAX then compiles the program and writes its entry again."""
+    found = _READ_ERROR.search(message)
+    folder = Path(str(jax.config.jax_compilation_cache_dir or ""))
+    if found is None or not folder.is_dir():
+        return
+    name = found.group(1)
+    mine = re.compile(re.escape(name) + r"(-[0-9a-f]{64})?-cache")  # the program's entries, or the key's one
+    entries = sorted(p for p in folder.iterdir() if _ENTRY.fullmatch(p.name) and mine.fullmatch(p.name))
+    if not entries:
+        _warn_once(f"read:{name}", f"{PARAMETER} {folder}: JAX could not read a cache entry ({message}); the "
+                   "program compiles again")
+        return
+    problems = {p: entry_problem(p) for p in entries}
+    damaged = {p: why for p, why in problems.items() if why} or {p: message.split(": ", 1)[-1] for p in entries}
+    for path, why in damaged.items():
+        if path.is_dir():
+            outcome = "a directory cannot be replaced: this program compiles at every start until it is removed"
+        else:
+            try:
+                for f in (path, path.with_name(path.name[: -len("-cache")] + "-atime")):
+                    f.unlink(missing_ok=True)
+                outcome = "removed; the program compiles now and its entry is written again"
+            except OSError as exc:
+                outcome = f"it cannot be removed ({exc.strerror or exc}): this program compiles at every start"
+        _warn_once(f"entry:{path}", f"{PARAMETER}: the cache entry {path} cannot be used ({' '.join(why.split())[:160]}"
+                   f"); {outcome}")
+
+
 def _on_warning(previous):
-    """A ``warnings.showwarning`` that turns JAX's first cache read/write error into one WARNING and the cache
-    off (the rest are dropped), and hands every other warning to ``previous``."""
+    """A ``warnings.showwarning`` that handles JAX's cache errors and hands every other warning to ``previous``: an
+    entry JAX could not read is a miss (:func:`_discard_damaged`: named, removed, written again); the first write
+    error becomes one WARNING and the cache off (the rest are dropped)."""
     def show(message, category, filename, lineno, file=None, line=None):
         if _JAX_CACHE_WARNING not in str(message):
             return previous(message, category, filename, lineno, file, line)
+        if _READ_ERROR.search(str(message)):
+            _discard_damaged(str(message))
+            return None
         with _lock:
             tripped, _guard["tripped"] = _guard["tripped"], True
         if not tripped:

@@ -2,9 +2,11 @@
 step across devices, the kept decisions, the memory budget. This machine has no GPU: a "GPU" here is either a
 faked failure of the real lookup or a second JAX CPU device standing in for one (labelled "gpu"), which is what
 the policy sees of a device: a name, a self-test, and timings."""
+import json
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
 
 from bayes_infer_ros.autotune import decision as dec
@@ -13,7 +15,7 @@ from bayes_infer_ros.autotune.budget import MemoryBudget, MemoryBudgetExceeded
 from bayes_infer_ros.autotune.decision_cache import DecisionCache
 from bayes_infer_ros.inference import VariantUnsupported
 from bayes_infer_ros.inference.native import numba_available
-from bayes_infer_ros.model import load_model
+from bayes_infer_ros.model import GenerativeModel, load_model
 from engine_stubs import Broken, Slowed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,7 +131,7 @@ def test_device_settings_restrict_the_candidates(model, fake_gpu):
 def test_a_kept_decision_is_reused_without_timing(model, tmp_path, monkeypatch):
     cache = DecisionCache(tmp_path / "decisions")
     first = dec.decide(model, dec.EngineConfig("fpi", device="cpu"), BUDGET, cache=cache)
-    assert len(list((tmp_path / "decisions").glob("*.json"))) == 1 and cache.warning == ""
+    assert len(list((tmp_path / "decisions").glob("*.json"))) == 1 and cache.warnings == []
     monkeypatch.setattr(dec, "time_round_robin", lambda *a, **k: pytest.fail("a kept decision was timed again"))
     again = dec.decide(model, dec.EngineConfig("fpi", device="cpu"), BUDGET, cache=cache)
     assert (again.device, again.variant) == (first.device, first.variant) and "decision cache" in again.reason
@@ -146,6 +148,110 @@ def test_an_unwritable_decision_cache_is_a_warning(model, tmp_path):
     assert decision.engine is not None
     assert len(decision.warnings) == 1 and "not writable" in decision.warnings[0]
     assert "BAYES_INFER_DECISION_CACHE" in decision.warnings[0]
+
+
+def _replace(**fields):
+    return lambda record, other: json.dumps({**record, **fields})
+
+
+def _timings_text(record, other):
+    return json.dumps({**record, "timings": {f"{record['variant']}@{record['device']}": "fast"}})
+
+
+def _truncated(record, other):
+    text = json.dumps(record)
+    return text[: len(text) // 2]
+
+
+# A record that is not one this decision can use. The issue's three first: valid JSON, device and variant from the
+# shortlist, timings that are not a map of seconds. Then wrong types in every field, missing fields, values JSON
+# allows but seconds do not, text that is not JSON, a directory in the file's place, another model's record, and
+# a candidate that is not one here.
+BAD_RECORDS = {
+    "timings_list": _replace(timings=[1, 2]),
+    "timings_null": _replace(timings=None),
+    "timings_text": _timings_text,
+    "timings_nan": _replace(timings={"baseline@cpu": float("nan")}),
+    "timings_negative": _replace(timings={"baseline@cpu": -1.0}),
+    "timings_bool": _replace(timings={"baseline@cpu": True}),
+    "device_number": _replace(device=0),
+    "device_null": _replace(device=None),
+    "variant_list": _replace(variant=["fused_numba"]),
+    "variant_dict": _replace(variant={"name": "baseline"}),
+    "created_number": _replace(created=20260101),
+    "key_number": _replace(key=7),
+    "no_variant": lambda record, other: json.dumps({k: v for k, v in record.items() if k != "variant"}),
+    "no_timings": lambda record, other: json.dumps({k: v for k, v in record.items() if k != "timings"}),
+    "a_list": lambda record, other: json.dumps([record]),
+    "a_string": lambda record, other: json.dumps("baseline@cpu"),
+    "truncated": _truncated,
+    "empty": lambda record, other: "",
+    "not_utf8": lambda record, other: b"\xff\xfe{\x00",
+    "directory": None,
+    "another_model": lambda record, other: json.dumps(other),
+    "not_a_candidate": _replace(device="gpu", variant="hybrid"),
+    "variant_unknown": _replace(variant="fused_magic"),
+}
+
+
+@pytest.fixture(scope="module")
+def kept_records(model, tmp_path_factory):
+    """A verified decision of the shipped model and one of another model (other sizes), as kept on disk."""
+    folder = tmp_path_factory.mktemp("kept")
+    cache = DecisionCache(folder)
+    dec.decide(model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET, cache=cache)
+    [mine] = folder.glob("*.json")
+    other_model = GenerativeModel(A=[np.full((2, 3), 0.5)], A_dependencies=[[0]]).validate()
+    dec.decide(other_model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET, cache=cache)
+    [other] = [p for p in folder.glob("*.json") if p != mine]
+    return mine.name, json.loads(mine.read_text()), json.loads(other.read_text())
+
+
+@pytest.mark.parametrize("bad", list(BAD_RECORDS))
+def test_a_kept_decision_that_cannot_be_used_is_timed_again_with_one_warning_naming_it(model, kept_records, tmp_path,
+                                                                                        bad):
+    """Anything read from the decision cache is untrusted: a record that is damaged, of the wrong types, another
+    model's or a candidate that is not one here is a miss. The candidates are timed again (never a failed decide),
+    one warning names the file, and the new decision replaces the record (a directory in its place stays: timed at
+    every start)."""
+    name, record, other = kept_records
+    path = tmp_path / name
+    if BAD_RECORDS[bad] is None:
+        path.mkdir()
+    else:
+        content = BAD_RECORDS[bad](record, other)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    cache = DecisionCache(tmp_path)
+    decision = dec.decide(model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET, cache=cache)
+    assert decision.engine is not None and "decision cache" not in decision.reason, decision.reason
+    assert "timed here" in decision.reason and decision.timings
+    assert len(decision.warnings) == 1 and str(path) in decision.warnings[0], decision.warnings
+    fresh = DecisionCache(tmp_path)
+    if bad == "directory":
+        assert path.is_dir()
+        return
+    kept = fresh.load(name[:-len(".json")])
+    assert kept is not None and fresh.warnings == [] and kept["variant"] == decision.variant
+
+
+def test_a_kept_decision_that_no_longer_builds_is_timed_again_with_a_warning(model, kept_records, tmp_path,
+                                                                              monkeypatch):
+    name, record, _ = kept_records
+    (tmp_path / name).write_text(json.dumps(record))
+    real = dec.build_engine
+    refused = {"first": True}
+
+    def build(m, config, variant, device):
+        if refused.pop("first", False):
+            raise RuntimeError("the kept variant does not build here any more")
+        return real(m, config, variant, device)
+
+    monkeypatch.setattr(dec, "build_engine", build)
+    decision = dec.decide(model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET,
+                          cache=DecisionCache(tmp_path))
+    assert decision.engine is not None and "decision cache" not in decision.reason
+    assert len(decision.warnings) == 1 and str(tmp_path / name) in decision.warnings[0]
+    assert "does not build here any more" in decision.warnings[0]
 
 
 # ---- the memory budget ---------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from bayes_infer_ros.model import ModelValidationError, load_model, save_model
-from model.test_validation import good
+from model.test_validation import good, unobserved
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".yaml"])
@@ -20,6 +20,16 @@ def test_round_trip(tmp_path, suffix):
         np.testing.assert_array_equal(x, y)  # float64 -> YAML -> float64 is exact (repr round-trips)
     assert back.factor_names == m.factor_names and back.state_labels == m.state_labels
     assert back.observation_labels == m.observation_labels
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".yaml"])
+@pytest.mark.parametrize("with_B", [True, False])
+def test_round_trip_of_a_factor_no_modality_observes(tmp_path, suffix, with_B):
+    m = unobserved(with_B=with_B).validate()
+    path = tmp_path / f"model{suffix}"
+    save_model(m, path)
+    back = load_model(path)
+    assert back.structure == m.structure and back.num_states == (2, 4)
 
 
 def test_default_model_is_meaningful(repo_root):

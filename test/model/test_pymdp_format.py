@@ -67,6 +67,16 @@ def test_defaults_without_dependency_lists_or_D(tmp_path):
     np.testing.assert_allclose(model.D[1], [0.5, 0.5])
 
 
+def test_a_factor_no_modality_observes_is_sized_by_D_without_B(tmp_path):
+    """pymdp's test_fpi.py condind model: two factors, one modality on factor 0, no B: D gives factor 1's size."""
+    A = [np.array([[0.7, 0.2, 0.1], [0.2, 0.6, 0.3], [0.1, 0.2, 0.6]])]
+    D = [np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.2, 0.3, 0.4])]
+    np.savez(tmp_path / "m.npz", A0=A[0], D0=D[0], D1=D[1], A_dependencies=json.dumps([[0]]))
+    model = read_pymdp_npz(tmp_path / "m.npz")
+    assert model.num_states == (3, 4) and model.B is None
+    np.testing.assert_allclose(model.D[1], D[1])
+
+
 @pytest.mark.parametrize("arrays,field,fragment", [
     ({"A": np.array([np.eye(2), np.eye(3)], dtype=object)}, "file", "object arrays"),
     ({"B0": np.eye(2)[:, :, None]}, "A0", "no A arrays"),

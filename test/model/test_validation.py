@@ -39,7 +39,6 @@ CASES = [
     ("A_dependencies[1]", r"factor index 5 out of range", lambda m: setattr(m, "A_dependencies", ((0,), (0, 5)))),
     ("A_dependencies[0]", r"dependency list is empty", lambda m: setattr(m, "A_dependencies", ((), (0, 1)))),
     ("A_dependencies[1]", r"repeated factor index", lambda m: setattr(m, "A_dependencies", ((0,), (0, 0)))),
-    ("A_dependencies", r"observed by no modality", lambda m: (m.A.__setitem__(1, m.A[1].sum(2) / 4 * 1.0 + 0), setattr(m, "A_dependencies", ((0,), (0,))))),
     ("B[1] (mode)", r"must sum to 1", lambda m: m.B[1].__setitem__((0, 0, 0, 0), 3.0)),
     ("B[1] (mode)", r"axis 2 has length 3 but factor 0 has 2", lambda m: m.B.__setitem__(1, np.ones((4, 4, 3, 1)) / 4)),
     ("B[0] (pose)", r"has 2 axes but B_dependencies\[0\]", lambda m: m.B.__setitem__(0, m.B[0][..., 0])),
@@ -94,3 +93,56 @@ def test_parameter_errors_name_the_parameter(field, pattern, mutation):
     with pytest.raises(ModelValidationError, match=pattern) as info:
         model_from_parameters(params)
     assert info.value.field == field
+
+
+# ---- a factor that no modality observes (pymdp runs it): valid, sized by B or D -----------------------------------
+def unobserved(with_B: bool = True, with_D: bool = True) -> GenerativeModel:
+    """good() with modality imu reading factor 0 only: factor 1 (mode) is observed by no modality."""
+    m = good()
+    m.A[1] = m.A[1].sum(2) / 4
+    m.A_dependencies = ((0,), (0,))
+    if not with_B:
+        m.B, m.B_dependencies = None, ((0,), (1,))  # dependencies of transitions the model does not have are not kept
+    if not with_D:
+        m.D = None
+    return m
+
+
+def test_a_factor_no_modality_observes_is_valid_sized_by_B_or_D():
+    assert unobserved().validate().num_states == (2, 4)
+    assert unobserved(with_B=False).validate().num_states == (2, 4)
+
+
+def test_a_factor_nothing_sizes_is_refused_naming_its_prior():
+    m = good()
+    m.A = [m.A[1].sum(1) / 2]  # (2, 4): one modality on factor 1 only; factor 0 observed by none
+    m.A_dependencies, m.modality_names = ((1,),), ["imu"]
+    m.B = m.D = None
+    with pytest.raises(ModelValidationError, match=r"factor 0 is observed by no modality and the model has no B") as info:
+        GenerativeModel(A=m.A, A_dependencies=m.A_dependencies).validate()
+    assert info.value.field == "D[0]"
+
+
+@pytest.mark.parametrize("with_B", [True, False])
+def test_parameters_round_trip_a_factor_no_modality_observes(with_B):
+    m = unobserved(with_B=with_B).validate()
+    back = model_from_parameters(model_to_parameters(m))
+    assert back.structure == m.structure
+    for x, y in zip(m.D, back.D):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_parameters_without_B_or_D_refuse_the_unobserved_factor_naming_its_prior():
+    params = model_to_parameters(unobserved(with_B=False).validate())
+    params.pop("model.D.mode")
+    with pytest.raises(ModelValidationError, match=r"factor 'mode' is observed by no modality .* give its prior") as info:
+        model_from_parameters(params)
+    assert info.value.field == "model.D.mode"
+    for name, levels in (("cam", 3), ("imu", 2)):  # both modalities read mode only
+        params[f"model.A.{name}.dependencies"] = [1]
+        params[f"model.A.{name}.shape"], params[f"model.A.{name}.data"] = [levels, 4], [1 / levels] * (4 * levels)
+    params["model.D.mode"] = [0.25] * 4
+    params.pop("model.D.pose")  # now pose is unobserved and unsized: named, whatever its position
+    with pytest.raises(ModelValidationError, match=r"factor 'pose' is observed by no modality") as info:
+        model_from_parameters(params)
+    assert info.value.field == "model.D.pose"

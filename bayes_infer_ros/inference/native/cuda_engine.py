@@ -145,6 +145,7 @@ class CudaEngine(NativeEngine):
                    valid_steps: Optional[int] = None) -> np.ndarray:
         """Packed API: FPI obs (…, O), prior (…, S) -> beliefs (…, S); VMP / MMP obs (…, T, O), prior (…, S),
         actions (…, T-1, F) -> beliefs (…, T, S). One launch."""
+        self.layout.check_packed(obs_packed, prior_packed)
         if self.algorithm != "fpi":
             return self._run_window(obs_packed, prior_packed, actions, valid_steps)
         obs = np.asarray(obs_packed, dtype=self.dtype)

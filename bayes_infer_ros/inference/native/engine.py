@@ -190,6 +190,7 @@ class NativeEngine(EngineFlags):
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> np.ndarray:
         """Packed API: obs (…, sum m_i) -> beliefs (…, sum n_f) (numpy)."""
+        self.layout.check_packed(obs_packed, prior_packed)
         obs = self._lead(obs_packed, 0)
         prior = self._lead(prior_packed, 0)
         S = self.layout.state_size
@@ -221,6 +222,7 @@ class NativeEngine(EngineFlags):
     def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
                  valid_steps: Optional[int] = None) -> list[np.ndarray]:
         """List API (pymdp's conventions), as InferenceEngine.__call__."""
+        self.layout.check_lists(obs, prior)
         out = self.run_packed(self.layout.pack_obs(obs), self.layout.pack_states(prior), actions, valid_steps)
         return [np.asarray(x) for x in self.layout.split_states(out)]
 

@@ -105,7 +105,7 @@ class _LoopedMarginals(Generic[Plan]):
         """qs[f]: (n_f,) -> per factor (n_f,): sum over modalities of E_{q without f}[ll_m]."""
         deps = self.ll_dependencies
         contributions = [marginal_contributions(ll[m], deps[m], qs) for m in range(len(deps))]
-        return accumulate_marginals(contributions, deps, self.structure.num_factors)
+        return accumulate_marginals(contributions, deps, self.structure.num_states)
 
     def joint(self, params: dict, ll: Sequence[Array]) -> Array:
         """Single-factor models: the summed log-likelihood (n_0,)."""
