@@ -69,10 +69,10 @@ def kernel_call(module, engine, algorithm: str, obs: np.ndarray, prior: np.ndarr
     e = engine
     if algorithm == "fpi":
         out = np.empty((1, e.layout.state_size), e.dtype)
-        return lambda: (module.fpi(*e._fpi_model, obs, prior, e.num_iter, e._minval, out), out)[1]
+        return lambda: (module.fpi(*e._fpi_model, obs, prior, e.num_iter, e.model.minval, out), out)[1]
     out = np.empty((1, obs.shape[1], e.layout.state_size), e.dtype)
     return lambda: (module.sequence(algorithm == "vmp", *e._sequence_model, obs, prior, actions, -1, e.num_iter,
-                                    e.dtype.type(e.tau), e._minval, out), out)[1]
+                                    e.dtype.type(e.tau), e.model.minval, out), out)[1]
 
 
 def random_inputs(engine, algorithm: str, horizon: int, seed: int = 0):

@@ -167,7 +167,7 @@ def test_refusals_name_the_limit(monkeypatch):
     case = CASES.case("pairs", "vmp")
     args = (case.A, case.A_deps, case.B, case.B_deps)
     engine = build_inference("vmp", *args, variant="fused_cuda")
-    with pytest.raises(ValueError, match="tick_agents: fpi only"):
+    with pytest.raises(ValueError, match="tick: fpi only"):
         engine.tick(np.zeros(engine.layout.obs_size), np.zeros(engine.layout.state_size), [0, 0, 0])
     from bayes_infer_ros.inference.native import cuda_kernels
     monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 1024)

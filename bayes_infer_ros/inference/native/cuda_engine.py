@@ -2,10 +2,11 @@
 per agent (optional: needs numba's CUDA target and a CUDA device, or numba's CUDA simulator:
 ``NUMBA_ENABLE_CUDASIM=1``).
 
-The engine is :class:`~.engine.NativeEngine` (the same prepared arrays, the same public API) whose calls run on
-the GPU: FPI's ``tick``, ``tick_agents``, ``run_packed`` and the list call (``cuda_kernels.fpi_tick_kernel``), and
-VMP / MMP's ``run_packed`` and list call (``cuda_window.window_kernel``).
-``predict`` alone stays on the host (one small contraction; the tick computes the next prior on the device).
+:class:`CudaEngine` is a final :class:`~.api.Engine`. Its model is the :class:`~.arrays.NativeModel` that
+``fused_numba`` reads (the same packed arrays, copied to the device once); its calls run on the GPU: FPI's ``tick``,
+``tick_prepared``, ``tick_agents``, ``run_packed`` and the list call (``cuda_kernels.fpi_tick_kernel``), and VMP /
+MMP's ``run_packed`` and list call (``cuda_window.window_kernel``). ``predict`` alone stays on the host
+(fused_numba's kernel: one small contraction; the tick computes the next prior on the device).
 Per call: one host-to-device copy of the agents' (obs, prior, action) rows from a pinned buffer, one launch, one
 device-to-host copy of (beliefs, next priors); the model's arrays live on the device from the build on.
 
@@ -17,14 +18,16 @@ S states) at build, a window ``(T L + 3 T S + S) * itemsize`` at the call: there
 from __future__ import annotations
 
 import os
-
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, final
 
 import numpy as np
 
 from ...model.generative_model import ModelStructure
+from ..api import Capabilities, Engine, PackedLayout, agents_inputs
 from ..errors import VariantUnsupported
-from .engine import NativeEngine, numba_available
+from .arrays import NativeModel
+from .engine import kernels, numba_available
+from .host import list_call, native_planned_elements, native_tick_inputs, native_warmup, predict_states, window_actions
 
 CUDA_HINT = ("variant fused_cuda needs numba's CUDA target and a CUDA device (driver, and NVVM from the CUDA "
              "toolkit or the nvidia-cuda-nvcc wheel); NUMBA_ENABLE_CUDASIM=1 runs it in numba's simulator")
@@ -49,39 +52,57 @@ def cuda_available() -> bool:
         return False
 
 
-class CudaEngine(NativeEngine):
-    """The ``fused_cuda`` engine: the Engine contract (NativeEngine's) with a tick or a window in one CUDA launch."""
+@final
+class CudaEngine(Engine):
+    """The ``fused_cuda`` engine: the Engine contract with a tick or a window in one CUDA launch."""
 
     variant = "fused_cuda"
     device = "gpu"
-    available = staticmethod(cuda_available)  # buildable here (numba sees a CUDA device, or its simulator runs)
+    # tick_prepared copies its inputs into a pinned buffer, which converts them and checks their shapes
+    capabilities = Capabilities(runtime="numba_cuda", platforms=("gpu",), traces=False, unchecked_prepared_tick=False)
+    planned_elements = staticmethod(native_planned_elements)
+
+    @classmethod
+    def available(cls) -> bool:
+        """numba sees a CUDA device, or its simulator runs."""
+        return cuda_available()
 
     def __init__(self, algorithm: str, structure: ModelStructure, A_b: Sequence[np.ndarray],
                  B_b: Optional[Sequence[np.ndarray]], num_iter: int, tau: float, batch_size: Optional[int], dtype: Any):
         if not cuda_available():
             raise VariantUnsupported(CUDA_HINT)
-        super().__init__(algorithm, structure, A_b, B_b, num_iter, tau, batch_size, dtype)
         from numba import cuda  # optional: numba's CUDA target
         from . import cuda_kernels as ck  # optional: numba's CUDA target
-        L, S = int(self._ll_off[-1]), self.layout.state_size
+        self.algorithm = algorithm
+        self.structure = structure
+        self.layout = PackedLayout(structure.num_obs, structure.num_states)
+        self.num_iter = int(num_iter)
+        self.tau = float(tau)
+        self.batch_size = batch_size
+        self.dtype = np.dtype(dtype)
+        self.trace_count = 0
+        self.param_passing = "numpy"
+        self.model = NativeModel.build(structure, A_b, B_b, self.dtype)
+        self.plan = (self.model.plan, None)
+        L, S = self.model.ll_size, self.layout.state_size
         need = ck.shared_elements(L, S) * self.dtype.itemsize
         if need > ck.SHARED_BYTES:
             raise VariantUnsupported(
                 f"fused_cuda: one block needs {need:,} bytes of shared memory (log likelihood {L:,} + 3 x {S} states, "
                 f"{self.dtype.name}), over the {ck.SHARED_BYTES // 1024} KiB of one block; merged JAX variants cover it")
+        self._k = kernels()  # the host's predict
         self._cuda = cuda
         self._threads = ck.threads_for(L, S)
         self._shared = need
         self._kernel = ck.fpi_tick_kernel(self.dtype.name) if algorithm == "fpi" else None
         self._stream = cuda.stream()
-        self._d_ints = cuda.to_device(self._tick_model[0], stream=self._stream)
-        self._d_log_A = cuda.to_device(self._log_A, stream=self._stream)
-        self._d_B = cuda.to_device(self._B, stream=self._stream)
+        self._d_ints = cuda.to_device(self.model.ints, stream=self._stream)
+        self._d_log_A = cuda.to_device(self.model.log_A, stream=self._stream)
+        self._d_B = cuda.to_device(self.model.B, stream=self._stream)
         # VMP passes log B, MMP B (as fused_numba's ``sequence``)
-        self._d_Bs = cuda.to_device(self._log_B, stream=self._stream) if algorithm == "vmp" else self._d_B
+        self._d_Bs = cuda.to_device(self.model.log_B, stream=self._stream) if algorithm == "vmp" else self._d_B
         self._io: dict[int, tuple] = {}  # b -> (pinned inputs, device inputs, device out, pinned out)
         self._width = self.layout.obs_size + S + structure.num_factors
-        self.tick_prepared = self._tick_prepared if batch_size is None and self._has_B else None
 
     def _buffers(self, b: int) -> tuple:
         """The pinned and device buffers for b agents (made at the first call of b)."""
@@ -106,40 +127,53 @@ class CudaEngine(NativeEngine):
         # configured per call: numba's simulator configures the kernel object itself, so a configuration kept
         # from another b (or another engine of this dtype) would launch the wrong grid
         launch = self._kernel[b, self._threads, self._stream, self._shared]
-        launch(self._d_ints, self._d_log_A, self._d_B, d_in, self.num_iter, self._minval, d_out)
+        launch(self._d_ints, self._d_log_A, self._d_B, d_in, self.num_iter, self.model.minval, d_out)
         d_out.copy_to_host(h_out, stream=self._stream)
         self._stream.synchronize()
         return h_out.copy()
 
     def _agents_out(self, obs: np.ndarray, prior: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = self._launch(obs, prior, act)
-        return out[:, 0], (out[:, 1] if self._has_B else out[:, 0])
+        return out[:, 0], (out[:, 1] if self.model.has_B else out[:, 0])
 
     def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
         """b agents' FPI ticks in ONE launch: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S), next
-        priors (b, S); shapes and models as :meth:`NativeEngine.tick_agents`."""
-        obs, prior, act = self._agents_inputs(obs_packed, prior_packed, action)
-        if np.any(act < 0) or np.any(act >= self._ncontrols):
-            raise ValueError(f"tick_agents: action: expected controls in [0, num_controls) = {self._ncontrols.tolist()}")
+        priors (b, S); shapes and models as :meth:`~.api.Engine.tick_agents`."""
+        self.require_fpi("tick_agents")
+        obs, prior, act = agents_inputs(self, obs_packed, prior_packed, action)
+        if np.any(act < 0) or np.any(act >= self.model.ncontrols):
+            raise ValueError(f"tick_agents: action: expected controls in [0, num_controls) = "
+                             f"{self.model.ncontrols.tolist()}")
         return self._agents_out(obs, prior, act)
 
     def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
         """FPI tick in ONE launch: obs (O,), prior (S,), action (F,) -> beliefs (S,), next prior (S,) (batched
         engine: (b, ...) each, as ``tick_agents``)."""
-        if self.batched or self.algorithm != "fpi":
+        self.require_fpi("tick")
+        if self.batched:
             return self.tick_agents(obs_packed, prior_packed, action)
-        obs = np.asarray(obs_packed, dtype=self.dtype)
-        prior = np.asarray(prior_packed, dtype=self.dtype)
-        act = np.asarray(action, dtype=np.int32)
-        if obs.shape != self._tick_shapes[0] or prior.shape != self._tick_shapes[1] or act.shape != self._tick_shapes[2]:
-            raise ValueError(f"tick: expected obs, prior, action of shapes {self._tick_shapes}, got "
-                             f"{(obs.shape, prior.shape, act.shape)}")
-        return self._tick_prepared(obs, prior, act)
+        return self.tick_prepared(*native_tick_inputs(self, obs_packed, prior_packed, action))
 
-    def _tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``tick`` for inputs in the engine's dtype, unchecked (the copy into the pinned buffer converts)."""
+    def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``tick`` for inputs in the engine's dtype (the copy into the pinned buffer converts and checks shapes)."""
+        self.require_fpi("tick_prepared")
+        if self.batched:
+            return self.tick_agents(obs, prior, action)
         q, nxt = self._agents_out(obs[None], prior[None], action[None])
         return q[0], nxt[0]
+
+    def predict(self, qs: Sequence[Any], action: Sequence[int]) -> list[np.ndarray]:
+        """pymdp ``compute_expected_state`` on the host (fused_numba's kernel), as NativeEngine.predict."""
+        return predict_states(self, self._k, self.model, qs, action)
+
+    def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
+                 valid_steps: Optional[int] = None) -> list[np.ndarray]:
+        """List API (pymdp's conventions), through ``run_packed``."""
+        return list_call(self, obs, prior, actions, valid_steps)
+
+    def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
+        """Compile the kernel for this device and run once; returns the seconds it took."""
+        return native_warmup(self, T, valid_steps)
 
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> np.ndarray:
@@ -169,8 +203,8 @@ class CudaEngine(NativeEngine):
         obs = obs if self.batched else obs[None]
         b, T = obs.shape[0], obs.shape[1]
         prior = np.asarray(prior_packed, dtype=self.dtype).reshape(b, -1)
-        acts = self._actions(T, actions).reshape(b, -1)  # checked shape (b, T-1, F), flattened
-        L, S, O = int(self._ll_off[-1]), self.layout.state_size, self.layout.obs_size
+        acts = window_actions(self, T, actions).reshape(b, -1)  # checked shape (b, T-1, F), flattened
+        L, S, O = self.model.ll_size, self.layout.state_size, self.layout.obs_size
         need = cw.window_elements(L, S, T) * self.dtype.itemsize
         if need > ck.SHARED_BYTES:
             raise VariantUnsupported(
@@ -182,8 +216,8 @@ class CudaEngine(NativeEngine):
         threads = ck.threads_for(T * L, T * S)
         vs = -1 if valid_steps is None else int(valid_steps)
         cw.window_kernel(self.dtype.name)[b, threads, self._stream, need](
-            self._d_ints, self._d_log_A, self._d_Bs, d_in, T, vs, self.algorithm == "vmp", self._has_B,
-            self.num_iter, self.dtype.type(self.tau), self._minval, d_out)
+            self._d_ints, self._d_log_A, self._d_Bs, d_in, T, vs, self.algorithm == "vmp", self.model.has_B,
+            self.num_iter, self.dtype.type(self.tau), self.model.minval, d_out)
         out = d_out.copy_to_host(stream=self._stream)
         self._stream.synchronize()
         return out if self.batched else out[0]

@@ -2,7 +2,7 @@
 ``fpi_tick_batched`` for b agents.
 
 ``fpi_tick`` computes one model's beliefs and the next prior (``fpi`` then ``predict`` of the beliefs under the
-action) with the model's arrays packed in two (``pack_tick_model``), the scratch in one allocation and the results
+action) with the model's arrays packed in two (``arrays.pack_tick_model``), the scratch in one allocation and the results
 written into the caller's array; ``fpi_tick_entry`` returns its compiled entry point (why each: TUNING.md beside
 this file, "The node's tick").
 
@@ -12,8 +12,8 @@ simulation running one model) or one model per agent (b rows: the engine's batch
 is ``fpi_tick``'s, call for call: the same helpers in the same order on the same scratch, so agent i's outputs are
 the bits of an unbatched tick of its inputs. Shapes (O = sum m_i, S = sum n_f, F factors):
 
-* ``ints``: ``pack_tick_model``'s index arrays;
-* ``log_A`` (bA, NA) and ``B`` (bA, NB), bA = 1 or b: NativeEngine's ``_log_A`` / ``_B``;
+* ``ints``: ``arrays.pack_tick_model``'s index arrays;
+* ``log_A`` (bA, NA) and ``B`` (bA, NB), bA = 1 or b: ``NativeModel.log_A`` / ``.B``;
 * ``obs`` (b, O), ``prior`` (b, S), ``action`` (b, F) int32 -> ``out`` (b, 2, S): beliefs at ``out[:, 0]``, the
   next prior (pymdp ``compute_expected_state`` under ``action``) at ``out[:, 1]``.
 
@@ -27,19 +27,6 @@ from .common import _n_max, _nobs_into, inline, njit, scratch_sizes
 from .fp_mode import flush_subnormals, restore_fp_mode
 from .fpi import _fpi_into
 from .transitions import _predict_into
-
-
-def pack_tick_model(index_arrays, log_A, B):
-    """(ints, floats) for ``fpi_tick``: ints = a header (offset, rows, cols) per index array, then the arrays
-    (int64, row-major); floats = log A's and B's one batch row, concatenated (the split is ``log_A.shape[1]``)."""
-    header, parts, offset = [], [], 3 * len(index_arrays)
-    for a in index_arrays:
-        a = np.asarray(a, np.int64)
-        header += [offset, a.shape[0], a.shape[1] if a.ndim == 2 else 1]
-        parts.append(a.ravel())
-        offset += a.size
-    ints = np.concatenate([np.asarray(header, np.int64)] + parts)
-    return ints, np.ascontiguousarray(np.concatenate([log_A[0], B[0]]))
 
 
 @inline
