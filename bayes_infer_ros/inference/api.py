@@ -111,7 +111,8 @@ class Engine(abc.ABC):
     ``capabilities``.
 
     Abstract or final: a backend subclasses ``Engine`` directly, implements every abstract method, is never
-    subclassed itself and overrides none of the base's concrete members (``batched``, ``require_fpi``).
+    subclassed itself and overrides none of the base's concrete members (``batched``, ``require_fpi``, and
+    ``_init_static``, which its constructor calls).
     """
 
     capabilities: ClassVar[Capabilities]
@@ -136,6 +137,18 @@ class Engine(abc.ABC):
                 raise TypeError(f"{cls.__name__} overrides Engine.{name}, a concrete member of the contract")
 
     # ---- concrete and final: derived from the static attributes ------------------------------------
+    def _init_static(self, algorithm: str, structure: ModelStructure, num_iter: int, tau: float,
+                     batch_size: Optional[int], dtype: Any) -> None:
+        """Set the static attributes every backend's constructor takes (``layout`` from ``structure``; no trace)."""
+        self.algorithm = algorithm
+        self.structure = structure
+        self.layout = PackedLayout(structure.num_obs, structure.num_states)
+        self.num_iter = int(num_iter)
+        self.tau = float(tau)
+        self.batch_size = batch_size
+        self.dtype = dtype
+        self.trace_count = 0
+
     @property
     def batched(self) -> bool:
         """Every array carries a leading model axis (``batch_size`` models of one structure)."""
@@ -192,7 +205,7 @@ class Engine(abc.ABC):
 
 
 #: Engine's concrete members: a backend that defines one of these names is refused (abstract-or-final).
-_CONCRETE_MEMBERS = frozenset({"batched", "require_fpi", "__init_subclass__"})
+_CONCRETE_MEMBERS = frozenset({"batched", "require_fpi", "_init_static", "__init_subclass__"})
 
 
 def agents_inputs(engine: Engine, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, ...]:
@@ -219,7 +232,8 @@ def tick_inputs(engine: Engine, obs_packed: Any, prior_packed: Any, action: Any)
     act = np.ascontiguousarray(action, dtype=np.int32)
     want = ((engine.layout.obs_size,), (engine.layout.state_size,), (engine.structure.num_factors,))
     if (obs.shape, prior.shape, act.shape) != want:
-        raise ValueError(f"tick: expected obs, prior, action of shapes {want}, got {(obs.shape, prior.shape, act.shape)}")
+        raise ValueError(f"tick: expected obs, prior, action of shapes {want}, got "
+                         f"{(obs.shape, prior.shape, act.shape)}")
     return obs, prior, act
 
 

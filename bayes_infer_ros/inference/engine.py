@@ -11,7 +11,7 @@ import numpy as np
 
 from ..model.generative_model import ModelStructure
 from .algorithms import run_fpi, run_sequence
-from .api import Capabilities, Engine, PackedLayout, agents_inputs, warmup_inputs
+from .api import Capabilities, Engine, agents_inputs, warmup_inputs
 
 Array = jax.Array
 
@@ -122,16 +122,9 @@ class InferenceEngine(Engine):
         param_passing: str = "auto",
         jax_device: Optional[jax.Device] = None,
     ):
-        self.algorithm = algorithm
+        self._init_static(algorithm, structure, num_iter, tau, batch_size, jnp.dtype(dtype))
         self.variant = variant
-        self.structure = structure
-        self.layout = PackedLayout(structure.num_obs, structure.num_states)
         self.plan = (prepared.lik_ops, prepared.trans_ops)
-        self.num_iter = int(num_iter)
-        self.tau = float(tau)
-        self.batch_size = batch_size
-        self.dtype = jnp.dtype(dtype)
-        self.trace_count = 0
         self._lik, self._trans = prepared.lik_ops, prepared.trans_ops
         tree = {"lik": prepared.lik_params, "trans": prepared.trans_params}
         if param_passing == "auto":

@@ -13,7 +13,7 @@ from bayes_infer_ros.inference import VariantUnsupported, build_inference
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
-from variant_cases import ONE_FACTOR, SKEWED_ZEROS, StructureCases, no_B_case
+from variant_cases import ONE_FACTOR, SKEWED_ZEROS, StructureCases, agent_rows, no_B_case
 
 pytestmark = pytest.mark.gpu_kernel
 
@@ -36,16 +36,6 @@ def _needs_cuda():
     from bayes_infer_ros.inference.native.cuda_engine import cuda_available  # imports numba: only when these tests run
     if not cuda_available():
         pytest.skip("no CUDA device and NUMBA_ENABLE_CUDASIM is not 1")
-
-
-def _agents(engine, b: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """b random (obs, prior, action) rows for the engine's structure (soft distributions, valid controls)."""
-    rng = np.random.default_rng(seed)
-    s = engine.structure
-    obs = np.concatenate([rng.dirichlet(np.ones(m), b) for m in s.num_obs], axis=1)
-    prior = np.concatenate([rng.dirichlet(np.ones(n), b) for n in s.num_states], axis=1)
-    action = np.stack([rng.integers(0, u, b) for u in s.num_controls], axis=1)
-    return obs.astype(engine.dtype), prior.astype(engine.dtype), action.astype(np.int32)
 
 
 @pytest.mark.oracle
@@ -95,7 +85,7 @@ def test_tick_agents_match_fused_numba_per_agent(dtype):
     args = (case.A, case.A_deps, case.B, case.B_deps)
     gpu = build_inference("fpi", *args, variant="fused_cuda", num_iter=5, dtype=dtype)
     cpu = build_inference("fpi", *args, variant="fused_numba", num_iter=5, dtype=dtype)
-    obs, prior, action = _agents(gpu, 4, seed=11)
+    obs, prior, action = agent_rows(gpu, 4, seed=11)
     assert action.any()
     q, nxt = gpu.tick_agents(obs, prior, action)
     assert q.shape == nxt.shape == (4, gpu.layout.state_size) and q.dtype == dtype

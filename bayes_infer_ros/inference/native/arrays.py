@@ -4,13 +4,14 @@ both native backends (``fused_numba``'s :class:`~.engine.NativeEngine` on the ho
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from ...model.generative_model import ModelStructure
 from ..numerics import MINVAL, log_stable_np
+from .schema import ModelIndex, model_fields
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,10 @@ class NativePlan:
     has_B: bool
 
 
-def pack_tick_model(index_arrays: Sequence[np.ndarray], log_A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(ints, floats) for the tick kernels: ints = a header (offset, rows, cols) per index array, then the arrays
-    (int64, row-major); floats = log A's and B's one batch row, concatenated (the split is ``log_A.shape[1]``)."""
+def pack_tick_model(index_arrays: ModelIndex, log_A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ints, floats) for the tick kernels (``schema``'s Arguments): ints = a header (offset, rows, cols) per index
+    array, in ``ModelIndex``'s order (its slot constants), then the arrays (int64, row-major); floats = log A's and
+    B's one batch row, concatenated (the split is ``log_A.shape[1]``)."""
     header, parts, offset = [], [], 3 * len(index_arrays)
     for a in index_arrays:
         a = np.asarray(a, np.int64)
@@ -49,11 +51,9 @@ def pack_tick_model(index_arrays: Sequence[np.ndarray], log_A: np.ndarray, B: np
 class NativeModel:
     """One model (or a batch of bA models of one structure) packed for the native kernels.
 
-    Every name is the kernel argument of that name (``schema``): the index arrays (int64) ``a_off``, ``ll_off``,
-    ``deps``, ``dims``, ``ks``, ``ns``, ``o_off``, ``s_off``, ``b_off``, ``bdeps``, ``bdims``, ``bks``,
-    ``ncontrols``; ``log_A`` (bA, NA), ``B`` and ``log_B`` (bA, NB) of ``dtype``; ``has_B``; ``ints`` / ``floats``
-    / ``n_log_A``, the tick kernels' packing of the index arrays and of row 0 of (log A, B); ``minval`` (pymdp's
-    clip, of ``dtype``). ``plan``: the hashable layout.
+    Every name is the kernel argument of that name, documented in ``schema``: the index arrays of ``ModelIndex``;
+    ``log_A``, ``B``, ``log_B``, ``has_B``; ``ints`` / ``floats`` / ``n_log_A`` (the tick kernels' packing);
+    ``minval``. ``plan``: the hashable layout. ``bind(schema)`` gives an entry point's leading (model) arguments.
     """
 
     a_off: np.ndarray
@@ -78,6 +78,7 @@ class NativeModel:
     n_log_A: int
     minval: Any
     plan: NativePlan
+    _bound: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, structure: ModelStructure, A_b: Sequence[np.ndarray], B_b: Optional[Sequence[np.ndarray]],
@@ -119,18 +120,18 @@ class NativeModel:
                 blk[:, :u_f] = np.transpose(bf, (0, 3, 1, 2))
             blocks.append(blk.reshape(b, -1))
         B = np.concatenate(blocks, axis=1)
-        index = dict(a_off=a_off, ll_off=ll_off, deps=dep_arr, dims=dims,
+        index = ModelIndex(a_off=a_off, ll_off=ll_off, deps=dep_arr, dims=dims,
                      ks=np.asarray([len(d) for d in deps], np.int64), ns=ns,
                      o_off=offsets(structure.num_obs), s_off=offsets(structure.num_states),
                      b_off=offsets([x.shape[1] for x in blocks]), bdeps=bdeps, bdims=bdims,
                      bks=np.asarray([len(d) for d in bdeps_l], np.int64),
                      ncontrols=np.asarray(structure.num_controls, np.int64))
         B_c = np.ascontiguousarray(B, dtype=dtype)
-        ints, floats = pack_tick_model(list(index.values()), log_A, B_c)
+        ints, floats = pack_tick_model(index, log_A, B_c)
         plan = NativePlan(tuple(int(x) for x in ns), tuple(structure.num_obs), int(ns.max()),
                           tuple(int(x) for x in a_off), tuple(int(x) for x in ll_off),
                           tuple(map(tuple, dep_arr.tolist())), tuple(map(tuple, dims.tolist())), B_b is not None)
-        return cls(**index, log_A=log_A, B=B_c, log_B=np.ascontiguousarray(log_stable_np(B), dtype=dtype),
+        return cls(**index._asdict(), log_A=log_A, B=B_c, log_B=np.ascontiguousarray(log_stable_np(B), dtype=dtype),
                    has_B=B_b is not None, ints=ints, floats=floats, n_log_A=int(log_A.shape[1]),
                    minval=dtype.type(MINVAL), plan=plan)
 
@@ -139,6 +140,8 @@ class NativeModel:
         """L: the log-likelihood elements of one step (every modality's)."""
         return int(self.ll_off[-1])
 
-    def bind(self, names: Sequence[str]) -> tuple:
-        """The model's values of the kernel arguments ``names``, in that order (an entry point's leading fields)."""
-        return tuple(getattr(self, n) for n in names)
+    def bind(self, schema: type) -> tuple:
+        """An entry point's leading arguments, the model's (``schema.model_fields``), in its order; made once."""
+        if schema not in self._bound:
+            self._bound[schema] = tuple(getattr(self, n) for n in model_fields(schema))
+        return self._bound[schema]

@@ -23,11 +23,12 @@ from typing import Any, Optional, Sequence, final
 import numpy as np
 
 from ...model.generative_model import ModelStructure
-from ..api import Capabilities, Engine, PackedLayout, agents_inputs
+from ..api import Capabilities, Engine, agents_inputs
 from ..errors import VariantUnsupported
 from .arrays import NativeModel
 from .engine import kernels, numba_available
 from .host import list_call, native_planned_elements, native_tick_inputs, native_warmup, predict_states, window_actions
+from .schema import CudaTickArgs, CudaWindowArgs, model_fields
 
 CUDA_HINT = ("variant fused_cuda needs numba's CUDA target and a CUDA device (driver, and NVVM from the CUDA "
              "toolkit or the nvidia-cuda-nvcc wheel); NUMBA_ENABLE_CUDASIM=1 runs it in numba's simulator")
@@ -73,15 +74,7 @@ class CudaEngine(Engine):
             raise VariantUnsupported(CUDA_HINT)
         from numba import cuda  # optional: numba's CUDA target
         from . import cuda_kernels as ck  # optional: numba's CUDA target
-        self.algorithm = algorithm
-        self.structure = structure
-        self.layout = PackedLayout(structure.num_obs, structure.num_states)
-        self.num_iter = int(num_iter)
-        self.tau = float(tau)
-        self.batch_size = batch_size
-        self.dtype = np.dtype(dtype)
-        self.trace_count = 0
-        self.param_passing = "numpy"
+        self._init_static(algorithm, structure, num_iter, tau, batch_size, np.dtype(dtype))
         self.model = NativeModel.build(structure, A_b, B_b, self.dtype)
         self.plan = (self.model.plan, None)
         L, S = self.model.ll_size, self.layout.state_size
@@ -96,11 +89,14 @@ class CudaEngine(Engine):
         self._shared = need
         self._kernel = ck.fpi_tick_kernel(self.dtype.name) if algorithm == "fpi" else None
         self._stream = cuda.stream()
-        self._d_ints = cuda.to_device(self.model.ints, stream=self._stream)
-        self._d_log_A = cuda.to_device(self.model.log_A, stream=self._stream)
-        self._d_B = cuda.to_device(self.model.B, stream=self._stream)
-        # VMP passes log B, MMP B (as fused_numba's ``sequence``)
-        self._d_Bs = cuda.to_device(self.model.log_B, stream=self._stream) if algorithm == "vmp" else self._d_B
+        # the kernels' model arguments (their schemas' leading fields) on the device, copied once; the window reads
+        # log B for VMP, B for MMP (as fused_numba's ``sequence``)
+        m, stream = self.model, self._stream
+        device = {"ints": cuda.to_device(m.ints, stream=stream), "log_A": cuda.to_device(m.log_A, stream=stream),
+                  "B": cuda.to_device(m.B, stream=stream), "has_B": m.has_B}
+        device["Bs"] = cuda.to_device(m.log_B, stream=stream) if algorithm == "vmp" else device["B"]
+        self._d_tick = tuple(device[n] for n in model_fields(CudaTickArgs))
+        self._d_window = tuple(device[n] for n in model_fields(CudaWindowArgs))
         self._io: dict[int, tuple] = {}  # b -> (pinned inputs, device inputs, device out, pinned out)
         self._width = self.layout.obs_size + S + structure.num_factors
 
@@ -127,7 +123,7 @@ class CudaEngine(Engine):
         # configured per call: numba's simulator configures the kernel object itself, so a configuration kept
         # from another b (or another engine of this dtype) would launch the wrong grid
         launch = self._kernel[b, self._threads, self._stream, self._shared]
-        launch(self._d_ints, self._d_log_A, self._d_B, d_in, self.num_iter, self.model.minval, d_out)
+        launch(*self._d_tick, d_in, self.num_iter, self.model.minval, d_out)
         d_out.copy_to_host(h_out, stream=self._stream)
         self._stream.synchronize()
         return h_out.copy()
@@ -216,8 +212,8 @@ class CudaEngine(Engine):
         threads = ck.threads_for(T * L, T * S)
         vs = -1 if valid_steps is None else int(valid_steps)
         cw.window_kernel(self.dtype.name)[b, threads, self._stream, need](
-            self._d_ints, self._d_log_A, self._d_Bs, d_in, T, vs, self.algorithm == "vmp", self.model.has_B,
-            self.num_iter, self.dtype.type(self.tau), self.model.minval, d_out)
+            *self._d_window, d_in, T, vs, self.algorithm == "vmp", self.num_iter, self.dtype.type(self.tau),
+            self.model.minval, d_out)
         out = d_out.copy_to_host(stream=self._stream)
         self._stream.synchronize()
         return out if self.batched else out[0]

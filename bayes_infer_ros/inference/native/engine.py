@@ -25,7 +25,8 @@ table.
 
 ``NativeEngine`` implements the :class:`~.api.Engine` contract (a final class): list and packed calls, ``predict``,
 ``tick``, ``tick_prepared``, ``tick_agents``, ``warmup``, ``layout``, ``structure``, ``batch_size``, ``device``
-"cpu". Its model is a :class:`~.arrays.NativeModel` (the arrays ``fused_cuda`` shares), and the host-side calls both native engines share are in ``host.py``.
+"cpu". Its model is a :class:`~.arrays.NativeModel` (the arrays ``fused_cuda`` shares), and the host-side calls
+both native engines share are in ``host.py``.
 """
 from __future__ import annotations
 
@@ -36,10 +37,11 @@ from typing import Any, Optional, Sequence, final
 import numpy as np
 
 from ...model.generative_model import ModelStructure
-from ..api import Capabilities, Engine, PackedLayout, agents_inputs
+from ..api import Capabilities, Engine, agents_inputs
 from ..errors import VariantUnsupported
 from ..kernel_cache import enable_disk_cache
 from .arrays import NativeModel
+from .schema import FpiArgs, SequenceArgs, TickAgentsArgs, TickArgs
 from .host import list_call, native_planned_elements, native_tick_inputs, native_warmup, predict_states, window_actions
 
 NUMBA_HINT = "variant fused_numba needs numba: pip install 'numba==0.68.1' (or the package's [native] extra)"
@@ -84,25 +86,16 @@ class NativeEngine(Engine):
                  B_b: Optional[Sequence[np.ndarray]], num_iter: int, tau: float, batch_size: Optional[int], dtype: Any):
         if not numba_available():
             raise VariantUnsupported(NUMBA_HINT)
-        self.algorithm = algorithm
-        self.structure = structure
-        self.layout = PackedLayout(structure.num_obs, structure.num_states)
-        self.num_iter = int(num_iter)
-        self.tau = float(tau)
-        self.batch_size = batch_size
-        self.dtype = np.dtype(dtype)
-        self.trace_count = 0
-        self.param_passing = "numpy"
+        self._init_static(algorithm, structure, num_iter, tau, batch_size, np.dtype(dtype))
         self.model = NativeModel.build(structure, A_b, B_b, self.dtype)
         self.plan = (self.model.plan, None)
         self._k = kernels()
         m = self.model
-        # the arguments every FPI call shares, bound once: a tick is a single numba dispatch
-        self._fpi_model = (m.log_A, m.a_off, m.ll_off, m.deps, m.dims, m.ks, m.ns, m.o_off, m.s_off)
-        self._sequence_model = (*self._fpi_model, m.B, m.log_B, m.b_off, m.bdeps, m.bdims, m.bks, m.ncontrols,
-                                m.has_B)
-        # fpi_tick's arguments: the index arrays and (log A, B) packed in two (see tick.fpi_tick)
-        self._tick_model = (m.ints, m.floats, m.n_log_A)
+        # each entry point's model arguments (its schema's leading fields), bound once: a call is one numba dispatch
+        self._fpi_model = m.bind(FpiArgs)
+        self._sequence_model = m.bind(SequenceArgs)
+        self._tick_model = m.bind(TickArgs)  # the index arrays and (log A, B) packed in two (see tick.fpi_tick)
+        self._agents_model = m.bind(TickAgentsArgs)
         self._tick_call = None  # fpi_tick's entry point, resolved at the first tick
         self._agents_call = None  # fpi_tick_batched's, at the first tick_agents
         self._tick_out_shape = (2, self.layout.state_size)  # fpi_tick's out: beliefs and the next prior
@@ -132,7 +125,7 @@ class NativeEngine(Engine):
             acts = window_actions(self, T, actions)
             out = np.empty((obs.shape[0], T, S), self.dtype)
             vs = -1 if valid_steps is None else int(valid_steps)
-            self._k.sequence(self.algorithm == "vmp", *self._sequence_model, obs, prior, acts, vs, self.num_iter,
+            self._k.sequence(*self._sequence_model, self.algorithm == "vmp", obs, prior, acts, vs, self.num_iter,
                              self.dtype.type(self.tau), self.model.minval, out)
         return out if self.batched else out[0]
 
@@ -187,7 +180,7 @@ class NativeEngine(Engine):
         if self._agents_call is None:
             self._agents_call = self._k.fpi_tick_batched_entry(self.dtype)
         out = np.empty((b, 2, self.layout.state_size), self.dtype)
-        bad = self._agents_call(m.ints, m.log_A, m.B, obs, prior, self.num_iter, m.minval, act, out)
+        bad = self._agents_call(*self._agents_model, obs, prior, self.num_iter, m.minval, act, out)
         if bad >= 0:
             raise ValueError(f"tick_agents: action[{bad}]: expected controls in [0, num_controls) = "
                              f"{m.ncontrols.tolist()}, got {act[bad].tolist()}")

@@ -13,6 +13,7 @@ from ...model.generative_model import ModelStructure
 from ..api import Engine, tick_inputs, warmup_inputs
 from ..sizes import unmerged_elements
 from .arrays import NativeModel
+from .schema import PredictArgs
 
 
 def native_planned_elements(structure: ModelStructure, nonzeros: np.ndarray) -> int:
@@ -59,8 +60,7 @@ def predict_states(engine: Engine, k: SimpleNamespace, model: NativeModel, qs: S
 
     def one(row: np.ndarray, act: Any, b_index: int) -> np.ndarray:
         out = np.empty_like(row)
-        k.predict(model.B, b_index, model.b_off, model.bdeps, model.bdims, model.bks, model.ncontrols, model.ns,
-                  model.s_off, row, np.asarray(act, np.int64), out)
+        k.predict(*model.bind(PredictArgs), b_index, row, np.asarray(act, np.int64), out)
         return out
 
     if q.ndim == 1:
