@@ -1,11 +1,16 @@
-"""fused_numba's FPI tick for b agents in one dispatch (``NativeEngine.tick_agents``, native/tick.py):
-the bits of the unbatched tick per agent, and pymdp's beliefs and next prior per model of a batched engine."""
+"""fused_numba's FPI tick for b agents in one call (``NativeEngine.tick_agents``, native/tick.py, on every usable
+CPU: native/host.py): the bits of the unbatched tick per agent, and pymdp's beliefs and next prior per model of a
+batched engine."""
 import contextlib
+import os
 
 import numpy as np
 import pytest
 
 from bayes_infer_ros.inference import build_inference
+from bayes_infer_ros.inference.native import engine as engine_module
+from bayes_infer_ros.inference.native import host
+from bayes_infer_ros.node.jax_cache import pin_to_cpus
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
@@ -74,3 +79,47 @@ def test_agents_without_B_and_refused_inputs():
     engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba")
     with pytest.raises(ValueError, match=r"tick_agents: action\[1\]: expected controls in \[0, num_controls\) = \[2, 1\], got \[2, 0\]"):
         engine.tick_agents(obs, prior, np.array([[0, 0], [2, 0], [0, 0]]))
+
+
+@pytest.mark.parametrize("cpus", [2, 3])
+def test_agents_on_several_threads_get_the_unbatched_ticks_bits(monkeypatch, cpus):
+    """Enough agents run in contiguous blocks on every usable CPU (one thread each); agent i's beliefs and next prior
+    are still the bits of ``tick`` on its inputs, for one model and for a batched engine's model i, and a bad
+    control in a later block is named by its agent's index."""
+    monkeypatch.setattr(host, "usable_cpus", lambda: cpus)
+    blocks = []
+    real = host.over_agent_blocks
+    monkeypatch.setattr(engine_module, "over_agent_blocks", lambda b, t, run: blocks.append(t) or real(b, t, run))
+    case = structured_case(SKEWED_ZEROS, 61, T=2)
+    engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6)
+    b = cpus * host.MIN_AGENTS_PER_THREAD + 1
+    obs, prior, action = agent_rows(engine, b, seed=4)
+    q, nxt = engine.tick_agents(obs, prior, action)
+    assert blocks == [cpus]
+    for i in range(b):
+        q1, n1 = engine.tick(obs[i], prior[i], action[i])
+        np.testing.assert_array_equal(q1, q[i])
+        np.testing.assert_array_equal(n1, nxt[i])
+    A = [np.stack([a] * b) for a in case.A]
+    B = [np.stack([x] * b) for x in case.B]
+    batched = build_inference("fpi", A, case.A_deps, B, case.B_deps, variant="fused_numba", num_iter=6)
+    qb, nb = batched.tick_agents(obs, prior, action)
+    np.testing.assert_array_equal(qb, q)
+    np.testing.assert_array_equal(nb, nxt)
+    bad = action.copy()
+    bad[b - 2, 0] = engine.structure.num_controls[0]
+    with pytest.raises(ValueError, match=rf"tick_agents: action\[{b - 2}\]: expected controls"):
+        engine.tick_agents(obs, prior, bad)
+
+
+def test_the_agents_threads_follow_the_cpu_affinity():
+    """The node's ``cpu_affinity`` (``node.jax_cache.pin_to_cpus``) limits a batched tick: one usable CPU, one
+    thread, whatever the number of agents."""
+    cpus = os.sched_getaffinity(0)
+    assert host.usable_cpus() == len(cpus)
+    assert host.agent_threads(1) == 1 and host.agent_threads(10 ** 6) == len(cpus)
+    try:
+        pin_to_cpus(frozenset({min(cpus)}))
+        assert host.usable_cpus() == 1 and host.agent_threads(10 ** 6) == 1
+    finally:
+        os.sched_setaffinity(0, cpus)

@@ -42,7 +42,8 @@ from ..errors import VariantUnsupported
 from ..kernel_cache import enable_disk_cache
 from .arrays import NativeModel
 from .schema import FpiArgs, SequenceArgs, TickAgentsArgs, TickArgs
-from .host import list_call, native_planned_elements, native_tick_inputs, native_warmup, predict_states, window_actions
+from .host import (agent_threads, list_call, native_planned_elements, native_tick_inputs, native_warmup,
+                   over_agent_blocks, predict_states, window_actions)
 
 NUMBA_HINT = "variant fused_numba needs numba: pip install 'numba==0.68.1' (or the package's [native] extra)"
 
@@ -166,10 +167,13 @@ class NativeEngine(Engine):
         return out[0], out[1]
 
     def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
-        """b agents' FPI ticks in one numba dispatch: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S) and
+        """b agents' FPI ticks in one call: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S) and
         next priors (b, S) (O = ``layout.obs_size``, S = ``layout.state_size``, F factors). An unbatched engine's
         agents all run its one model (any b >= 1); a batched engine's agent i runs model i (b = ``batch_size``).
-        Agent i's outputs are the bits of ``tick`` on agent i's inputs (tick.fpi_tick_batched)."""
+        Agent i's outputs are the bits of ``tick`` on agent i's inputs (tick.fpi_tick_batched). With B, the agents
+        run in contiguous blocks on every CPU the calling thread may use (its affinity: the node's
+        ``cpu_affinity``), at least ``host.MIN_AGENTS_PER_THREAD`` agents per thread, each block one call of the
+        serial kernel (which releases the GIL)."""
         self.require_fpi("tick_agents")
         obs, prior, act = agents_inputs(self, obs_packed, prior_packed, action)
         b = obs.shape[0]
@@ -180,10 +184,19 @@ class NativeEngine(Engine):
         if self._agents_call is None:
             self._agents_call = self._k.fpi_tick_batched_entry(self.dtype)
         out = np.empty((b, 2, self.layout.state_size), self.dtype)
-        bad = self._agents_call(*self._agents_model, obs, prior, self.num_iter, m.minval, act, out)
-        if bad >= 0:
-            raise ValueError(f"tick_agents: action[{bad}]: expected controls in [0, num_controls) = "
-                             f"{m.ncontrols.tolist()}, got {act[bad].tolist()}")
+        call, model, shared = self._agents_call, self._agents_model, m.log_A.shape[0] == 1
+
+        def block(lo: int, hi: int) -> int:
+            """Agents lo..hi-1 (their model rows too, for a batched engine): the first bad one's index, or -1."""
+            ints, log_A, B = model if shared else (model[0], m.log_A[lo:hi], m.B[lo:hi])
+            bad = call(ints, log_A, B, obs[lo:hi], prior[lo:hi], self.num_iter, m.minval, act[lo:hi], out[lo:hi])
+            return -1 if bad < 0 else lo + bad
+
+        threads = agent_threads(b)
+        bad = [i for i in (over_agent_blocks(b, threads, block) if threads > 1 else [block(0, b)]) if i >= 0]
+        if bad:
+            raise ValueError(f"tick_agents: action[{bad[0]}]: expected controls in [0, num_controls) = "
+                             f"{m.ncontrols.tolist()}, got {act[bad[0]].tolist()}")
         return out[:, 0], out[:, 1]
 
     def _run_agents_unbatched(self, obs: np.ndarray, prior: np.ndarray) -> np.ndarray:

@@ -1,11 +1,15 @@
 """What both native engines (``fused_numba``'s NativeEngine, ``fused_cuda``'s CudaEngine) run on the host around
-their kernels: input checks, the window's actions, ``predict`` (fused_numba's kernel), the list call and warmup.
-Each function takes the engine (its public attributes) and, where it calls a kernel, the packed model."""
+their kernels: input checks, the window's actions, ``predict`` (fused_numba's kernel), the list call and warmup;
+and the host's threads for many agents (``agent_threads``, ``over_agent_blocks``). Each function takes the engine
+(its public attributes) and, where it calls a kernel, the packed model."""
 from __future__ import annotations
 
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -88,3 +92,43 @@ def native_warmup(engine: Engine, T: Optional[int], valid_steps: bool) -> float:
         lead = (engine.batch_size,) if engine.batched else ()
         engine.tick(obs, prior, np.zeros(lead + (engine.structure.num_factors,), np.int32))
     return time.perf_counter() - t0
+
+
+# ---- many agents on every core the process may use ---------------------------------------------------------------
+#: Agents per thread below which a batched tick stays on the calling thread: handing a block to a worker costs about
+#: as much as ticking this many agents of a small model (benchmarks/agents_throughput_cpu.csv).
+MIN_AGENTS_PER_THREAD = 32
+
+_pool: Optional[ThreadPoolExecutor] = None
+_pool_lock = threading.Lock()
+
+
+def usable_cpus() -> int:
+    """The CPUs the calling thread may run on: its affinity (the node's ``cpu_affinity`` sets it), else all."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def agent_threads(b: int) -> int:
+    """Threads for a tick of b agents: one per usable CPU, with at least ``MIN_AGENTS_PER_THREAD`` agents each."""
+    return max(1, min(usable_cpus(), b // MIN_AGENTS_PER_THREAD))
+
+
+def _workers() -> ThreadPoolExecutor:
+    """The process's agent-block workers (made at the first use; a worker inherits the affinity of the thread that
+    started it)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max((os.cpu_count() or 1) - 1, 1),
+                                       thread_name_prefix="bayes_infer_agents")
+        return _pool
+
+
+def over_agent_blocks(b: int, threads: int, run_block: Callable[[int, int], int]) -> list[int]:
+    """``run_block(lo, hi)`` for ``threads`` contiguous blocks of the agents 0..b-1, the first on the calling thread
+    and the others on the workers at the same time (``run_block`` must release the GIL: a numba kernel compiled
+    ``nogil``); returns each block's result, in block order. Raises what a block raised."""
+    bounds = [(t * b // threads, (t + 1) * b // threads) for t in range(threads)]
+    futures = [_workers().submit(run_block, lo, hi) for lo, hi in bounds[1:]]
+    first = run_block(*bounds[0])
+    return [first] + [f.result() for f in futures]

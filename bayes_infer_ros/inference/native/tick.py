@@ -12,8 +12,8 @@ simulation running one model) or one model per agent (b rows: the engine's batch
 is ``fpi_tick``'s, call for call: the same helpers in the same order on scratch of the same layout, so agent i's
 outputs are the bits of an unbatched tick of its inputs.
 
-Serial over the agents (one core): a multi-core host runs several calls on slices of the agents from threads
-(the kernel releases the GIL).
+Serial over the agents (one core): ``NativeEngine.tick_agents`` runs several calls on contiguous blocks of the
+agents from threads (``host.over_agent_blocks``; the kernel releases the GIL).
 """
 import numba
 import numpy as np
