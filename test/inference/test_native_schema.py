@@ -13,7 +13,10 @@ from bayes_infer_ros.inference.native.arrays import NativeModel
 from variant_cases import SKEWED_ZEROS, structured_case
 
 pytestmark = pytest.mark.numba
-CUDA_FACTORIES = {"cuda_kernels.fpi_tick": "fpi_tick_kernel", "cuda_window.window": "window_kernel"}
+# the CUDA kernels are built per dtype by a factory: entry point -> (factory, its arguments)
+CUDA_FACTORIES = {"cuda_kernels.fpi_tick": ("fpi_tick_kernel", ("float32",)),
+                  "cuda_large.fpi_tick_global": ("fpi_tick_global_kernel", ("float32", False)),
+                  "cuda_window.window": ("window_kernel", ("float32",))}
 
 
 def _documented() -> list[str]:
@@ -25,8 +28,9 @@ def _documented() -> list[str]:
 def _kernel(entry: str):
     module_name, name = entry.split(".")
     module = importlib.import_module(f"bayes_infer_ros.inference.native.{module_name}")
-    if entry in CUDA_FACTORIES:  # built per dtype by a factory
-        kernel = getattr(module, CUDA_FACTORIES[entry])("float32")
+    if entry in CUDA_FACTORIES:
+        factory, args = CUDA_FACTORIES[entry]
+        kernel = getattr(module, factory)(*args)
         return getattr(kernel, "py_func", None) or kernel.fn  # numba's CUDA dispatcher, or its simulator's kernel
     return getattr(module, name).py_func
 

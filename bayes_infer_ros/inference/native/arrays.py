@@ -47,13 +47,21 @@ def pack_tick_model(index_arrays: ModelIndex, log_A: np.ndarray, B: np.ndarray) 
     return ints, np.ascontiguousarray(np.concatenate([log_A[0], B[0]]))
 
 
+def message_offsets(dims: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """msg_off (M + 1,) int64: where modality m's messages to its dependencies start in one agent's row of messages,
+    sum_j dims[m, j] of them when it has two or more dependencies (none otherwise)."""
+    sizes = [int(dims[m, :ks[m]].sum()) if ks[m] >= 2 else 0 for m in range(len(ks))]
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class NativeModel:
     """One model (or a batch of bA models of one structure) packed for the native kernels.
 
     Every name is the kernel argument of that name, documented in ``schema``: the index arrays of ``ModelIndex``;
     ``log_A``, ``B``, ``log_B``, ``has_B``; ``ints`` / ``floats`` / ``n_log_A`` (the tick kernels' packing);
-    ``minval``. ``plan``: the hashable layout. ``bind(schema)`` gives an entry point's leading (model) arguments.
+    ``minval``; ``msg_off`` (where each modality's messages start, for fused_cuda's large-model kernel). ``plan``:
+    the hashable layout. ``bind(schema)`` gives an entry point's leading (model) arguments.
     """
 
     a_off: np.ndarray
@@ -77,6 +85,7 @@ class NativeModel:
     floats: np.ndarray
     n_log_A: int
     minval: Any
+    msg_off: np.ndarray
     plan: NativePlan
     _bound: dict = field(default_factory=dict, repr=False)
 
@@ -133,7 +142,7 @@ class NativeModel:
                           tuple(map(tuple, dep_arr.tolist())), tuple(map(tuple, dims.tolist())), B_b is not None)
         return cls(**index._asdict(), log_A=log_A, B=B_c, log_B=np.ascontiguousarray(log_stable_np(B), dtype=dtype),
                    has_B=B_b is not None, ints=ints, floats=floats, n_log_A=int(log_A.shape[1]),
-                   minval=dtype.type(MINVAL), plan=plan)
+                   minval=dtype.type(MINVAL), msg_off=message_offsets(index.dims, index.ks), plan=plan)
 
     @property
     def ll_size(self) -> int:

@@ -186,7 +186,17 @@ def likelihood_messages(dtype_name: str) -> Any:
 
 
 @cuda.jit(device=True, inline=True)
-def _softmax_at(ints, src, s, f):
+def tick_out(ints, B_ab, inp, i, O, S, F, Q, s, out, zero, one):
+    """Agent i's outputs at state s: its belief Q[s] and its next prior (pymdp ``compute_expected_state``: the
+    forward ``contract`` of its model's B row ``B_ab`` under its action at inp[i, O + S:])."""
+    f, a = state_of(ints, F, s)
+    out[i, 0, s] = Q[s]
+    row, P = transition_row(ints, f, int(inp[i, O + S + f]), a)
+    out[i, 1, s] = contract(ints, BDEPS, BDIMS, BKS, f, B_ab, row, Q, 0, -1, 0, zero, one)
+
+
+@cuda.jit(device=True, inline=True)
+def softmax_at(ints, src, s, f):
     """softmax over factor f's row of src, at packed index s."""
     lo = index1(ints, S_OFF, f)
     hi = index1(ints, S_OFF, f + 1)
@@ -237,16 +247,13 @@ def fpi_tick_kernel(dtype_name: str) -> Any:
             cuda.syncthreads()
             for s in range(tid, S, nt):
                 f, a = state_of(ints, F, s)
-                Q[s] = _softmax_at(ints, x, s, f)
+                Q[s] = softmax_at(ints, x, s, f)
             cuda.syncthreads()
         if F == 1:
             for s in range(tid, S, nt):
-                Q[s] = _softmax_at(ints, c, s, 0)
+                Q[s] = softmax_at(ints, c, s, 0)
             cuda.syncthreads()
         for s in range(tid, S, nt):
-            f, a = state_of(ints, F, s)
-            out[i, 0, s] = Q[s]
-            row, P = transition_row(ints, f, int(inp[i, O + S + f]), a)
-            out[i, 1, s] = contract(ints, BDEPS, BDIMS, BKS, f, B[ab], row, Q, 0, -1, 0, zero, one)
+            tick_out(ints, B[ab], inp, i, O, S, F, Q, s, out, zero, one)
 
     return fpi_tick

@@ -62,6 +62,9 @@ floats : (NA + NB,)
     Row 0 of ``log_A`` then row 0 of ``B``.
 n_log_A : int
     NA, the split of ``floats``.
+msg_off : (M + 1,)
+    Where modality m's messages start in an agent's ``msg`` row: its message to dependency j at level a is at
+    ``msg_off[m] + sum_{j' < j} dims[m, j'] + a`` (none when ``ks[m] < 2``).
 kind_vmp : bool
     VMP (True) or MMP (False).
 obs : (b, O), (O,) or (b, T, O)
@@ -89,6 +92,16 @@ inp : (b, O + S + F) or (b, T O + S + (T - 1) F)
     window's T observations, prior and T - 1 actions.
 T : int
     The window's steps.
+blocks : int
+    Thread blocks per agent (a launch of b agents has b * blocks blocks; agent i's are i * blocks ...).
+phase_lo : int
+    The first phase of the tick a launch runs (``cuda_large.phases``; a barrier between two phases).
+phase_hi : int
+    The phase after its last.
+scratch : (b, L + 3 S)
+    Each agent's log likelihood, constant term, iteration term and posterior, in global memory.
+msg : (b, msg_off[M]) float64
+    Each agent's messages of one iteration (``msg_off``).
 out : (b, S), (b, T, S), (S,), (2, S) or (b, 2, S)
     The results, written by the kernel: beliefs; a tick's beliefs (row 0) and next prior (row 1).
 """
@@ -153,6 +166,10 @@ CudaTickArgs = _schema(
     "CudaTickArgs", "ints log_A B inp num_iter minval out",
     "``cuda_kernels.fpi_tick_kernel``'s kernel: b agents' FPI ticks in one launch (one block per agent), inp "
     "(b, O + S + F) -> out (b, 2, S).")
+CudaTickGlobalArgs = _schema(
+    "CudaTickGlobalArgs", "ints log_A B msg_off inp num_iter minval blocks phase_lo phase_hi scratch msg out",
+    "``cuda_large.fpi_tick_global_kernel``'s kernel: b agents' FPI ticks with their state in global memory, "
+    "``blocks`` blocks per agent, the phases [phase_lo, phase_hi), inp (b, O + S + F) -> out (b, 2, S).")
 CudaWindowArgs = _schema(
     "CudaWindowArgs", "ints log_A Bs has_B inp T valid_steps kind_vmp num_iter tau minval out",
     "``cuda_window.window_kernel``'s kernel: b agents' VMP or MMP windows in one launch, inp "
@@ -167,6 +184,7 @@ ENTRY_POINTS: dict[str, type] = {
     "tick.fpi_tick": TickArgs,
     "tick.fpi_tick_batched": TickAgentsArgs,
     "cuda_kernels.fpi_tick": CudaTickArgs,
+    "cuda_large.fpi_tick_global": CudaTickGlobalArgs,
     "cuda_window.window": CudaWindowArgs,
 }
 
@@ -181,4 +199,5 @@ def model_fields(schema: type) -> tuple[str, ...]:
 
 
 #: The names a model supplies (``NativeModel`` attributes; ``Bs`` is the CUDA window's choice of B or log B).
-MODEL_NAMES = frozenset(ModelIndex._fields) | {"log_A", "B", "log_B", "Bs", "has_B", "ints", "floats", "n_log_A"}
+MODEL_NAMES = frozenset(ModelIndex._fields) | {"log_A", "B", "log_B", "Bs", "has_B", "ints", "floats", "n_log_A",
+                                               "msg_off"}
