@@ -81,10 +81,10 @@ class CudaEngine(Engine):
             raise VariantUnsupported(CUDA_HINT)
         from numba import cuda  # optional: numba's CUDA target
         from . import cuda_kernels as ck  # optional: numba's CUDA target
+        from . import cuda_large as cl  # optional: numba's CUDA target
         self._init_static(algorithm, structure, num_iter, tau, batch_size, np.dtype(dtype))
         self.model = NativeModel.build(structure, A_b, B_b, self.dtype)
         self.plan = (self.model.plan, None)
-        from . import cuda_large as cl  # optional: numba's CUDA target
         L, S = self.model.ll_size, self.layout.state_size
         need = ck.shared_elements(L, S) * self.dtype.itemsize
         # the FPI tick: in one block's shared memory when it fits, else from global memory (cuda_large)
