@@ -3,6 +3,8 @@ CPU: native/host.py): the bits of the unbatched tick per agent, and pymdp's beli
 batched engine."""
 import contextlib
 import os
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -123,3 +125,31 @@ def test_the_agents_threads_follow_the_cpu_affinity():
         assert host.usable_cpus() == 1 and host.agent_threads(10 ** 6) == 1
     finally:
         os.sched_setaffinity(0, cpus)
+
+
+# JAX warns at any fork of a process that imported it; the child here runs numba kernels only
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+def test_a_forked_child_ticks_its_agents_on_its_own_workers():
+    """A process forked after a batched tick (the workers exist in the parent) still runs one: the child starts
+    workers of its own instead of waiting on the parent's, which did not come along."""
+    case = structured_case(SKEWED_ZEROS, 61, T=2)
+    engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6)
+    b = 2 * host.MIN_AGENTS_PER_THREAD
+    obs, prior, action = agent_rows(engine, b, seed=5)
+    q, _ = engine.tick_agents(obs, prior, action)
+    host.over_agent_blocks(b, 2, lambda lo, hi: -1)  # the parent's workers exist now
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when its threaded tick gives the parent's bits
+        ok = False
+        try:
+            threads = host.over_agent_blocks(b, 2, lambda lo, hi: lo)
+            ok = threads == [0, b // 2] and np.array_equal(engine.tick_agents(obs, prior, action)[0], q)
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:  # still waiting on workers that do not exist
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.WEXITSTATUS(done[1]) == 0

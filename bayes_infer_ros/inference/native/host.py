@@ -124,6 +124,16 @@ def _workers() -> ThreadPoolExecutor:
         return _pool
 
 
+def _forget_workers() -> None:
+    """In a forked child: the parent's workers did not come along; the next use starts its own."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
 def over_agent_blocks(b: int, threads: int, run_block: Callable[[int, int], int]) -> list[int]:
     """``run_block(lo, hi)`` for ``threads`` contiguous blocks of the agents 0..b-1, the first on the calling thread
     and the others on the workers at the same time (``run_block`` must release the GIL: a numba kernel compiled
