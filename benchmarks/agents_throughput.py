@@ -1,12 +1,15 @@
 """Many agents, one call: throughput in agent-ticks per second of the default model's FPI tick (beliefs and the next
 prior) for b agents at once, every candidate and every b timed round-robin in one process.
 
-    python benchmarks/agents_throughput.py --out benchmarks/agents_throughput_cpu.csv            # host CPU
+    python benchmarks/agents_throughput.py --b 1 100 1000 10000 --out benchmarks/agents_throughput_cpu.csv  # host CPU
     JAX_PLATFORMS=cuda python benchmarks/agents_throughput.py --gpu --out ..._<device>.csv       # a GPU session
 
 Candidates (those that cannot be built here are reported and skipped):
 
-* ``fused_numba``: ``NativeEngine.tick_agents``, b agents of one model in one numba dispatch (host CPU);
+* ``fused_numba``: ``NativeEngine.tick_agents``, b agents of one model in one call on every CPU the process may use
+  (contiguous blocks of agents, one thread each: ``native/host.py``), host CPU;
+* ``fused_numba:1 thread``: the same call held to the calling thread (``host.MIN_AGENTS_PER_THREAD`` raised for the
+  call): one core, interleaved with the other candidates in the same rounds;
 * ``fused_numba_loop``: b calls of the unbatched ``tick`` (what b agents cost without the batch axis);
 * ``jax:<variant>``: a batched JAX engine of b copies of the model, ``tick`` (vmapped) in one dispatch, on JAX's
   default device (the CPU here; the GPU under ``JAX_PLATFORMS=cuda``);
@@ -31,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bayes_infer_ros.autotune.timing import environment, loadavg, time_round_robin  # noqa: E402
 from bayes_infer_ros.inference import build_inference, engine_for_model  # noqa: E402
+from bayes_infer_ros.inference.native import host  # noqa: E402
 from bayes_infer_ros.model.io import load_model  # noqa: E402
 
 MODEL = Path(__file__).resolve().parents[1] / "config" / "agent.yaml"
@@ -52,6 +56,15 @@ def candidates(model, b: int, num_iter: int, jax_variants: list[str], gpu: bool)
     out = {}
     numba_eng = engine_for_model(model, "fpi", variant="fused_numba", num_iter=num_iter)
     out["fused_numba"] = (lambda: numba_eng.tick_agents(obs, prior, action), "cpu")
+
+    def one_thread():
+        every = host.MIN_AGENTS_PER_THREAD
+        host.MIN_AGENTS_PER_THREAD = b + 1  # every agent on the calling thread
+        try:
+            return numba_eng.tick_agents(obs, prior, action)
+        finally:
+            host.MIN_AGENTS_PER_THREAD = every
+    out["fused_numba:1 thread"] = (one_thread, "cpu")
 
     def loop():
         return [numba_eng.tick(obs[i], prior[i], action[i]) for i in range(b)]

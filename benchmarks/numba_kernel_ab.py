@@ -3,9 +3,9 @@
     PYTHONPATH=. python benchmarks/numba_kernel_ab.py REV [--ids c0049,c0031,...] [--dtypes float32 float64]
 
 REV's kernels are loaded as a second copy: the kernel modules of ``bayes_infer_ros/inference/native/`` (every one
-but ``__init__``, ``engine`` and the CUDA modules) as a package of their own, or, at a revision before that folder,
-``bayes_infer_ros/inference/native_kernels.py``. Per configuration, algorithm
-and dtype both kernels get the same arguments (the working tree's engine, a random observation sequence and prior;
+but ``__init__``, the engines' modules ``engine``, ``arrays`` and ``host``, and the CUDA modules) as a package of
+their own, or, at a revision before that folder, ``bayes_infer_ros/inference/native_kernels.py``. Per
+configuration, algorithm and dtype both kernels get the same arguments (the working tree's engine, a random observation sequence and prior;
 VMP/MMP over T = 5, 16 iterations), are timed with ``timing.time_round_robin`` (30 rounds, at most 3 s) and
 compared element-wise: ``new/old`` is the time ratio, ``max|new-old|`` the largest difference of the beliefs.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from bayes_infer_ros.model.io import load_model  # noqa: E402
 
 KERNELS = "bayes_infer_ros/inference/native/"
 FLAT_KERNELS = "bayes_infer_ros/inference/native_kernels.py"  # the kernels' one file before native/
-NOT_KERNELS = ("__init__.py", "engine.py")  # and cuda_*.py
+NOT_KERNELS = ("__init__.py", "engine.py", "arrays.py", "host.py")  # and cuda_*.py
 
 
 def git_show(rev: str, path: str) -> str:
@@ -65,14 +66,17 @@ def load_kernels_at(rev: str, folder: Path) -> SimpleNamespace:
 
 
 def kernel_call(module, engine, algorithm: str, obs: np.ndarray, prior: np.ndarray, actions: np.ndarray):
-    """A zero-argument call of ``module``'s kernel on ``engine``'s arrays; returns its output array."""
+    """A zero-argument call of ``module``'s kernel on ``engine``'s arrays; returns its output array. The arguments
+    go by name, in the order of that kernel's own signature (a revision's order may differ from the working tree's:
+    ``native/schema.py``)."""
     e = engine
-    if algorithm == "fpi":
-        out = np.empty((1, e.layout.state_size), e.dtype)
-        return lambda: (module.fpi(*e._fpi_model, obs, prior, e.num_iter, e._minval, out), out)[1]
-    out = np.empty((1, obs.shape[1], e.layout.state_size), e.dtype)
-    return lambda: (module.sequence(algorithm == "vmp", *e._sequence_model, obs, prior, actions, -1, e.num_iter,
-                                    e.dtype.type(e.tau), e._minval, out), out)[1]
+    lead = (1,) if algorithm == "fpi" else (1, obs.shape[1])
+    out = np.empty(lead + (e.layout.state_size,), e.dtype)
+    fn = module.fpi if algorithm == "fpi" else module.sequence
+    call = {"kind_vmp": algorithm == "vmp", "obs": obs, "prior": prior, "actions": actions, "valid_steps": -1,
+            "num_iter": e.num_iter, "tau": e.dtype.type(e.tau), "minval": e.model.minval, "out": out}
+    args = [call[n] if n in call else getattr(e.model, n) for n in inspect.signature(fn.py_func).parameters]
+    return lambda: (fn(*args), out)[1]
 
 
 def random_inputs(engine, algorithm: str, horizon: int, seed: int = 0):

@@ -50,7 +50,7 @@ from bayes_infer_ros.autotune.budget import MemoryBudget, MemoryBudgetExceeded
 from bayes_infer_ros.autotune.decision import EngineConfig, decide
 from bayes_infer_ros.autotune.features import peak_elements, size_estimates
 from bayes_infer_ros.autotune.timing import CandidateTiming, block, environment, loadavg, time_round_robin
-from bayes_infer_ros.inference import ALGORITHMS, VARIANTS, InferenceEngine, build_inference, parameter_counts
+from bayes_infer_ros.inference import ALGORITHMS, VARIANTS, build_inference, parameter_counts
 from lab.generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build, read_index
 from lab.xla_mode import LOG_ENV, capture_modes, program_label
 
@@ -340,7 +340,7 @@ class CaseRunner:
         t0 = time.perf_counter()
         out, modes = capture_modes(lambda: block(engine(*list_args)))
         row["first_call_s"] = time.perf_counter() - t0
-        if isinstance(engine, InferenceEngine):
+        if engine.capabilities.runtime == "xla":
             row["exec_mode"] = program_label(modes, "_lists_impl")
         else:  # a native engine: fused_numba on the CPU, fused_cuda on a GPU
             row["exec_mode"] = "native" if engine.device == "cpu" else f"native_{engine.device}"

@@ -199,7 +199,8 @@ FOREIGN_PRIVATE_ALLOWED = {
     # started")
     ("inference/xla_config.py", "getattr(bridge, '_backends', {})"),
 }
-
+# A NamedTuple's public API: its names start with "_" only to stay clear of field names.
+NAMEDTUPLE_API = frozenset({"_fields", "_replace", "_asdict", "_make", "_field_defaults"})
 
 
 def private_reads(path: Path) -> list[tuple[int, str]]:
@@ -218,7 +219,7 @@ def private_reads(path: Path) -> list[tuple[int, str]]:
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr")
               and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
             name, owner = node.args[1].value, node.args[0]
-        if not name or not name.startswith("_") or name.startswith("__") or name in own:
+        if not name or not name.startswith("_") or name.startswith("__") or name in own or name in NAMEDTUPLE_API:
             continue
         if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
             continue

@@ -152,6 +152,17 @@ def assert_packed_matches(engine, case: Case, want: list) -> None:
     assert engine.trace_count == count
 
 
+def agent_rows(engine, b: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """b random (obs (b, O), prior (b, S), action (b, F) int32) rows for ``engine``'s structure: soft distributions
+    in its dtype, valid controls."""
+    rng = np.random.default_rng(seed)
+    s = engine.structure
+    obs = np.concatenate([rng.dirichlet(np.ones(m), b) for m in s.num_obs], axis=1)
+    prior = np.concatenate([rng.dirichlet(np.ones(n), b) for n in s.num_states], axis=1)
+    action = np.stack([rng.integers(0, u, b) for u in s.num_controls], axis=1)
+    return obs.astype(engine.dtype), prior.astype(engine.dtype), action.astype(np.int32)
+
+
 def no_B_case(seed: int) -> Case:
     """A two-factor, three-step case without transitions (B=None)."""
     case = random_case(seed, (3, 2), [[0], [0, 1]], (2, 3), T=3)

@@ -4,17 +4,20 @@ The loops are pymdp 1.0.4's (``run_factorized_fpi``, ``update_marginals``); what
 how the contractions inside them are laid out (ops), never the math. One model, unbatched: the
 engine vmaps over the batch axis.
 
-Posteriors travel through the loop in one of two layouts, chosen from what the ops offer:
+Every ops class declares what it offers as class attributes (read here, never probed): ``padded`` (likelihood
+ops: ``marginals_padded``; transition ops: ``vmp_messages_padded`` / ``mmp_messages_padded``) and, for likelihood
+ops, ``folds_prior`` (``fold_prior``). Posteriors travel through the loop in one of two layouts, chosen from those
+declarations:
 
-* :class:`ListPosteriors`: a list of ``(…, n_f)`` arrays, one per factor (ops with ``marginals``);
-* :class:`PaddedPosteriors`: ONE zero-padded ``(…, F, n_max)`` array (ops with ``marginals_padded`` and,
-  for VMP/MMP, transition ops with ``vmp_messages_padded``); softmax runs on ``-inf``-masked padding, so
-  padded probabilities are exact zeros and the mean of the mirror-descent step is over real states.
+* :class:`ListPosteriors`: a list of ``(…, n_f)`` arrays, one per factor (``marginals``);
+* :class:`PaddedPosteriors`: ONE zero-padded ``(…, F, n_max)`` array (padded likelihood ops and, for VMP/MMP,
+  padded transition ops); softmax runs on ``-inf``-masked padding, so padded probabilities are exact zeros and
+  the mean of the mirror-descent step is over real states.
 
 Both carry the posterior ``q = softmax(log q)`` from the uniform one (a constant) and return the last
-carry; pymdp carries ``log q`` from 0, which is the same operations in the same order. Likelihood ops
-may offer ``fold_prior(ll, log_prior) -> ll`` to add FPI's constant prior into their per-call terms
-once instead of once per iteration.
+carry; pymdp carries ``log q`` from 0, which is the same operations in the same order. Likelihood ops that
+fold the prior (``fold_prior(ll, log_prior) -> ll``) add FPI's constant prior into their per-call terms once
+instead of once per iteration.
 """
 from __future__ import annotations
 
@@ -130,9 +133,9 @@ class PaddedPosteriors:
 
 
 def posteriors(lik: Any, trans: Any = None) -> Any:
-    """The posterior layout the ops support: padded when the likelihood ops (and, for sequences, the
-    transition ops) offer padded messages, else the list layout."""
-    padded = hasattr(lik, "marginals_padded") and (trans is None or hasattr(trans, "vmp_messages_padded"))
+    """The posterior layout the ops declare: padded when the likelihood ops (and, for sequences, the
+    transition ops) are ``padded``, else the list layout."""
+    padded = lik.padded and (trans is None or trans.padded)
     return PaddedPosteriors(lik) if padded else ListPosteriors(lik)
 
 
@@ -144,9 +147,8 @@ def run_fpi(lik: Any, lik_params: dict, obs: Sequence[Array], prior: Sequence[Ar
         return [nn.softmax(lik.joint(lik_params, ll) + log_stable(prior[0]), axis=-1)]
     post = posteriors(lik)
     log_prior = post.pack([log_stable(p) for p in prior])
-    fold = getattr(lik, "fold_prior", None)
-    if fold is not None:  # the prior is constant over the iterations: one add, once
-        message = post.marginals(lik_params, fold(ll, log_prior))
+    if lik.folds_prior:  # the prior is constant over the iterations: one add, once
+        message = post.marginals(lik_params, lik.fold_prior(ll, log_prior))
     else:
         marginals = post.marginals(lik_params, ll)
 

@@ -1,17 +1,22 @@
 """The engine contract: what every inference backend implements in full, and the packed layout they share.
 
-``build_inference`` returns an :class:`Engine`. Two backends implement it: ``engine.InferenceEngine`` (jitted JAX
-programs, every variant of ``registry.VARIANT_OPS``, on a CPU or a GPU) and ``native.NativeEngine``
-(``fused_numba``: numba kernels on the host CPU). Callers (``BeliefFilter``, the autotuner's verify step, the node)
-use only these names; ``test/inference/test_engine_contract.py`` holds both backends to them.
+``build_inference`` returns an :class:`Engine`, an abstract base class in equinox's abstract-or-final pattern:
+every method callers use is abstract here, and each backend is a final class that implements all of them and
+overrides no concrete method of the base (``Engine.__init_subclass__`` refuses both). Three backends:
+``engine.InferenceEngine`` (jitted JAX programs, every variant of ``registry.VARIANT_OPS``, on a CPU or a GPU),
+``native.NativeEngine`` (``fused_numba``: numba kernels on the host CPU) and ``native.CudaEngine`` (``fused_cuda``:
+one CUDA launch per call). What a backend supports is declared as data (:class:`Capabilities`, a class
+attribute): callers read it and never probe an engine. Callers (``BeliefFilter``, the autotuner's verify step, the
+node, the lab) use only these names; ``test/inference/test_engine_contract.py`` holds every backend to them.
 
 Shapes: packed observations ``(..., O)`` with ``O = sum m_i``, packed states ``(..., S)`` with ``S = sum n_f``,
 controls ``(..., F)`` int. A leading batch axis ``b`` (``batch_size``) runs b models of one structure at once.
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, ClassVar, Optional, Sequence
 
 import numpy as np
 
@@ -79,33 +84,38 @@ class PackedLayout:
                                  f"{shape[-1] if shape else 'a scalar'}")
 
 
-class EngineFlags:
-    """What every engine says about its calls, derived from ``algorithm`` and ``batch_size``."""
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend supports, declared once by its engine class (``Engine.capabilities``).
 
-    algorithm: str
-    batch_size: Optional[int]
-
-    @property
-    def batched(self) -> bool:
-        """Every array carries a leading model axis."""
-        return self.batch_size is not None
-
-    @property
-    def sequential(self) -> bool:
-        """VMP/MMP: observations over a window of steps, with actions; FPI: one step."""
-        return self.algorithm != "fpi"
-
-
-@runtime_checkable
-class Engine(Protocol):
-    """An FPI/VMP/MMP engine for one model structure and variant, built once and called many times.
-
-    Static attributes: ``algorithm`` ("fpi" | "vmp" | "mmp"), ``variant`` (a name in ``VARIANTS``),
-    ``device`` (the platform its calls run on: "cpu" or "gpu"), ``structure``, ``layout``, ``dtype``, ``num_iter``,
-    ``tau``, ``batch_size`` (None when unbatched). ``trace_count`` counts traces of its calls (a second call with
-    the same shapes never adds one; native engines never trace).
+    runtime:   how its calls run: "xla" (jitted JAX programs), "numba" (compiled host-CPU kernels) or "numba_cuda"
+               (numba's CUDA kernels, one launch per call)
+    platforms: the platforms its engines can run on ("cpu", "gpu"); an engine's ``device`` is one of them
+    traces:    its calls are traced programs: ``trace_count`` grows when a call of a new shape compiles
+    unchecked_prepared_tick: ``tick_prepared`` reads its inputs unchecked (a caller passes exactly the form it names)
     """
 
+    runtime: str
+    platforms: tuple[str, ...]
+    traces: bool
+    unchecked_prepared_tick: bool
+
+
+class Engine(abc.ABC):
+    """An FPI/VMP/MMP engine for one model structure and variant, built once and called many times.
+
+    Static attributes (set by every backend's constructor): ``algorithm`` ("fpi" | "vmp" | "mmp"), ``variant`` (a
+    name in ``VARIANTS``), ``device`` (the platform its calls run on: "cpu" or "gpu"), ``structure``, ``layout``,
+    ``dtype``, ``num_iter``, ``tau``, ``batch_size`` (None when unbatched), ``trace_count`` (traces of its calls: a
+    second call with the same shapes never adds one; native engines never trace). Class attribute:
+    ``capabilities``.
+
+    Abstract or final: a backend subclasses ``Engine`` directly, implements every abstract method, is never
+    subclassed itself and overrides none of the base's concrete members (``batched``, ``require_fpi``, and
+    ``_init_static``, which its constructor calls).
+    """
+
+    capabilities: ClassVar[Capabilities]
     algorithm: str
     variant: str
     device: str
@@ -117,34 +127,124 @@ class Engine(Protocol):
     batch_size: Optional[int]
     trace_count: int
 
-    @property
-    def batched(self) -> bool: ...
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__mro__[1:]:
+            if base is not Engine and issubclass(base, Engine) and not base.__abstractmethods__:
+                raise TypeError(f"{cls.__name__}: {base.__name__} is a final engine class; subclass Engine instead")
+        for name in cls.__dict__:
+            if name in _CONCRETE_MEMBERS:
+                raise TypeError(f"{cls.__name__} overrides Engine.{name}, a concrete member of the contract")
 
+    # ---- concrete and final: derived from the static attributes ------------------------------------
+    def _init_static(self, algorithm: str, structure: ModelStructure, num_iter: int, tau: float,
+                     batch_size: Optional[int], dtype: Any) -> None:
+        """Set the static attributes every backend's constructor takes (``layout`` from ``structure``; no trace)."""
+        self.algorithm = algorithm
+        self.structure = structure
+        self.layout = PackedLayout(structure.num_obs, structure.num_states)
+        self.num_iter = int(num_iter)
+        self.tau = float(tau)
+        self.batch_size = batch_size
+        self.dtype = dtype
+        self.trace_count = 0
+
+    @property
+    def batched(self) -> bool:
+        """Every array carries a leading model axis (``batch_size`` models of one structure)."""
+        return self.batch_size is not None
+
+    def require_fpi(self, call: str) -> None:
+        """Refuse ``call`` (a tick) unless this engine runs FPI: a tick is one FPI step, VMP / MMP run a window."""
+        if self.algorithm != "fpi":
+            raise ValueError(f"{call}: fpi only (this engine runs {self.algorithm}; use run_packed with the window)")
+
+    # ---- the contract -----------------------------------------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def available(cls) -> bool:
+        """Engines of this class can be built here (their optional dependencies and device are present)."""
+
+    @abc.abstractmethod
     def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
                  valid_steps: Optional[int] = None) -> list[Any]:
-        """pymdp's list API: fpi obs[i] (m_i,), prior[f] (n_f,); vmp/mmp obs[i] (T, m_i), actions (T-1, F)."""
-        ...
+        """pymdp's list API: fpi obs[i] ([b,] m_i), prior[f] ([b,] n_f) -> list of ([b,] n_f); vmp/mmp obs[i]
+        ([b,] T, m_i), actions ([b,] T-1, F) -> list of ([b,] T, n_f)."""
 
+    @abc.abstractmethod
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> Any:
         """obs ([b,] [T,] O), prior ([b,] S) -> beliefs ([b,] [T,] S); ``valid_steps``: real steps of the window."""
-        ...
 
+    @abc.abstractmethod
     def predict(self, qs: Sequence[Any], action: Sequence[int]) -> list[Any]:
-        """pymdp ``compute_expected_state``: qs[f] (n_f,), action (F,) -> the next prior, list of (n_f,)."""
-        ...
+        """pymdp ``compute_expected_state``: qs[f] ([b,] n_f), action ([b,] F) -> the next prior, list of
+        ([b,] n_f)."""
 
+    @abc.abstractmethod
     def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[Any, Any]:
-        """One FPI step: obs (O,), prior (S,), action (F,) -> (beliefs (S,), next prior (S,)), inputs converted
-        and checked."""
-        ...
+        """One FPI step: obs ([b,] O), prior ([b,] S), action ([b,] F) -> (beliefs ([b,] S), next prior ([b,] S))
+        (the beliefs when the model has no B), inputs converted and checked; refused unless FPI."""
 
-    def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[Any, Any]:
-        """``tick`` for inputs already in the engine's form: C-contiguous ndarrays of ``dtype`` of shapes (O,) and
-        (S,), ``action`` (F,) C-contiguous int32; returns host ndarrays (S,) of ``dtype``. Unchecked where the
-        backend can skip the checks (``BeliefFilter``'s own buffers have this form)."""
-        ...
+    @abc.abstractmethod
+    def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``tick`` for inputs already in the engine's form: C-contiguous ndarrays of ``dtype`` of shapes ([b,] O)
+        and ([b,] S), ``action`` ([b,] F) C-contiguous int32; returns host ndarrays ([b,] S) of ``dtype``. Unchecked
+        where ``capabilities.unchecked_prepared_tick`` (``BeliefFilter``'s own buffers have this form); refused
+        unless FPI."""
 
+    @abc.abstractmethod
+    def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[Any, Any]:
+        """b agents' FPI ticks in one call: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S), next priors
+        (b, S). An unbatched engine's agents all run its one model (any b >= 1); a batched engine's agent i runs
+        model i (b = ``batch_size``). Agent i's outputs are ``tick`` of agent i's inputs; refused unless FPI."""
+
+    @abc.abstractmethod
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile (or load) the calls the node makes, for window length ``T`` (vmp/mmp); returns seconds."""
-        ...
+
+
+#: Engine's concrete members: a backend that defines one of these names is refused (abstract-or-final).
+_CONCRETE_MEMBERS = frozenset({"batched", "require_fpi", "_init_static", "__init_subclass__"})
+
+
+def agents_inputs(engine: Engine, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, ...]:
+    """``tick_agents``' inputs as C-contiguous (b, O) and (b, S) ndarrays of the engine's dtype and (b, F) int32;
+    raises ValueError naming the expected shapes (b = ``batch_size`` for a batched engine)."""
+    obs = np.ascontiguousarray(obs_packed, dtype=engine.dtype)
+    prior = np.ascontiguousarray(prior_packed, dtype=engine.dtype)
+    act = np.ascontiguousarray(action, dtype=np.int32)
+    b = obs.shape[0] if obs.ndim == 2 else -1
+    F = engine.structure.num_factors
+    want = ((b, engine.layout.obs_size), (b, engine.layout.state_size), (b, F))
+    if b < 1 or (engine.batched and b != engine.batch_size) or (obs.shape, prior.shape, act.shape) != want:
+        lead = "b" if not engine.batched else str(engine.batch_size)
+        raise ValueError(f"tick_agents: expected obs ({lead}, {want[0][1]}), prior ({lead}, {want[1][1]}), action "
+                         f"({lead}, {F}), got {(obs.shape, prior.shape, act.shape)}")
+    return obs, prior, act
+
+
+def tick_inputs(engine: Engine, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, ...]:
+    """An unbatched ``tick``'s inputs as C-contiguous (O,), (S,) ndarrays of the engine's dtype and (F,) int32;
+    raises ValueError naming the expected shapes."""
+    obs = np.ascontiguousarray(obs_packed, dtype=engine.dtype)
+    prior = np.ascontiguousarray(prior_packed, dtype=engine.dtype)
+    act = np.ascontiguousarray(action, dtype=np.int32)
+    want = ((engine.layout.obs_size,), (engine.layout.state_size,), (engine.structure.num_factors,))
+    if (obs.shape, prior.shape, act.shape) != want:
+        raise ValueError(f"tick: expected obs, prior, action of shapes {want}, got "
+                         f"{(obs.shape, prior.shape, act.shape)}")
+    return obs, prior, act
+
+
+def warmup_inputs(engine: Engine, T: Optional[int]) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    """The tick-shaped inputs ``warmup`` calls with: zero observations ([b,] [T,] O), the uniform prior ([b,] S)
+    and, for vmp/mmp, zero actions ([b,] T-1, F) int32 (T = ``T`` or 1)."""
+    batch = (engine.batch_size,) if engine.batched else ()
+    lead = batch if engine.algorithm == "fpi" else batch + (int(T or 1),)
+    obs = np.zeros(lead + (engine.layout.obs_size,), dtype=engine.dtype)
+    prior = np.concatenate([np.full(batch + (n,), 1.0 / n) for n in engine.structure.num_states], axis=-1)
+    actions = None
+    if engine.algorithm != "fpi":
+        actions = np.zeros(batch + (max(lead[-1] - 1, 0), engine.structure.num_factors), np.int32)
+    return obs, prior.astype(engine.dtype), actions

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, final
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +11,7 @@ import numpy as np
 
 from ..model.generative_model import ModelStructure
 from .algorithms import run_fpi, run_sequence
-from .api import EngineFlags, PackedLayout
+from .api import Capabilities, Engine, agents_inputs, warmup_inputs
 
 Array = jax.Array
 
@@ -85,8 +85,10 @@ class PreparedVariant:
     trans_params: dict
 
 
-class InferenceEngine(EngineFlags):
-    """A compiled-once FPI/VMP/MMP engine for one model structure and variant.
+@final
+class InferenceEngine(Engine):
+    """A compiled-once FPI/VMP/MMP engine for one model structure and variant (the :class:`~.api.Engine` contract on
+    jitted JAX programs).
 
     Attributes: ``algorithm``, ``variant``, ``structure`` (ModelStructure), ``layout`` (PackedLayout),
     ``plan`` (hashable: the likelihood and transition ops), ``batch_size`` (None when unbatched),
@@ -104,6 +106,8 @@ class InferenceEngine(EngineFlags):
     about 1.5-3 us per argument, so a model with more than ``MAX_SEPARATE_PARAM_LEAVES`` arrays is packed.
     """
 
+    capabilities = Capabilities(runtime="xla", platforms=("cpu", "gpu"), traces=True, unchecked_prepared_tick=False)
+
     def __init__(
         self,
         algorithm: str,
@@ -118,16 +122,9 @@ class InferenceEngine(EngineFlags):
         param_passing: str = "auto",
         jax_device: Optional[jax.Device] = None,
     ):
-        self.algorithm = algorithm
+        self._init_static(algorithm, structure, num_iter, tau, batch_size, jnp.dtype(dtype))
         self.variant = variant
-        self.structure = structure
-        self.layout = PackedLayout(structure.num_obs, structure.num_states)
         self.plan = (prepared.lik_ops, prepared.trans_ops)
-        self.num_iter = int(num_iter)
-        self.tau = float(tau)
-        self.batch_size = batch_size
-        self.dtype = jnp.dtype(dtype)
-        self.trace_count = 0
         self._lik, self._trans = prepared.lik_ops, prepared.trans_ops
         tree = {"lik": prepared.lik_params, "trans": prepared.trans_params}
         if param_passing == "auto":
@@ -156,6 +153,13 @@ class InferenceEngine(EngineFlags):
         self._call_packed = jax.jit(self._packed_impl)
         self._predict = jax.jit(self._predict_impl)
         self._tick = jax.jit(self._tick_impl)
+        # b agents of an unbatched engine's one model: its tick mapped over the agents' rows
+        self._tick_agents = jax.jit(jax.vmap(self._tick_impl, in_axes=(None, None, None, 0, 0, 0)))
+
+    @classmethod
+    def available(cls) -> bool:
+        """JAX is a dependency of the package: always."""
+        return True
 
     def _place(self, tree: Any) -> Any:
         """Every array of ``tree`` committed to ``jax_device`` (jit then runs there)."""
@@ -287,35 +291,44 @@ class InferenceEngine(EngineFlags):
         prior = self.layout.split_states(prior_packed)
         return jnp.concatenate(self._mapped(buffers, obs, prior, None, None), axis=-1)
 
+    def _tick_buffers(self) -> tuple[Any, Any, Any]:
+        """(parameters, B, padded B) as ``_tick_impl`` takes them: B only where no padded B stands for it."""
+        return self._param_buffers, None if self._B_padded is not None else self._B, self._B_padded
+
     def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[Array, Array]:
         """One FPI tick in ONE dispatch: beliefs (…, sum n_f) and the next prior under ``action`` (…, F)
         (pymdp ``compute_expected_state``; the beliefs themselves when the model has no B)."""
-        if self.algorithm != "fpi":
-            raise ValueError(f"tick: fpi only (this engine runs {self.algorithm}; use run_packed with the window)")
-        B = None if self._B_padded is not None else self._B
-        return self._tick(self._param_buffers, B, self._B_padded, self._input(obs_packed), self._input(prior_packed),
-                          np.asarray(action, dtype=np.int32))
+        self.require_fpi("tick")
+        obs, prior = self._input(obs_packed), self._input(prior_packed)
+        act = action if isinstance(action, jax.Array) else np.asarray(action, dtype=np.int32)
+        lead = (self.batch_size,) if self.batched else ()
+        want = (lead + (self.layout.obs_size,), lead + (self.layout.state_size,), lead + (self.structure.num_factors,))
+        if (obs.shape, prior.shape, act.shape) != want:
+            raise ValueError(f"tick: expected obs, prior, action of shapes {want}, got "
+                             f"{(obs.shape, prior.shape, act.shape)}")
+        return self._tick(*self._tick_buffers(), obs, prior, act)
 
     def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``tick`` with the results on the host (a jitted call converts nothing already of its dtype)."""
+        self.require_fpi("tick_prepared")
         q, nxt = self.tick(obs, prior, action)
         return np.asarray(q), np.asarray(nxt)
 
+    def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[Array, Array]:
+        """b agents' FPI ticks in one dispatch (see :meth:`~.api.Engine.tick_agents`): a batched engine's ``tick``,
+        or an unbatched engine's tick mapped over the agents (its one model for all)."""
+        self.require_fpi("tick_agents")
+        obs, prior, act = agents_inputs(self, obs_packed, prior_packed, action)
+        call = self._tick if self.batched else self._tick_agents
+        return call(*self._tick_buffers(), obs, prior, act)
+
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile the call for window length T (vmp/mmp) and return the seconds it took."""
-        lead = () if not self.batched else (self.batch_size,)
-        if self.algorithm != "fpi":
-            lead = lead + (int(T or 1),)
-        obs = np.zeros(lead + (self.layout.obs_size,), dtype=self.dtype)
-        prior_lead = () if not self.batched else (self.batch_size,)
-        prior = np.concatenate([np.full(prior_lead + (n,), 1.0 / n) for n in self.structure.num_states], axis=-1)
-        actions = None
-        if self.algorithm != "fpi":
-            actions = np.zeros(lead[:-1] + (max(lead[-1] - 1, 0), self.structure.num_factors), np.int32)
+        obs, prior, actions = warmup_inputs(self, T)
+        vs = obs.shape[-2] if valid_steps and self.algorithm != "fpi" else None
         t0 = time.perf_counter()
-        vs = lead[-1] if valid_steps and self.algorithm != "fpi" else None
         if packed:
-            jax.block_until_ready(self.run_packed(obs, prior.astype(self.dtype), actions, valid_steps=vs))
+            jax.block_until_ready(self.run_packed(obs, prior, actions, valid_steps=vs))
         else:
             jax.block_until_ready(self(self.layout.split_obs(obs), self.layout.split_states(prior), actions, valid_steps=vs))
         return time.perf_counter() - t0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -67,6 +67,9 @@ def accumulate_marginals(contributions: Sequence[Sequence[Array]], A_dependencie
 @dataclass(frozen=True)
 class LoopedLikelihood:
     """Baseline likelihood messages: one contraction per modality and factor, as pymdp."""
+
+    padded: ClassVar[bool] = False  # its messages take the list of posteriors (no ``marginals_padded``)
+    folds_prior: ClassVar[bool] = False  # no ``fold_prior``: the driver adds FPI's log prior each iteration
 
     structure: ModelStructure
 
@@ -162,6 +165,8 @@ def _marginalise_others(b: Array, deps: tuple[int, ...], f: int, qs_prev: Sequen
 @dataclass(frozen=True)
 class LoopedTransitions:
     """Baseline transition messages: pymdp ``get_vmp_messages`` / ``get_mmp_messages``, looped per factor."""
+
+    padded: ClassVar[bool] = False  # messages on the list of posteriors (no ``vmp_messages_padded``)
 
     structure: ModelStructure
     has_B: bool

@@ -39,7 +39,8 @@ VARIANT_OPS: dict[str, tuple[Any, Any]] = {
     "fused_pairwise": (fused.FusedPairwiseLikelihood, MergedTransitions),
 }
 # Variants that are not JAX programs: name -> engine class (the Engine contract; its ``device`` class attribute
-# is the one platform it runs on, its ``available()`` whether it can be built here). ``fused_numba`` needs the
+# is the one platform it runs on, its ``available()`` whether it can be built here, its ``capabilities`` what it
+# supports). ``fused_numba`` needs the
 # optional numba, imported only when the engine is built (without it: VariantUnsupported); ``fused_cuda`` (the
 # same kernels as one CUDA launch per call) needs numba's CUDA target and a device.
 NATIVE_VARIANTS: dict[str, Any] = {"fused_numba": NativeEngine, "fused_cuda": CudaEngine}
@@ -50,13 +51,13 @@ PAPER_VARIANTS: tuple[str, ...] = VARIANTS[1:10]
 
 
 #: Platforms a JAX variant runs on (wherever JAX has a device).
-JAX_PLATFORMS: tuple[str, ...] = ("cpu", "gpu")
+JAX_PLATFORMS: tuple[str, ...] = InferenceEngine.capabilities.platforms
 
 
 def variant_devices(name: str) -> tuple[str, ...]:
-    """The platforms ``name`` can run on: its native engine's one, or every JAX platform."""
+    """The platforms ``name`` can run on, as its engine class declares them (``capabilities.platforms``)."""
     if name in NATIVE_VARIANTS:
-        return (NATIVE_VARIANTS[name].device,)
+        return NATIVE_VARIANTS[name].capabilities.platforms
     variant_ops(name)  # unknown names are refused by name
     return JAX_PLATFORMS
 

@@ -1,13 +1,17 @@
 """One conformance test for every backend of the engine contract (``inference.api.Engine``): the JAX engine in a
-few variants and the native ones (fused_numba; fused_cuda in numba's CUDA simulator or on a GPU). Each must expose the whole contract, and its calls must agree with each other:
-``tick`` and ``tick_prepared`` are ``run_packed`` followed by ``predict``; a batch is b independent models; a second
-call never traces again. Exactness against pymdp is the oracle tests' job."""
+few variants and the native ones (fused_numba; fused_cuda in numba's CUDA simulator or on a GPU), for every
+algorithm, unbatched and batched. Each backend is a final subclass of the abstract ``Engine`` with its capabilities
+declared as data, and its calls agree with each other: ``tick``, ``tick_prepared`` and ``tick_agents`` are
+``run_packed`` followed by ``predict`` (FPI) and refuse VMP / MMP by name; a batch is b independent models; a
+second call never traces again. Exactness against pymdp is the oracle tests' job."""
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bayes_infer_ros.inference import Engine, build_inference, engine_for_model
+from bayes_infer_ros.inference import Capabilities, Engine, build_inference, engine_for_model
+from bayes_infer_ros.inference.engine import InferenceEngine
+from bayes_infer_ros.inference.native import CudaEngine, NativeEngine
 from bayes_infer_ros.model import load_model
 from tolerances import FLOAT32_ATOL
 
@@ -17,8 +21,11 @@ BACKENDS = [pytest.param("baseline", id="jax-baseline"), pytest.param("fused_pai
             pytest.param("fused_numba", id="native-fused_numba", marks=pytest.mark.numba),
             # numba's CUDA simulator in `make test` (NUMBA_ENABLE_CUDASIM=1), the device in `make test-gpu`
             pytest.param("fused_cuda", id="native-fused_cuda", marks=pytest.mark.gpu_kernel)]
+ALGORITHMS = ("fpi", "vmp", "mmp")
 ATTRIBUTES = ("algorithm", "variant", "device", "structure", "layout", "dtype", "num_iter", "tau", "batch_size",
-              "trace_count", "batched")
+              "trace_count", "batched", "capabilities")
+ENGINE_CLASSES = (InferenceEngine, NativeEngine, CudaEngine)
+B_MODELS, T = 2, 4
 
 
 @pytest.fixture(scope="module")
@@ -26,65 +33,149 @@ def model():
     return load_model(ROOT / "config" / "agent.yaml")
 
 
-def _inputs(engine, rng, lead=()):
-    layout = engine.layout
+def _inputs(layout, rng, lead=(), dtype=np.float32):
     obs = np.concatenate([rng.dirichlet(np.ones(m), size=lead or None) for m in layout.num_obs], axis=-1)
     prior = np.concatenate([rng.dirichlet(np.ones(n), size=lead or None) for n in layout.num_states], axis=-1)
-    return obs.astype(engine.dtype), prior.astype(engine.dtype)
+    return np.ascontiguousarray(obs, dtype=dtype), np.ascontiguousarray(prior, dtype=dtype)
+
+
+def _perturbed(arrays, b, seed, axis_sum=0):
+    """b different models of one structure: each array mixed with a random one, normalised over ``axis_sum``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for a in arrays:
+        rows = []
+        for k in range(b):
+            x = np.asarray(a, np.float64) + 0.2 * k * rng.random(a.shape)
+            rows.append(x / x.sum(axis=axis_sum, keepdims=True))
+        out.append(np.stack(rows).astype(np.float32))
+    return out
+
+
+def _engines(model, variant, algorithm):
+    """(unbatched engine, batched engine of B_MODELS different models, the unbatched engine of each model)."""
+    A = _perturbed(model.A, B_MODELS, 1)
+    B = _perturbed(model.B, B_MODELS, 2)
+    kw = dict(variant=variant, num_iter=4, tau=0.8)
+    batched = build_inference(algorithm, A, model.A_dependencies, B, model.B_dependencies, **kw)
+    rows = [build_inference(algorithm, [a[k] for a in A], model.A_dependencies, [x[k] for x in B],
+                            model.B_dependencies, **kw) for k in range(B_MODELS)]
+    return rows[0], batched, rows
+
+
+def _actions(model, rng, lead):
+    return np.ascontiguousarray(np.stack([rng.integers(0, u, size=lead) for u in model.num_controls], axis=-1),
+                                dtype=np.int32)
+
+
+def _expected_tick(engine, obs, prior, action):
+    """``run_packed`` then ``predict``, per row: what every tick call must return."""
+    q = np.asarray(engine.run_packed(obs, prior))
+    nxt = np.concatenate([np.asarray(x) for x in engine.predict(engine.layout.split_states(q), action)], axis=-1)
+    return q, nxt
+
+
+def _assert_pair(got, want):
+    for g, w in zip(got, want):
+        assert isinstance(np.asarray(g), np.ndarray)
+        np.testing.assert_allclose(np.asarray(g), w, atol=FLOAT32_ATOL)
 
 
 @pytest.mark.parametrize("variant", BACKENDS)
-def test_every_backend_implements_the_whole_contract(model, variant):
+def test_every_backend_is_a_final_engine_with_declared_capabilities(model, variant):
     engine = engine_for_model(model, "fpi", variant=variant, num_iter=8)
-    assert isinstance(engine, Engine)
+    assert isinstance(engine, Engine) and type(engine) in ENGINE_CLASSES
     for name in ATTRIBUTES:
         assert hasattr(engine, name), name
     assert engine.variant == variant and engine.device in ("cpu", "gpu") and engine.batch_size is None
+    caps = type(engine).capabilities
+    assert isinstance(caps, Capabilities) and engine.capabilities is caps
+    assert engine.device in caps.platforms and type(engine).available()
     assert isinstance(engine.warmup(), float)
+    if not caps.traces:
+        assert engine.trace_count == 0
+    if not caps.unchecked_prepared_tick:  # declared checked: a wrong shape is refused, never read out of bounds
+        O, S = engine.layout.obs_size, engine.layout.state_size
+        with pytest.raises(ValueError):
+            engine.tick_prepared(np.zeros(O + 1, engine.dtype), np.zeros(S, engine.dtype), np.zeros(3, np.int32))
 
 
 @pytest.mark.parametrize("variant", BACKENDS)
-def test_tick_is_run_packed_then_predict(model, variant):
-    engine = engine_for_model(model, "fpi", variant=variant, num_iter=8)
-    rng = np.random.default_rng(0)
-    obs, prior = _inputs(engine, rng)
-    action = np.ascontiguousarray([1, 0, 0], dtype=np.int32)
-    q, nxt = engine.tick(obs, prior, action)
-    q_prep, nxt_prep = engine.tick_prepared(obs, prior, action)
-    assert isinstance(q_prep, np.ndarray) and isinstance(nxt_prep, np.ndarray)
-    assert q_prep.dtype == np.dtype(engine.dtype) and q_prep.shape == (engine.layout.state_size,)
-    packed = np.asarray(engine.run_packed(obs, prior))
-    predicted = np.concatenate([np.asarray(x) for x in engine.predict(engine.layout.unpack_states(packed), action)])
-    for got in (q, q_prep):
-        np.testing.assert_allclose(np.asarray(got), packed, atol=FLOAT32_ATOL)
-    for got in (nxt, nxt_prep):
-        np.testing.assert_allclose(np.asarray(got), predicted, atol=FLOAT32_ATOL)
-    lists = engine(engine.layout.split_obs(obs), engine.layout.split_states(prior))
-    np.testing.assert_allclose(np.concatenate([np.asarray(x) for x in lists]), packed, atol=FLOAT32_ATOL)
-    traces = engine.trace_count
-    engine.tick(obs, prior, action)
-    engine.run_packed(obs, prior)
-    assert engine.trace_count == traces  # same shapes: never traced again
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_every_algorithm_unbatched_and_batched(model, variant, algorithm):
+    """The list call is the packed call; row k of a batched engine is model k's unbatched engine; FPI's three tick
+    calls are run_packed then predict; VMP / MMP's tick calls are refused by name, in every backend."""
+    single, batched, rows = _engines(model, variant, algorithm)
+    assert not single.batched and batched.batched and batched.batch_size == B_MODELS
+    rng = np.random.default_rng(7)
+    lead = () if algorithm == "fpi" else (T,)
+    obs, prior = _inputs(single.layout, rng, (B_MODELS,) + lead, single.dtype)
+    if algorithm != "fpi":
+        prior = np.ascontiguousarray(prior[:, 0])
+    actions = None if algorithm == "fpi" else _actions(model, rng, (B_MODELS, T - 1))
+    vs = None if algorithm == "fpi" else 3
+    out = np.asarray(batched.run_packed(obs, prior, actions, valid_steps=vs))
+    assert out.shape == (B_MODELS,) + lead + (single.layout.state_size,) and out.dtype == np.dtype(single.dtype)
+    for k, one in enumerate(rows):
+        a_k = None if actions is None else actions[k]
+        want = np.asarray(one.run_packed(obs[k], prior[k], a_k, valid_steps=vs))
+        np.testing.assert_allclose(out[k], want, atol=FLOAT32_ATOL)
+    lists = single(single.layout.split_obs(obs[0]), single.layout.split_states(prior[0]),
+                   None if actions is None else actions[0], valid_steps=vs)
+    np.testing.assert_allclose(np.concatenate([np.asarray(x) for x in lists], axis=-1), np.asarray(
+        single.run_packed(obs[0], prior[0], None if actions is None else actions[0], valid_steps=vs)), atol=FLOAT32_ATOL)
+    action = _actions(model, rng, (B_MODELS,))
+    for engine, o, p, a in ((single, obs[0], prior[0], action[0]), (batched, obs, prior, action)):
+        if algorithm != "fpi":
+            for call in ("tick", "tick_prepared", "tick_agents"):
+                with pytest.raises(ValueError, match=f"^{call}: fpi only \\(this engine runs {algorithm}"):
+                    getattr(engine, call)(o, p, a)
+            continue
+        want = _expected_tick(engine, o, p, a)
+        _assert_pair(engine.tick(o, p, a), want)
+        _assert_pair(engine.tick_prepared(o, p, a), want)
+        agents = (o, p, a) if engine.batched else (o[None], p[None], a[None])
+        _assert_pair([np.asarray(x)[0] if not engine.batched else x for x in engine.tick_agents(*agents)], want)
+        traces = engine.trace_count
+        engine.tick(o, p, a)
+        engine.tick_agents(*agents)
+        engine.run_packed(o, p)
+        assert engine.trace_count == traces  # same shapes: never traced again
 
 
 @pytest.mark.parametrize("variant", BACKENDS)
-@pytest.mark.parametrize("algorithm", ["vmp", "mmp"])
-def test_a_batch_is_independent_models(model, variant, algorithm):
-    b, T = 3, 4
-    A = [np.stack([a] * b) for a in model.A]
-    B = [np.stack([x] * b) for x in model.B]
-    batched = build_inference(algorithm, A, model.A_dependencies, B, model.B_dependencies, variant=variant, num_iter=4)
-    single = engine_for_model(model, algorithm, variant=variant, num_iter=4)
-    assert batched.batched and batched.batch_size == b and not single.batched
-    rng = np.random.default_rng(1)
-    obs, prior = _inputs(single, rng, (b, T))
-    prior = prior[:, 0]
-    actions = rng.integers(0, 3, size=(b, T - 1, model.num_factors)).astype(np.int32)
-    actions[..., 1:] = 0
-    out = np.asarray(batched.run_packed(obs, prior, actions, valid_steps=3))
-    for k in range(b):
-        one = np.asarray(single.run_packed(obs[k], prior[k], actions[k], valid_steps=3))
-        np.testing.assert_allclose(out[k], one, atol=FLOAT32_ATOL)
+def test_tick_agents_of_one_model_are_its_ticks(model, variant):
+    """An unbatched engine's b agents share its model: agent i's beliefs and next prior are ``tick`` of agent i's
+    inputs; a batched engine refuses any other number of agents than its models."""
+    engine = engine_for_model(model, "fpi", variant=variant, num_iter=6)
+    rng = np.random.default_rng(3)
+    obs, prior = _inputs(engine.layout, rng, (5,), engine.dtype)
+    action = _actions(model, rng, (5,))
+    q, nxt = (np.asarray(x) for x in engine.tick_agents(obs, prior, action))
+    assert q.shape == nxt.shape == (5, engine.layout.state_size)
+    for i in range(5):
+        _assert_pair((q[i], nxt[i]), [np.asarray(x) for x in engine.tick(obs[i], prior[i], action[i])])
+    with pytest.raises(ValueError, match=r"tick_agents: expected obs \(b, \d+\), prior \(b, \d+\), action \(b, 3\)"):
+        engine.tick_agents(obs[0], prior[0], action[0])
+    _, batched, _ = _engines(model, variant, "fpi")
+    with pytest.raises(ValueError, match=rf"tick_agents: expected obs \({B_MODELS}, \d+\)"):
+        batched.tick_agents(obs[:1], prior[:1], action[:1])
+
+
+def test_engines_are_abstract_or_final():
+    """equinox's rule: every method callers use is abstract in ``Engine``; a concrete engine is final (no subclass)
+    and overrides no concrete method of the base."""
+    assert not hasattr(Engine, "__init__") or Engine.__init__ is object.__init__
+    for name in ("__call__", "run_packed", "predict", "tick", "tick_prepared", "tick_agents", "warmup", "available"):
+        assert name in Engine.__abstractmethods__, name
+    with pytest.raises(TypeError):
+        Engine()  # abstract
+    for cls in ENGINE_CLASSES:
+        assert not cls.__abstractmethods__ and isinstance(cls.capabilities, Capabilities)
+        with pytest.raises(TypeError, match="final"):
+            type("Sub", (cls,), {})
+    with pytest.raises(TypeError, match="overrides Engine.batched"):
+        type("Sub", (Engine,), {"batched": property(lambda self: True)})
 
 
 def test_no_caller_probes_an_engine():
@@ -92,5 +183,5 @@ def test_no_caller_probes_an_engine():
     package = ROOT / "bayes_infer_ros"
     offenders = [f"{p.relative_to(ROOT)}:{i}" for p in package.rglob("*.py")
                  for i, line in enumerate(p.read_text().splitlines(), 1)
-                 if "getattr(engine" in line or "hasattr(engine" in line]
+                 if "getattr(engine" in line or "hasattr(engine" in line or "isinstance(engine" in line]
     assert not offenders, offenders

@@ -1,4 +1,5 @@
-"""fused_cuda (the FPI tick and the VMP / MMP window, each one CUDA launch, one block per agent) against pymdp 1.0.4
+"""fused_cuda (the FPI tick and the VMP / MMP window, each one CUDA launch, one block per agent; a large model's FPI
+tick from global memory, several blocks per agent) against pymdp 1.0.4
 
 Runs wherever numba's CUDA target sees a device, and without a GPU in numba's CUDA simulator: ``make test`` runs
 this module's marker in its own process with ``NUMBA_ENABLE_CUDASIM=1`` (see the Makefile). The simulator runs
@@ -11,9 +12,10 @@ import pytest
 
 from bayes_infer_ros.inference import VariantUnsupported, build_inference
 from conftest import enable_x64
+from lab import generator
 from oracle import max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
-from variant_cases import ONE_FACTOR, SKEWED_ZEROS, StructureCases, no_B_case
+from variant_cases import ONE_FACTOR, SKEWED_ZEROS, StructureCases, agent_rows, no_B_case
 
 pytestmark = pytest.mark.gpu_kernel
 
@@ -36,16 +38,6 @@ def _needs_cuda():
     from bayes_infer_ros.inference.native.cuda_engine import cuda_available  # imports numba: only when these tests run
     if not cuda_available():
         pytest.skip("no CUDA device and NUMBA_ENABLE_CUDASIM is not 1")
-
-
-def _agents(engine, b: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """b random (obs, prior, action) rows for the engine's structure (soft distributions, valid controls)."""
-    rng = np.random.default_rng(seed)
-    s = engine.structure
-    obs = np.concatenate([rng.dirichlet(np.ones(m), b) for m in s.num_obs], axis=1)
-    prior = np.concatenate([rng.dirichlet(np.ones(n), b) for n in s.num_states], axis=1)
-    action = np.stack([rng.integers(0, u, b) for u in s.num_controls], axis=1)
-    return obs.astype(engine.dtype), prior.astype(engine.dtype), action.astype(np.int32)
 
 
 @pytest.mark.oracle
@@ -95,7 +87,7 @@ def test_tick_agents_match_fused_numba_per_agent(dtype):
     args = (case.A, case.A_deps, case.B, case.B_deps)
     gpu = build_inference("fpi", *args, variant="fused_cuda", num_iter=5, dtype=dtype)
     cpu = build_inference("fpi", *args, variant="fused_numba", num_iter=5, dtype=dtype)
-    obs, prior, action = _agents(gpu, 4, seed=11)
+    obs, prior, action = agent_rows(gpu, 4, seed=11)
     assert action.any()
     q, nxt = gpu.tick_agents(obs, prior, action)
     assert q.shape == nxt.shape == (4, gpu.layout.state_size) and q.dtype == dtype
@@ -167,7 +159,7 @@ def test_refusals_name_the_limit(monkeypatch):
     case = CASES.case("pairs", "vmp")
     args = (case.A, case.A_deps, case.B, case.B_deps)
     engine = build_inference("vmp", *args, variant="fused_cuda")
-    with pytest.raises(ValueError, match="tick_agents: fpi only"):
+    with pytest.raises(ValueError, match="tick: fpi only"):
         engine.tick(np.zeros(engine.layout.obs_size), np.zeros(engine.layout.state_size), [0, 0, 0])
     from bayes_infer_ros.inference.native import cuda_kernels
     monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 1024)
@@ -175,10 +167,66 @@ def test_refusals_name_the_limit(monkeypatch):
         engine.run_packed(np.zeros((40, engine.layout.obs_size)), engine.layout.pack_states(case.prior),
                           np.zeros((39, 3), np.int64))
     monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 64)
-    with pytest.raises(VariantUnsupported, match="bytes of shared memory .* over the 0 KiB of one block"):
-        build_inference("fpi", *args, variant="fused_cuda")
+    with pytest.raises(VariantUnsupported, match="fused_cuda: a vmp window of this model needs over .* bytes of shared "
+                                                 "memory per block .* over the 0 KiB of one block; its FPI tick runs"):
+        build_inference("vmp", *args, variant="fused_cuda")
+    assert build_inference("fpi", *args, variant="fused_cuda").memory == "global"
     monkeypatch.undo()
     from bayes_infer_ros.inference.native import cuda_engine
     monkeypatch.setattr(cuda_engine, "cuda_available", lambda: False)
     with pytest.raises(VariantUnsupported, match="fused_cuda needs numba's CUDA target and a CUDA device"):
         build_inference("fpi", *args, variant="fused_cuda")
+
+
+# ---- large models: the log likelihood in global memory, several blocks per agent ---------------------------------
+def _m125_case():
+    """M = 125 modalities on F = 25 factors (the paper's largest stratum's counts), dependency lists drawn by the
+    lab's generator, two states and levels each so that the simulator stays quick: a tick and its action."""
+    rng = np.random.default_rng(125)
+    deps, _ = generator.sample_dependencies(rng, (2,) * 25, (2,) * 125, max_a_elements=16)
+    case = random_case(771, (2,) * 25, deps, (2,) * 125, num_controls=(2,) * 25, T=2, zeros_fraction=0.1)
+    return tick_case(case, t=1, seed=5)
+
+
+@pytest.mark.oracle
+def test_m125_tick_in_global_memory_matches_pymdp(monkeypatch):
+    """A model past one block's shared memory (here: the limit set to 0) runs the global-memory kernel: pymdp's
+    FPI beliefs and next prior at M = 125; one block per agent in one launch, and three blocks per agent phase by
+    phase (the simulator's stand-in for a cooperative launch), give the same bits."""
+    case, action = _m125_case()
+    assert len(case.A) == 125 and max(len(d) for d in case.A_deps) >= 3
+    from bayes_infer_ros.inference.native import cuda_kernels  # imports numba's CUDA target: only when these run
+    monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 0)
+    engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_cuda", num_iter=4)
+    assert engine.memory == "global"
+    obs, prior = engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior)
+    q, nxt = engine.tick(obs, prior, action)
+    want = pymdp_reference_jit("fpi", case, 4)
+    assert max_abs_diff(engine.layout.split_states(q), want) <= FLOAT32_ATOL
+    assert max_abs_diff(engine.layout.split_states(nxt), pymdp_expected_state(case, want, action)) <= FLOAT32_ATOL
+    assert engine.launch_plan(1) == (1, "single")  # the simulator holds one block per cooperative launch
+    for blocks, launch in ((3, "phased"), (1, "cooperative")):
+        engine.blocks_per_agent, engine.launch = blocks, launch
+        assert engine.launch_plan(1) == (blocks, launch)
+        q_k, n_k = engine.tick(obs, prior, action)
+        np.testing.assert_array_equal(q_k, q)
+        np.testing.assert_array_equal(n_k, nxt)
+
+
+def test_global_memory_agents_match_the_shared_memory_kernel(monkeypatch):
+    """The global-memory kernel gives the shared-memory kernel's bits per agent (one model for every agent, a
+    three-dependency modality, B with several dependencies), with two blocks per agent run phase by phase too."""
+    case = CASES.case("skewed_zeros", "vmp")
+    args = (case.A, case.A_deps, case.B, case.B_deps)
+    shared = build_inference("fpi", *args, variant="fused_cuda", num_iter=5)
+    obs, prior, action = agent_rows(shared, 3, seed=12)
+    q, nxt = shared.tick_agents(obs, prior, action)
+    from bayes_infer_ros.inference.native import cuda_kernels  # imports numba's CUDA target: only when these run
+    monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 0)
+    large = build_inference("fpi", *args, variant="fused_cuda", num_iter=5)
+    assert (shared.memory, large.memory) == ("shared", "global")
+    for blocks, launch in ((None, "auto"), (2, "phased")):
+        large.blocks_per_agent, large.launch = blocks, launch
+        q_g, n_g = large.tick_agents(obs, prior, action)
+        np.testing.assert_array_equal(q_g, q)
+        np.testing.assert_array_equal(n_g, nxt)

@@ -1,15 +1,22 @@
-"""fused_numba's FPI tick for b agents in one dispatch (``NativeEngine.tick_agents``, native/tick.py):
-the bits of the unbatched tick per agent, and pymdp's beliefs and next prior per model of a batched engine."""
+"""fused_numba's FPI tick for b agents in one call (``NativeEngine.tick_agents``, native/tick.py, on every usable
+CPU: native/host.py): the bits of the unbatched tick per agent, and pymdp's beliefs and next prior per model of a
+batched engine."""
 import contextlib
+import os
+import signal
+import time
 
 import numpy as np
 import pytest
 
 from bayes_infer_ros.inference import build_inference
+from bayes_infer_ros.inference.native import engine as engine_module
+from bayes_infer_ros.inference.native import host
+from bayes_infer_ros.node.jax_cache import pin_to_cpus
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
-from variant_cases import SKEWED_ZEROS, structured_case
+from variant_cases import SKEWED_ZEROS, agent_rows, structured_case
 
 pytestmark = pytest.mark.numba
 
@@ -17,16 +24,6 @@ pytestmark = pytest.mark.numba
 def _x64(dtype):
     """float64 cases under enable_x64; float32 ones outside it (pymdp's loop refuses mixed carries there)."""
     return enable_x64() if np.dtype(dtype) == np.float64 else contextlib.nullcontext()
-
-
-def _agents(engine, b: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """b random (obs (b, O), prior (b, S), action (b, F)) rows for the engine's structure."""
-    rng = np.random.default_rng(seed)
-    s = engine.structure
-    obs = np.concatenate([rng.dirichlet(np.ones(m), b) for m in s.num_obs], axis=1)
-    prior = np.concatenate([rng.dirichlet(np.ones(n), b) for n in s.num_states], axis=1)
-    action = np.stack([rng.integers(0, u, b) for u in s.num_controls], axis=1)
-    return obs.astype(engine.dtype), prior.astype(engine.dtype), action.astype(np.int32)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -37,7 +34,7 @@ def test_agents_of_one_model_get_the_unbatched_ticks_bits(dtype):
         case = structured_case(SKEWED_ZEROS, 61, T=2, dtype=dtype)
         engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6,
                                  dtype=dtype)
-    obs, prior, action = _agents(engine, 7, seed=3)
+    obs, prior, action = agent_rows(engine, 7, seed=3)
     assert action.any()
     q, nxt = engine.tick_agents(obs, prior, action)
     assert q.shape == nxt.shape == (7, engine.layout.state_size) and q.dtype == dtype
@@ -73,7 +70,7 @@ def test_agents_without_B_and_refused_inputs():
     """Without B the next prior is the beliefs (as ``tick``); wrong shapes and controls are refused by name."""
     case = random_case(8, (3, 2), [[0], [0, 1]], (2, 3))
     engine = build_inference("fpi", case.A, case.A_deps, variant="fused_numba", num_iter=4)
-    obs, prior, action = _agents(engine, 3, seed=1)
+    obs, prior, action = agent_rows(engine, 3, seed=1)
     q, nxt = engine.tick_agents(obs, prior, action)
     np.testing.assert_array_equal(q, nxt)
     for i in range(3):
@@ -84,3 +81,75 @@ def test_agents_without_B_and_refused_inputs():
     engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba")
     with pytest.raises(ValueError, match=r"tick_agents: action\[1\]: expected controls in \[0, num_controls\) = \[2, 1\], got \[2, 0\]"):
         engine.tick_agents(obs, prior, np.array([[0, 0], [2, 0], [0, 0]]))
+
+
+@pytest.mark.parametrize("cpus", [2, 3])
+def test_agents_on_several_threads_get_the_unbatched_ticks_bits(monkeypatch, cpus):
+    """Enough agents run in contiguous blocks on every usable CPU (one thread each); agent i's beliefs and next prior
+    are still the bits of ``tick`` on its inputs, for one model and for a batched engine's model i, and a bad
+    control in a later block is named by its agent's index."""
+    monkeypatch.setattr(host, "usable_cpus", lambda: cpus)
+    blocks = []
+    real = host.over_agent_blocks
+    monkeypatch.setattr(engine_module, "over_agent_blocks", lambda b, t, run: blocks.append(t) or real(b, t, run))
+    case = structured_case(SKEWED_ZEROS, 61, T=2)
+    engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6)
+    b = cpus * host.MIN_AGENTS_PER_THREAD + 1
+    obs, prior, action = agent_rows(engine, b, seed=4)
+    q, nxt = engine.tick_agents(obs, prior, action)
+    assert blocks == [cpus]
+    for i in range(b):
+        q1, n1 = engine.tick(obs[i], prior[i], action[i])
+        np.testing.assert_array_equal(q1, q[i])
+        np.testing.assert_array_equal(n1, nxt[i])
+    A = [np.stack([a] * b) for a in case.A]
+    B = [np.stack([x] * b) for x in case.B]
+    batched = build_inference("fpi", A, case.A_deps, B, case.B_deps, variant="fused_numba", num_iter=6)
+    qb, nb = batched.tick_agents(obs, prior, action)
+    np.testing.assert_array_equal(qb, q)
+    np.testing.assert_array_equal(nb, nxt)
+    bad = action.copy()
+    bad[b - 2, 0] = engine.structure.num_controls[0]
+    with pytest.raises(ValueError, match=rf"tick_agents: action\[{b - 2}\]: expected controls"):
+        engine.tick_agents(obs, prior, bad)
+
+
+def test_the_agents_threads_follow_the_cpu_affinity():
+    """The node's ``cpu_affinity`` (``node.jax_cache.pin_to_cpus``) limits a batched tick: one usable CPU, one
+    thread, whatever the number of agents."""
+    cpus = os.sched_getaffinity(0)
+    assert host.usable_cpus() == len(cpus)
+    assert host.agent_threads(1) == 1 and host.agent_threads(10 ** 6) == len(cpus)
+    try:
+        pin_to_cpus(frozenset({min(cpus)}))
+        assert host.usable_cpus() == 1 and host.agent_threads(10 ** 6) == 1
+    finally:
+        os.sched_setaffinity(0, cpus)
+
+
+# JAX warns at any fork of a process that imported it; the child here runs numba kernels only
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+def test_a_forked_child_ticks_its_agents_on_its_own_workers():
+    """A process forked after a batched tick (the workers exist in the parent) still runs one: the child starts
+    workers of its own instead of waiting on the parent's, which did not come along."""
+    case = structured_case(SKEWED_ZEROS, 61, T=2)
+    engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6)
+    b = 2 * host.MIN_AGENTS_PER_THREAD
+    obs, prior, action = agent_rows(engine, b, seed=5)
+    q, _ = engine.tick_agents(obs, prior, action)
+    host.over_agent_blocks(b, 2, lambda lo, hi: -1)  # the parent's workers exist now
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when its threaded tick gives the parent's bits
+        ok = False
+        try:
+            threads = host.over_agent_blocks(b, 2, lambda lo, hi: lo)
+            ok = threads == [0, b // 2] and np.array_equal(engine.tick_agents(obs, prior, action)[0], q)
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:  # still waiting on workers that do not exist
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.WEXITSTATUS(done[1]) == 0

@@ -51,3 +51,12 @@ def test_one_driver_for_every_family():
             assert hasattr(trans, "vmp_messages_padded") and hasattr(trans, "mmp_messages_padded"), name
         else:
             assert hasattr(lik, "marginals"), name
+
+
+def test_ops_declare_what_they_offer():
+    """The driver reads each ops class's declarations (``padded``, ``folds_prior``) instead of probing; each
+    declaration says exactly which methods the class defines."""
+    for name, (lik, trans) in registry.VARIANT_OPS.items():
+        assert lik.padded == hasattr(lik, "marginals_padded"), name
+        assert lik.folds_prior == hasattr(lik, "fold_prior"), name
+        assert trans.padded == (hasattr(trans, "vmp_messages_padded") and hasattr(trans, "mmp_messages_padded")), name

@@ -3,9 +3,12 @@ import time
 
 import numpy as np
 
+from bayes_infer_ros.inference import Capabilities
+
 
 class FakeEngine:
     device = "cpu"
+    capabilities = Capabilities(runtime="numba", platforms=("cpu",), traces=False, unchecked_prepared_tick=False)
 
     def __init__(self, num_states):
         self.num_states = num_states

@@ -2,6 +2,7 @@
 launch per call). Both are optional: importing this package needs neither numba nor a GPU; numba is imported
 when an engine is built, its CUDA target when a ``fused_cuda`` engine is.
 
+* ``arrays.py``: :class:`NativeModel`, the model packed as the kernels read it (both engines share it; numpy only);
 * ``engine.py``: :class:`NativeEngine` (the Engine contract on numpy arrays), the kernels' loader;
 * the numba kernels: ``fp_mode.py`` (subnormals flushed to zero), ``common.py`` (decorators, small helpers),
   ``contractions.py`` (log likelihoods and their messages), ``transitions.py`` (messages through B, ``predict``),
@@ -10,7 +11,8 @@ when an engine is built, its CUDA target when a ``fused_cuda`` engine is.
   (VMP / MMP window);
 * ``TUNING.md``: the measurements behind the kernels' shape.
 """
+from .arrays import NativeModel, NativePlan
 from .cuda_engine import CudaEngine, cuda_available
-from .engine import NativeEngine, NativePlan, numba_available
+from .engine import NativeEngine, numba_available
 
-__all__ = ["CudaEngine", "NativeEngine", "NativePlan", "cuda_available", "numba_available"]
+__all__ = ["CudaEngine", "NativeEngine", "NativeModel", "NativePlan", "cuda_available", "numba_available"]

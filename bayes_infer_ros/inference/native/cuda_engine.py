@@ -1,34 +1,45 @@
-"""``fused_cuda``: fused_numba's FPI tick, and its VMP / MMP window, as one CUDA launch per call, one thread block
-per agent (optional: needs numba's CUDA target and a CUDA device, or numba's CUDA simulator:
-``NUMBA_ENABLE_CUDASIM=1``).
+"""``fused_cuda``: fused_numba's FPI tick, and its VMP / MMP window, as CUDA launches (optional: needs numba's CUDA
+target and a CUDA device, or numba's CUDA simulator: ``NUMBA_ENABLE_CUDASIM=1``).
 
-The engine is :class:`~.engine.NativeEngine` (the same prepared arrays, the same public API) whose calls run on
-the GPU: FPI's ``tick``, ``tick_agents``, ``run_packed`` and the list call (``cuda_kernels.fpi_tick_kernel``), and
-VMP / MMP's ``run_packed`` and list call (``cuda_window.window_kernel``).
-``predict`` alone stays on the host (one small contraction; the tick computes the next prior on the device).
-Per call: one host-to-device copy of the agents' (obs, prior, action) rows from a pinned buffer, one launch, one
-device-to-host copy of (beliefs, next priors); the model's arrays live on the device from the build on.
+:class:`CudaEngine` is a final :class:`~.api.Engine`. Its model is the :class:`~.arrays.NativeModel` that
+``fused_numba`` reads (the same packed arrays, copied to the device once); its calls run on the GPU: FPI's ``tick``,
+``tick_prepared``, ``tick_agents``, ``run_packed`` and the list call, and VMP / MMP's ``run_packed`` and list call
+(``cuda_window.window_kernel``, one block per agent). ``predict`` alone stays on the host (fused_numba's kernel: one
+small contraction; the tick computes the next prior on the device). Per call: one host-to-device copy of the
+agents' (obs, prior, action) rows from a pinned buffer, the launch, one device-to-host copy of (beliefs, next
+priors); the model's arrays live on the device from the build on.
 
-Refused with :class:`~.errors.VariantUnsupported` (one line, naming the limit): no CUDA device; a model whose
-block does not fit one block's shared memory, FPI ``(L + 3 S) * itemsize > 48 KiB`` (L log-likelihood elements,
-S states) at build, a window ``(T L + 3 T S + S) * itemsize`` at the call: there the merged JAX variants
-(fused_dense, end_to_end, ...) run on the GPU, each contraction a full-device XLA kernel rather than one block.
+The FPI tick (``memory``): a model whose block fits one block's shared memory, ``(L + 3 S) * itemsize <= 48 KiB``
+(L log-likelihood elements, S states), runs ``cuda_kernels.fpi_tick_kernel``, one block per agent with its state in
+shared memory, in one launch. A larger one runs ``cuda_large``'s kernel, its state in global memory and several
+blocks per agent where the device holds them at once (one cooperative launch with a grid-wide barrier; see
+``CudaEngine.launch_plan`` and docs/gpu.md).
+
+Refused with :class:`~.errors.VariantUnsupported` (one line, naming the limit): no CUDA device; a VMP / MMP window
+past one block's shared memory, ``(T L + 3 T S + S) * itemsize > 48 KiB`` (at build when one step does not fit, else
+at the call): there the merged JAX variants (fused_dense, end_to_end, ...) run on the GPU.
 """
 from __future__ import annotations
 
 import os
-
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, final
 
 import numpy as np
 
 from ...model.generative_model import ModelStructure
+from ..api import Capabilities, Engine, agents_inputs
 from ..errors import VariantUnsupported
-from .engine import NativeEngine, numba_available
+from .arrays import NativeModel
+from .engine import kernels, numba_available
+from .host import list_call, native_planned_elements, native_tick_inputs, native_warmup, predict_states, window_actions
+from .schema import CudaTickArgs, CudaTickGlobalArgs, CudaWindowArgs, model_fields
 
 CUDA_HINT = ("variant fused_cuda needs numba's CUDA target and a CUDA device (driver, and NVVM from the CUDA "
              "toolkit or the nvidia-cuda-nvcc wheel); NUMBA_ENABLE_CUDASIM=1 runs it in numba's simulator")
 
+
+#: The most thread blocks one agent's large-model tick uses (``CudaEngine.launch_plan``).
+MAX_BLOCKS_PER_AGENT = 64
 
 #: Device nodes of an NVIDIA driver: a desktop/server GPU, a Jetson (L4T). Without one, numba's CUDA target is not
 #: imported at all (it costs about 0.1 s).
@@ -49,39 +60,71 @@ def cuda_available() -> bool:
         return False
 
 
-class CudaEngine(NativeEngine):
-    """The ``fused_cuda`` engine: the Engine contract (NativeEngine's) with a tick or a window in one CUDA launch."""
+@final
+class CudaEngine(Engine):
+    """The ``fused_cuda`` engine: the Engine contract with a tick or a window in one CUDA launch."""
 
     variant = "fused_cuda"
     device = "gpu"
-    available = staticmethod(cuda_available)  # buildable here (numba sees a CUDA device, or its simulator runs)
+    # tick_prepared copies its inputs into a pinned buffer, which converts them and checks their shapes
+    capabilities = Capabilities(runtime="numba_cuda", platforms=("gpu",), traces=False, unchecked_prepared_tick=False)
+    planned_elements = staticmethod(native_planned_elements)
+
+    @classmethod
+    def available(cls) -> bool:
+        """numba sees a CUDA device, or its simulator runs."""
+        return cuda_available()
 
     def __init__(self, algorithm: str, structure: ModelStructure, A_b: Sequence[np.ndarray],
                  B_b: Optional[Sequence[np.ndarray]], num_iter: int, tau: float, batch_size: Optional[int], dtype: Any):
         if not cuda_available():
             raise VariantUnsupported(CUDA_HINT)
-        super().__init__(algorithm, structure, A_b, B_b, num_iter, tau, batch_size, dtype)
         from numba import cuda  # optional: numba's CUDA target
         from . import cuda_kernels as ck  # optional: numba's CUDA target
-        L, S = int(self._ll_off[-1]), self.layout.state_size
+        from . import cuda_large as cl  # optional: numba's CUDA target
+        self._init_static(algorithm, structure, num_iter, tau, batch_size, np.dtype(dtype))
+        self.model = NativeModel.build(structure, A_b, B_b, self.dtype)
+        self.plan = (self.model.plan, None)
+        L, S = self.model.ll_size, self.layout.state_size
         need = ck.shared_elements(L, S) * self.dtype.itemsize
-        if need > ck.SHARED_BYTES:
+        # the FPI tick: in one block's shared memory when it fits, else from global memory (cuda_large)
+        self.memory = "shared" if need <= ck.SHARED_BYTES else "global"
+        if algorithm != "fpi" and self.memory == "global":
             raise VariantUnsupported(
-                f"fused_cuda: one block needs {need:,} bytes of shared memory (log likelihood {L:,} + 3 x {S} states, "
-                f"{self.dtype.name}), over the {ck.SHARED_BYTES // 1024} KiB of one block; merged JAX variants cover it")
+                f"fused_cuda: a {algorithm} window of this model needs over {need:,} bytes of shared memory per block "
+                f"(log likelihood {L:,} + 3 x {S} states per step, {self.dtype.name}), over the "
+                f"{ck.SHARED_BYTES // 1024} KiB of one block; its FPI tick runs from global memory, and merged JAX "
+                f"variants cover {algorithm}")
+        self._k = kernels()  # the host's predict
         self._cuda = cuda
         self._threads = ck.threads_for(L, S)
-        self._shared = need
-        self._kernel = ck.fpi_tick_kernel(self.dtype.name) if algorithm == "fpi" else None
+        self._shared = need if self.memory == "shared" else 0
+        self._kernel = ck.fpi_tick_kernel(self.dtype.name) if algorithm == "fpi" and self.memory == "shared" else None
+        # the large-model kernel: (the block's barrier, the grid's), its phases, the blocks an agent can use
+        self._global = None
+        if algorithm == "fpi" and self.memory == "global":
+            self._global = (cl.fpi_tick_global_kernel(self.dtype.name, False),
+                            cl.fpi_tick_global_kernel(self.dtype.name, True))
+        self._phases = cl.phases(self.num_iter, structure.num_factors)
+        work = max(L, S, int(self.model.msg_off[-1]))
+        self._blocks_wanted = min(MAX_BLOCKS_PER_AGENT, -(-work // self._threads))
+        self._capacity: Optional[int] = None  # the most blocks of one cooperative launch (device, kernel), found once
+        self.blocks_per_agent: Optional[int] = None
+        self.launch = "auto"
         self._stream = cuda.stream()
-        self._d_ints = cuda.to_device(self._tick_model[0], stream=self._stream)
-        self._d_log_A = cuda.to_device(self._log_A, stream=self._stream)
-        self._d_B = cuda.to_device(self._B, stream=self._stream)
-        # VMP passes log B, MMP B (as fused_numba's ``sequence``)
-        self._d_Bs = cuda.to_device(self._log_B, stream=self._stream) if algorithm == "vmp" else self._d_B
+        # the kernels' model arguments (their schemas' leading fields) on the device, copied once; the window reads
+        # log B for VMP, B for MMP (as fused_numba's ``sequence``)
+        m, stream = self.model, self._stream
+        device = {"ints": cuda.to_device(m.ints, stream=stream), "log_A": cuda.to_device(m.log_A, stream=stream),
+                  "B": cuda.to_device(m.B, stream=stream), "has_B": m.has_B,
+                  "msg_off": cuda.to_device(m.msg_off, stream=stream)}
+        device["Bs"] = cuda.to_device(m.log_B, stream=stream) if algorithm == "vmp" else device["B"]
+        self._d_tick = tuple(device[n] for n in model_fields(CudaTickArgs))
+        self._d_global = tuple(device[n] for n in model_fields(CudaTickGlobalArgs))
+        self._d_window = tuple(device[n] for n in model_fields(CudaWindowArgs))
         self._io: dict[int, tuple] = {}  # b -> (pinned inputs, device inputs, device out, pinned out)
+        self._state: dict[int, tuple] = {}  # b -> (scratch, messages) of the global-memory kernel
         self._width = self.layout.obs_size + S + structure.num_factors
-        self.tick_prepared = self._tick_prepared if batch_size is None and self._has_B else None
 
     def _buffers(self, b: int) -> tuple:
         """The pinned and device buffers for b agents (made at the first call of b)."""
@@ -95,7 +138,8 @@ class CudaEngine(NativeEngine):
         return self._io[b]
 
     def _launch(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> np.ndarray:
-        """obs (b, O), prior (b, S), action (b, F) -> a fresh (b, 2, S): beliefs and next priors, one launch."""
+        """obs (b, O), prior (b, S), action (b, F) -> a fresh (b, 2, S): beliefs and next priors, one launch (or one
+        per phase: ``launch``)."""
         b = obs.shape[0]
         h_in, d_in, d_out, h_out = self._buffers(b)
         O, S = self.layout.obs_size, self.layout.state_size
@@ -105,41 +149,110 @@ class CudaEngine(NativeEngine):
         d_in.copy_to_device(h_in, stream=self._stream)
         # configured per call: numba's simulator configures the kernel object itself, so a configuration kept
         # from another b (or another engine of this dtype) would launch the wrong grid
-        launch = self._kernel[b, self._threads, self._stream, self._shared]
-        launch(self._d_ints, self._d_log_A, self._d_B, d_in, self.num_iter, self._minval, d_out)
+        if self._global is None:
+            launch = self._kernel[b, self._threads, self._stream, self._shared]
+            launch(*self._d_tick, d_in, self.num_iter, self.model.minval, d_out)
+        else:
+            self._launch_global(b, d_in, d_out)
         d_out.copy_to_host(h_out, stream=self._stream)
         self._stream.synchronize()
         return h_out.copy()
 
+    def launch_plan(self, b: int) -> tuple[int, str]:
+        """(blocks per agent, how) of a large model's tick of b agents: "cooperative" (one launch, a grid-wide
+        barrier; every block resident at once), "phased" (one launch per phase) or "single" (one launch, one block
+        per agent). ``launch`` "auto" (the default): cooperative with as many blocks as the work wants
+        (``blocks_per_agent``, else one per 256 of the larger of L, S and the messages, at most
+        ``MAX_BLOCKS_PER_AGENT``) and the device can hold for b agents, when that is two or more; else single.
+        ``launch`` "cooperative" or "phased" forces that way with ``blocks_per_agent`` blocks."""
+        want = int(self.blocks_per_agent or self._blocks_wanted)
+        if self.launch in ("cooperative", "phased"):
+            return want, self.launch
+        if self.launch != "auto":
+            raise ValueError(f"launch: expected 'auto', 'cooperative' or 'phased', got {self.launch!r}")
+        blocks = min(want, self._cooperative_capacity(b) // b) if want > 1 else 1
+        return (blocks, "cooperative") if blocks >= 2 else (1, "single")
+
+    def _cooperative_capacity(self, b: int) -> int:
+        """The most blocks one cooperative launch of the grid-barrier kernel may have on this device (numba's
+        simulator: 1); 0 where the query fails (no cooperative launch: one block per agent)."""
+        if self._capacity is None:
+            kernel = self._global[1]
+            d_in = self._buffers(b)[1]
+            scratch, msg = self._global_state(b)
+            try:
+                overloads = kernel.specialize(*self._d_global, d_in, self.num_iter, self.model.minval, 1, 0, 1,
+                                              scratch, msg, self._buffers(b)[2]).overloads
+                overload = next(iter(overloads.values()), None) or overloads[None]  # the simulator: any key
+                self._capacity = int(overload.max_cooperative_grid_blocks(self._threads))
+            except Exception:  # a device or driver without cooperative launches
+                self._capacity = 0
+        return self._capacity
+
+    def _global_state(self, b: int) -> tuple:
+        """The global-memory kernel's per-agent scratch (b, L + 3 S) and messages (b, n_msg) float64."""
+        if b not in self._state:
+            cuda, L, S = self._cuda, self.model.ll_size, self.layout.state_size
+            self._state[b] = (cuda.device_array((b, L + 3 * S), self.dtype, stream=self._stream),
+                              cuda.device_array((b, max(int(self.model.msg_off[-1]), 1)), np.float64,
+                                                stream=self._stream))
+        return self._state[b]
+
+    def _launch_global(self, b: int, d_in: Any, d_out: Any) -> None:
+        """The large-model tick of b agents (``cuda_large``), as ``launch_plan`` says."""
+        blocks, how = self.launch_plan(b)
+        scratch, msg = self._global_state(b)
+        args = (*self._d_global, d_in, self.num_iter, self.model.minval, blocks)
+        grid = b * blocks
+        if how == "phased":
+            for phase in range(self._phases):
+                self._global[0][grid, self._threads, self._stream](*args, phase, phase + 1, scratch, msg, d_out)
+        else:
+            kernel = self._global[1] if how == "cooperative" else self._global[0]
+            kernel[grid, self._threads, self._stream](*args, 0, self._phases, scratch, msg, d_out)
+
     def _agents_out(self, obs: np.ndarray, prior: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = self._launch(obs, prior, act)
-        return out[:, 0], (out[:, 1] if self._has_B else out[:, 0])
+        return out[:, 0], (out[:, 1] if self.model.has_B else out[:, 0])
 
     def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
         """b agents' FPI ticks in ONE launch: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S), next
-        priors (b, S); shapes and models as :meth:`NativeEngine.tick_agents`."""
-        obs, prior, act = self._agents_inputs(obs_packed, prior_packed, action)
-        if np.any(act < 0) or np.any(act >= self._ncontrols):
-            raise ValueError(f"tick_agents: action: expected controls in [0, num_controls) = {self._ncontrols.tolist()}")
+        priors (b, S); shapes and models as :meth:`~.api.Engine.tick_agents`."""
+        self.require_fpi("tick_agents")
+        obs, prior, act = agents_inputs(self, obs_packed, prior_packed, action)
+        if np.any(act < 0) or np.any(act >= self.model.ncontrols):
+            raise ValueError(f"tick_agents: action: expected controls in [0, num_controls) = "
+                             f"{self.model.ncontrols.tolist()}")
         return self._agents_out(obs, prior, act)
 
     def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
         """FPI tick in ONE launch: obs (O,), prior (S,), action (F,) -> beliefs (S,), next prior (S,) (batched
         engine: (b, ...) each, as ``tick_agents``)."""
-        if self.batched or self.algorithm != "fpi":
+        self.require_fpi("tick")
+        if self.batched:
             return self.tick_agents(obs_packed, prior_packed, action)
-        obs = np.asarray(obs_packed, dtype=self.dtype)
-        prior = np.asarray(prior_packed, dtype=self.dtype)
-        act = np.asarray(action, dtype=np.int32)
-        if obs.shape != self._tick_shapes[0] or prior.shape != self._tick_shapes[1] or act.shape != self._tick_shapes[2]:
-            raise ValueError(f"tick: expected obs, prior, action of shapes {self._tick_shapes}, got "
-                             f"{(obs.shape, prior.shape, act.shape)}")
-        return self._tick_prepared(obs, prior, act)
+        return self.tick_prepared(*native_tick_inputs(self, obs_packed, prior_packed, action))
 
-    def _tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``tick`` for inputs in the engine's dtype, unchecked (the copy into the pinned buffer converts)."""
+    def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``tick`` for inputs in the engine's dtype (the copy into the pinned buffer converts and checks shapes)."""
+        self.require_fpi("tick_prepared")
+        if self.batched:
+            return self.tick_agents(obs, prior, action)
         q, nxt = self._agents_out(obs[None], prior[None], action[None])
         return q[0], nxt[0]
+
+    def predict(self, qs: Sequence[Any], action: Sequence[int]) -> list[np.ndarray]:
+        """pymdp ``compute_expected_state`` on the host (fused_numba's kernel), as NativeEngine.predict."""
+        return predict_states(self, self._k, self.model, qs, action)
+
+    def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
+                 valid_steps: Optional[int] = None) -> list[np.ndarray]:
+        """List API (pymdp's conventions), through ``run_packed``."""
+        return list_call(self, obs, prior, actions, valid_steps)
+
+    def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
+        """Compile the kernel for this device and run once; returns the seconds it took."""
+        return native_warmup(self, T, valid_steps)
 
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> np.ndarray:
@@ -169,8 +282,8 @@ class CudaEngine(NativeEngine):
         obs = obs if self.batched else obs[None]
         b, T = obs.shape[0], obs.shape[1]
         prior = np.asarray(prior_packed, dtype=self.dtype).reshape(b, -1)
-        acts = self._actions(T, actions).reshape(b, -1)  # checked shape (b, T-1, F), flattened
-        L, S, O = int(self._ll_off[-1]), self.layout.state_size, self.layout.obs_size
+        acts = window_actions(self, T, actions).reshape(b, -1)  # checked shape (b, T-1, F), flattened
+        L, S, O = self.model.ll_size, self.layout.state_size, self.layout.obs_size
         need = cw.window_elements(L, S, T) * self.dtype.itemsize
         if need > ck.SHARED_BYTES:
             raise VariantUnsupported(
@@ -182,8 +295,8 @@ class CudaEngine(NativeEngine):
         threads = ck.threads_for(T * L, T * S)
         vs = -1 if valid_steps is None else int(valid_steps)
         cw.window_kernel(self.dtype.name)[b, threads, self._stream, need](
-            self._d_ints, self._d_log_A, self._d_Bs, d_in, T, vs, self.algorithm == "vmp", self._has_B,
-            self.num_iter, self.dtype.type(self.tau), self._minval, d_out)
+            *self._d_window, d_in, T, vs, self.algorithm == "vmp", self.num_iter, self.dtype.type(self.tau),
+            self.model.minval, d_out)
         out = d_out.copy_to_host(stream=self._stream)
         self._stream.synchronize()
         return out if self.batched else out[0]
@@ -191,4 +304,4 @@ class CudaEngine(NativeEngine):
     def __repr__(self) -> str:
         return (f"CudaEngine(algorithm={self.algorithm!r}, variant='fused_cuda', F={self.structure.num_factors}, "
                 f"M={self.structure.num_modalities}, batch={self.batch_size}, dtype={self.dtype.name}, "
-                f"threads={self._threads}, shared={self._shared} B)")
+                f"threads={self._threads}, memory={self.memory}, shared={self._shared} B)")

@@ -20,10 +20,10 @@ The maths is ``fused_numba``'s (``tick.fpi_tick``), pymdp 1.0.4's term by term, 
   factor: pymdp's one-pass update softmax(c);
 * the next prior (pymdp ``compute_expected_state``): ``out[1, s] = sum_p B_f[a, p, u_f] prod_j Q[dep_j, p_j]``.
 
-Only the summation order differs from pymdp's (rounding level). Shapes (O = sum m_i, F factors):
-``ints``: ``tick.pack_tick_model``'s index arrays; ``log_A`` (bA, NA), ``B`` (bA, NB), bA = 1 (one
-model shared by every agent) or b; ``inp`` (b, O + S + F): each agent's observation, prior and action (the
-action as floats: one transfer per tick); ``out`` (b, 2, S): beliefs and next priors.
+Only the summation order differs from pymdp's (rounding level). The kernel's arguments: ``schema.CudaTickArgs``
+(``inp`` (b, O + S + F): each agent's observation, prior and action, the action as floats: one transfer per tick).
+The device helpers here (the mixed-radix walk ``contract``, ``log_likelihood_at``, ``unary_messages``,
+``likelihood_messages``, ``transition_row``, ``state_of``) serve ``cuda_window``'s kernel too.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, float64
 
-# pack_tick_model's index arrays, in its order
-A_OFF, LL_OFF, DEPS, DIMS, KS, NS, O_OFF, S_OFF, B_OFF, BDEPS, BDIMS, BKS, NCONTROLS = range(13)
+from .schema import A_OFF, B_OFF, BDEPS, BDIMS, BKS, DEPS, DIMS, HEADER_WIDTH, KS, LL_OFF, NCONTROLS, NS, O_OFF, S_OFF
+
 # One block's dynamic shared memory, the limit every CUDA device since compute capability 2.0 gives without
 # an opt-in (Jetson Orin and H100 allow more after cudaFuncSetAttribute, which numba's launch does not call).
 SHARED_BYTES = 48 * 1024
@@ -54,60 +54,152 @@ def threads_for(L: int, S: int) -> int:
 
 
 @cuda.jit(device=True, inline=True)
-def _i1(ints, j, i):
-    """Element i of index array j."""
-    return ints[ints[3 * j] + i]
+def index1(ints, j, i):
+    """Element i of index array j (a ``schema`` slot constant)."""
+    return ints[ints[HEADER_WIDTH * j] + i]
 
 
 @cuda.jit(device=True, inline=True)
-def _i2(ints, j, r, c):
+def index2(ints, j, r, c):
     """Element (r, c) of the 2-D index array j."""
-    return ints[ints[3 * j] + r * ints[3 * j + 2] + c]
+    return ints[ints[HEADER_WIDTH * j] + r * ints[HEADER_WIDTH * j + 2] + c]
 
 
 @cuda.jit(device=True, inline=True)
-def _factor_of(ints, F, s):
-    """The factor whose states hold packed index s."""
+def index_rows(ints, j):
+    """The rows of index array j (M for ``KS``, F for ``NS``)."""
+    return ints[HEADER_WIDTH * j + 1]
+
+
+@cuda.jit(device=True, inline=True)
+def agent_block(ints, log_A, out):
+    """A kernel's place and the model's sizes: (agent i = the block, thread, threads, log A's row for agent i, M, F,
+    S, O, L)."""
+    i = cuda.blockIdx.x
+    M = index_rows(ints, KS)
+    return (i, cuda.threadIdx.x, cuda.blockDim.x, 0 if log_A.shape[0] == 1 else i, M, index_rows(ints, NS),
+            out.shape[2], index1(ints, O_OFF, M), index1(ints, LL_OFF, M))
+
+
+@cuda.jit(device=True, inline=True)
+def state_of(ints, F, s):
+    """(f, a): the factor whose states hold packed index s, and s's level in it."""
     f = 0
-    while f < F - 1 and _i1(ints, S_OFF, f + 1) <= s:
+    while f < F - 1 and index1(ints, S_OFF, f + 1) <= s:
         f += 1
-    return f
+    return f, s - index1(ints, S_OFF, f)
 
 
 @cuda.jit(device=True, inline=True)
-def _message(ints, ll, Q, m, j, a, acc, one):
-    """acc + the message of modality m to its j-th dependency at level a: the sum over ll_m's elements whose
-    j-index is a, each times the other dependencies' posteriors (in dependency order)."""
-    k = _i1(ints, KS, m)
-    base = _i1(ints, LL_OFF, m)
-    P = _i1(ints, LL_OFF, m + 1) - base
-    n_j = _i2(ints, DIMS, m, j)
-    inner = 1
-    for i in range(j + 1, k):
-        inner *= _i2(ints, DIMS, m, i)
-    outer = P // (n_j * inner)
-    for hi in range(outer):
+def contract(ints, deps_j, dims_j, ks_j, row, vals, base, Q, qoff, fixed, level, acc, one):
+    """The mixed-radix walk every message is: acc + sum over the row-major multi-indices p = (p_0, ..., p_{k-1}) of
+    ``dims[row, :k]`` whose p_fixed is ``level`` of vals[base + p] * prod_{i != fixed} Q[qoff + s_off[dep_i] +
+    p_i], in increasing p (fixed < 0: every p, a full contraction). ``deps_j``, ``dims_j``, ``ks_j``: the index
+    arrays of the walk, (DEPS, DIMS, KS) for modality ``row``'s log likelihood (the message to its dependency
+    ``fixed`` at ``level``) or (BDEPS, BDIMS, BKS) for factor ``row``'s transition (fixed < 0: the forward message
+    and the prediction; else pymdp's ``_marginalise_others``)."""
+    k = index1(ints, ks_j, row)
+    P = 1
+    for i in range(k):
+        P *= index2(ints, dims_j, row, i)
+    n_fixed, inner, lvl = 1, P, 0
+    if fixed >= 0:
+        n_fixed, inner, lvl = index2(ints, dims_j, row, fixed), 1, level
+        for i in range(fixed + 1, k):
+            inner *= index2(ints, dims_j, row, i)
+    for hi in range(P // (n_fixed * inner)):
         for lo in range(inner):
-            p = hi * n_j * inner + a * inner + lo
+            p = hi * n_fixed * inner + lvl * inner + lo
             w = one
             rem = p
             stride = P
             for i in range(k):
-                d = _i2(ints, DIMS, m, i)
-                stride //= d
+                stride //= index2(ints, dims_j, row, i)
                 idx = rem // stride
                 rem -= idx * stride
-                if i != j:
-                    w *= Q[_i1(ints, S_OFF, _i2(ints, DEPS, m, i)) + idx]
-            acc += ll[base + p] * w
+                if i != fixed:
+                    w *= Q[qoff + index1(ints, S_OFF, index2(ints, deps_j, row, i)) + idx]
+            acc += vals[base + p] * w
     return acc
 
 
 @cuda.jit(device=True, inline=True)
-def _softmax_at(ints, src, F, s, f):
+def transition_row(ints, f, u, a):
+    """Where row a of factor f's transition under control u starts in a row of B: (offset, P_f)."""
+    n_f = index1(ints, NS, f)
+    b_lo = index1(ints, B_OFF, f)
+    P = (index1(ints, B_OFF, f + 1) - b_lo) // ((index1(ints, NCONTROLS, f) + 1) * n_f)
+    return b_lo + u * n_f * P + a * P, P
+
+
+@cuda.jit(device=True, inline=True)
+def log_likelihood_at(ints, log_A, ab, inp, i, obs_base, p, zero):
+    """Element p of one step's log likelihood (L,): sum_o o[o] log A_m[o, p - ll_off[m]] for the modality m that
+    holds p, over the non-zero levels of its observation at inp[i, obs_base + o_off[m]:] (pymdp's ``xlogy``)."""
+    m = 0
+    while index1(ints, LL_OFF, m + 1) <= p:
+        m += 1
+    lo = index1(ints, LL_OFF, m)
+    P = index1(ints, LL_OFF, m + 1) - lo
+    o_lo = index1(ints, O_OFF, m)
+    acc = zero
+    for o in range(index1(ints, O_OFF, m + 1) - o_lo):
+        w = inp[i, obs_base + o_lo + o]
+        if w != 0:
+            acc += w * log_A[ab, index1(ints, A_OFF, m) + o * P + (p - lo)]
+    return acc
+
+
+@cuda.jit(device=True, inline=True)
+def unary_messages(ints, ll, M, f, a, acc):
+    """acc + the one-dependency modalities' log likelihoods at level a of factor f (constant over iterations)."""
+    for m in range(M):
+        if index1(ints, KS, m) == 1 and index2(ints, DEPS, m, 0) == f:
+            acc += ll[index1(ints, LL_OFF, m) + a]
+    return acc
+
+
+@functools.lru_cache(maxsize=None)
+def likelihood_messages(dtype_name: str) -> Any:
+    """The device function ``messages(ints, ll, Q, M, f, a, acc)``: acc + every message to level a of factor f from
+    the modalities with two or more dependencies (``contract`` of their log likelihoods ``ll`` with the posteriors
+    ``Q``); a k >= 3 sum in float64, as fused_numba's, and the result in ``dtype_name``."""
+    cast = np.dtype(dtype_name).type
+    zero, one, zero64 = cast(0), cast(1), np.float64(0)
+
+    @cuda.jit(device=True, inline=True)
+    def messages(ints, ll, Q, M, f, a, acc):
+        for m in range(M):
+            k = index1(ints, KS, m)
+            if k < 2:
+                continue
+            for j in range(k):
+                if index2(ints, DEPS, m, j) == f:
+                    base = index1(ints, LL_OFF, m)
+                    if k == 2:
+                        acc += contract(ints, DEPS, DIMS, KS, m, ll, base, Q, 0, j, a, zero, one)
+                    else:  # a long sum, in float64 as fused_numba's
+                        acc = cast(acc + contract(ints, DEPS, DIMS, KS, m, ll, base, Q, 0, j, a, zero64, one))
+        return acc
+
+    return messages
+
+
+@cuda.jit(device=True, inline=True)
+def tick_out(ints, B_ab, inp, i, O, S, F, Q, s, out, zero, one):
+    """Agent i's outputs at state s: its belief Q[s] and its next prior (pymdp ``compute_expected_state``: the
+    forward ``contract`` of its model's B row ``B_ab`` under its action at inp[i, O + S:])."""
+    f, a = state_of(ints, F, s)
+    out[i, 0, s] = Q[s]
+    row, P = transition_row(ints, f, int(inp[i, O + S + f]), a)
+    out[i, 1, s] = contract(ints, BDEPS, BDIMS, BKS, f, B_ab, row, Q, 0, -1, 0, zero, one)
+
+
+@cuda.jit(device=True, inline=True)
+def softmax_at(ints, src, s, f):
     """softmax over factor f's row of src, at packed index s."""
-    lo = _i1(ints, S_OFF, f)
-    hi = _i1(ints, S_OFF, f + 1)
+    lo = index1(ints, S_OFF, f)
+    hi = index1(ints, S_OFF, f + 1)
     mx = src[lo]
     for t in range(lo, hi):
         if src[t] > mx:
@@ -118,107 +210,50 @@ def _softmax_at(ints, src, F, s, f):
     return math.exp(src[s] - mx) / tot
 
 
-@cuda.jit(device=True, inline=True)
-def _predict_at(ints, B, ab, Q, f, a, u, zero, one):
-    """Next prior of state a of factor f under control u: sum_p B_f[a, p, u] prod_j Q[dep_j, p_j]."""
-    n_f = _i1(ints, NS, f)
-    b_lo = _i1(ints, B_OFF, f)
-    P = (_i1(ints, B_OFF, f + 1) - b_lo) // ((_i1(ints, NCONTROLS, f) + 1) * n_f)
-    row = b_lo + u * n_f * P + a * P
-    k = _i1(ints, BKS, f)
-    acc = zero
-    for p in range(P):
-        rem = p
-        stride = P
-        w = one
-        for i in range(k):
-            stride //= _i2(ints, BDIMS, f, i)
-            idx = rem // stride
-            rem -= idx * stride
-            w *= Q[_i1(ints, S_OFF, _i2(ints, BDEPS, f, i)) + idx]
-        acc += B[ab, row + p] * w
-    return acc
-
-
 @functools.lru_cache(maxsize=None)
 def fpi_tick_kernel(dtype_name: str) -> Any:
-    """The CUDA kernel for float32 or float64 (compiled at the first launch, once per argument types)."""
+    """The CUDA kernel for float32 or float64 (compiled at the first launch, once per argument types); its
+    arguments: ``schema.CudaTickArgs``."""
     nb_dtype = {"float32": float32, "float64": float64}[dtype_name]
     cast = np.dtype(dtype_name).type
-    zero, one, zero64 = cast(0), cast(1), np.float64(0)
+    zero, one = cast(0), cast(1)
+    messages = likelihood_messages(dtype_name)
 
     @cuda.jit
     def fpi_tick(ints, log_A, B, inp, num_iter, minval, out):
-        i = cuda.blockIdx.x
-        tid = cuda.threadIdx.x
-        nt = cuda.blockDim.x
-        ab = 0 if log_A.shape[0] == 1 else i
-        M = ints[3 * KS + 1]
-        F = ints[3 * NS + 1]
-        S = out.shape[2]
-        O = _i1(ints, O_OFF, M)
-        L = _i1(ints, LL_OFF, M)
+        i, tid, nt, ab, M, F, S, O, L = agent_block(ints, log_A, out)
         sh = cuda.shared.array(0, dtype=nb_dtype)
         ll = sh[:L]
         c = sh[L:L + S]
         x = sh[L + S:L + 2 * S]
         Q = sh[L + 2 * S:L + 3 * S]
-        # the log likelihood of every modality
         for p in range(tid, L, nt):
-            m = 0
-            while _i1(ints, LL_OFF, m + 1) <= p:
-                m += 1
-            lo = _i1(ints, LL_OFF, m)
-            P = _i1(ints, LL_OFF, m + 1) - lo
-            acc = zero
-            for o in range(_i1(ints, O_OFF, m + 1) - _i1(ints, O_OFF, m)):
-                w = inp[i, _i1(ints, O_OFF, m) + o]
-                if w != 0:
-                    acc += w * log_A[ab, _i1(ints, A_OFF, m) + o * P + (p - lo)]
-            ll[p] = acc
+            ll[p] = log_likelihood_at(ints, log_A, ab, inp, i, 0, p, zero)
         cuda.syncthreads()
         # the constant term: log prior and the one-factor modalities; the uniform posterior
         for s in range(tid, S, nt):
-            f = _factor_of(ints, F, s)
-            a = s - _i1(ints, S_OFF, f)
+            f, a = state_of(ints, F, s)
             v = inp[i, O + s]
-            cs = math.log(v if v > minval else minval)
-            for m in range(M):
-                if _i1(ints, KS, m) == 1 and _i2(ints, DEPS, m, 0) == f:
-                    cs += ll[_i1(ints, LL_OFF, m) + a]
+            cs = unary_messages(ints, ll, M, f, a, math.log(v if v > minval else minval))
             c[s] = cs
-            Q[s] = 1 / (zero + _i1(ints, NS, f))
+            Q[s] = 1 / (zero + index1(ints, NS, f))
             x[s] = cs
         cuda.syncthreads()
         iters = num_iter if F > 1 else 0
         for _ in range(iters):
             for s in range(tid, S, nt):
-                f = _factor_of(ints, F, s)
-                a = s - _i1(ints, S_OFF, f)
-                xs = c[s]
-                for m in range(M):
-                    k = _i1(ints, KS, m)
-                    if k < 2:
-                        continue
-                    for j in range(k):
-                        if _i2(ints, DEPS, m, j) == f:
-                            if k == 2:
-                                xs += _message(ints, ll, Q, m, j, a, zero, one)
-                            else:  # a long sum, in float64 as fused_numba's
-                                xs = cast(xs + _message(ints, ll, Q, m, j, a, zero64, one))
-                x[s] = xs
+                f, a = state_of(ints, F, s)
+                x[s] = messages(ints, ll, Q, M, f, a, c[s])
             cuda.syncthreads()
             for s in range(tid, S, nt):
-                Q[s] = _softmax_at(ints, x, F, s, _factor_of(ints, F, s))
+                f, a = state_of(ints, F, s)
+                Q[s] = softmax_at(ints, x, s, f)
             cuda.syncthreads()
         if F == 1:
             for s in range(tid, S, nt):
-                Q[s] = _softmax_at(ints, c, F, s, 0)
+                Q[s] = softmax_at(ints, c, s, 0)
             cuda.syncthreads()
         for s in range(tid, S, nt):
-            f = _factor_of(ints, F, s)
-            out[i, 0, s] = Q[s]
-            u = int(inp[i, O + S + f])
-            out[i, 1, s] = _predict_at(ints, B, ab, Q, f, s - _i1(ints, S_OFF, f), u, zero, one)
+            tick_out(ints, B[ab], inp, i, O, S, F, Q, s, out, zero, one)
 
     return fpi_tick

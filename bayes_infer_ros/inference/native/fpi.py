@@ -48,7 +48,7 @@ def _fpi_into(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior
 # The entry point sets the floating-point mode around a call of its kernel (not inside it: TUNING.md).
 @njit
 def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out):
-    """obs (b, O), prior (b, S) -> out (b, S)."""
+    """obs (b, O), prior (b, S) -> out (b, S) (arguments: ``schema.FpiArgs``)."""
     mode = flush_subnormals()
     _fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out)
     restore_fp_mode(mode)

@@ -11,12 +11,9 @@ from .fp_mode import flush_subnormals, restore_fp_mode
 from .transitions import backward, forward, normalise_rows
 
 @njit
-def _sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks,
-             ncontrols, has_B, obs, prior, actions, valid_steps, num_iter, tau, minval, out):
-    """obs (b, T, O), prior (b, S), actions (b, T-1, F) -> out (b, T, S). valid_steps < 0: no masks.
-
-    B / log_B (b, total): factor f's transitions at b_off[f], laid out (u_f + 1, n_f, P_f) with the neutral
-    transition (1 / n_f) as control u_f, where a negative action points."""
+def _sequence(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks, ncontrols,
+             has_B, kind_vmp, obs, prior, actions, valid_steps, num_iter, tau, minval, out):
+    """obs (b, T, O), prior (b, S), actions (b, T-1, F) -> out (b, T, S) (arguments: ``schema.SequenceArgs``)."""
     F = ns.shape[0]
     n_max = 0
     for f in range(F):
@@ -181,10 +178,11 @@ def _sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, 
 
 # The entry point sets the floating-point mode around a call of its kernel (not inside it: TUNING.md).
 @njit
-def sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks,
-             ncontrols, has_B, obs, prior, actions, valid_steps, num_iter, tau, minval, out):
-    """VMP (kind_vmp) or MMP: obs (b, T, O), prior (b, S), actions (b, T-1, F) -> out (b, T, S) (see ``_sequence``)."""
+def sequence(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks, ncontrols,
+             has_B, kind_vmp, obs, prior, actions, valid_steps, num_iter, tau, minval, out):
+    """VMP (kind_vmp) or MMP: obs (b, T, O), prior (b, S), actions (b, T-1, F) -> out (b, T, S)
+    (``schema.SequenceArgs``)."""
     mode = flush_subnormals()
-    _sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks,
-              ncontrols, has_B, obs, prior, actions, valid_steps, num_iter, tau, minval, out)
+    _sequence(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks, ncontrols,
+              has_B, kind_vmp, obs, prior, actions, valid_steps, num_iter, tau, minval, out)
     restore_fp_mode(mode)

@@ -1,24 +1,19 @@
 """The node's FPI tick as one numba dispatch (optional: needs numba): ``fpi_tick`` for one agent, and
-``fpi_tick_batched`` for b agents.
+``fpi_tick_batched`` for b agents. Their arguments: ``schema.TickArgs`` and ``schema.TickAgentsArgs``.
 
 ``fpi_tick`` computes one model's beliefs and the next prior (``fpi`` then ``predict`` of the beliefs under the
-action) with the model's arrays packed in two (``pack_tick_model``), the scratch in one allocation and the results
-written into the caller's array; ``fpi_tick_entry`` returns its compiled entry point (why each: TUNING.md beside
-this file, "The node's tick").
+action) with the model's arrays packed in two (``ints`` and ``floats``: ``arrays.pack_tick_model``), the scratch in
+one allocation and the results written into the caller's array; ``fpi_tick_entry`` returns its compiled entry point
+(why each: TUNING.md beside this file, "The node's tick").
 
 ``fpi_tick_batched`` is ``fpi_tick`` with a leading agent axis. The agents share one model structure; their
-parameters are either one model (log A / B with one row, every agent reads row 0: a fleet or a multi-agent
+parameters are either one model (``log_A`` / ``B`` with one row, every agent reads row 0: a fleet or a multi-agent
 simulation running one model) or one model per agent (b rows: the engine's batch of b models). Per agent the maths
-is ``fpi_tick``'s, call for call: the same helpers in the same order on the same scratch, so agent i's outputs are
-the bits of an unbatched tick of its inputs. Shapes (O = sum m_i, S = sum n_f, F factors):
+is ``fpi_tick``'s, call for call: the same helpers in the same order on scratch of the same layout, so agent i's
+outputs are the bits of an unbatched tick of its inputs.
 
-* ``ints``: ``pack_tick_model``'s index arrays;
-* ``log_A`` (bA, NA) and ``B`` (bA, NB), bA = 1 or b: NativeEngine's ``_log_A`` / ``_B``;
-* ``obs`` (b, O), ``prior`` (b, S), ``action`` (b, F) int32 -> ``out`` (b, 2, S): beliefs at ``out[:, 0]``, the
-  next prior (pymdp ``compute_expected_state`` under ``action``) at ``out[:, 1]``.
-
-Serial over the agents (one core): a multi-core host runs several calls on slices of the agents from threads
-(the kernel releases the GIL).
+Serial over the agents (one core): ``NativeEngine.tick_agents`` runs several calls on contiguous blocks of the
+agents from threads (``host.over_agent_blocks``; the kernel releases the GIL).
 """
 import numba
 import numpy as np
@@ -26,60 +21,60 @@ import numpy as np
 from .common import _n_max, _nobs_into, inline, njit, scratch_sizes
 from .fp_mode import flush_subnormals, restore_fp_mode
 from .fpi import _fpi_into
+from .schema import A_OFF, B_OFF, BDEPS, BDIMS, BKS, DEPS, DIMS, HEADER_WIDTH, KS, LL_OFF, NCONTROLS, NS, O_OFF, S_OFF
 from .transitions import _predict_into
-
-
-def pack_tick_model(index_arrays, log_A, B):
-    """(ints, floats) for ``fpi_tick``: ints = a header (offset, rows, cols) per index array, then the arrays
-    (int64, row-major); floats = log A's and B's one batch row, concatenated (the split is ``log_A.shape[1]``)."""
-    header, parts, offset = [], [], 3 * len(index_arrays)
-    for a in index_arrays:
-        a = np.asarray(a, np.int64)
-        header += [offset, a.shape[0], a.shape[1] if a.ndim == 2 else 1]
-        parts.append(a.ravel())
-        offset += a.size
-    ints = np.concatenate([np.asarray(header, np.int64)] + parts)
-    return ints, np.ascontiguousarray(np.concatenate([log_A[0], B[0]]))
 
 
 @inline
 def _ints1(ints, j):
-    o = ints[3 * j]
-    return ints[o:o + ints[3 * j + 1]]
+    """Index array j of ``ints`` (a slot constant of ``schema``), 1-D."""
+    o = ints[HEADER_WIDTH * j]
+    return ints[o:o + ints[HEADER_WIDTH * j + 1]]
 
 
 @inline
 def _ints2(ints, j):
-    o, r, c = ints[3 * j], ints[3 * j + 1], ints[3 * j + 2]
+    """Index array j of ``ints``, 2-D."""
+    o, r, c = ints[HEADER_WIDTH * j], ints[HEADER_WIDTH * j + 1], ints[HEADER_WIDTH * j + 2]
     return ints[o:o + r * c].reshape(r, c)
+
+
+@inline
+def _index(ints):
+    """``ints``' 13 index arrays as views, in ``schema.ModelIndex``'s order."""
+    return (_ints1(ints, A_OFF), _ints1(ints, LL_OFF), _ints2(ints, DEPS), _ints2(ints, DIMS), _ints1(ints, KS),
+            _ints1(ints, NS), _ints1(ints, O_OFF), _ints1(ints, S_OFF), _ints1(ints, B_OFF), _ints2(ints, BDEPS),
+            _ints2(ints, BDIMS), _ints1(ints, BKS), _ints1(ints, NCONTROLS))
+
+
+@inline
+def _tick_scratch(ll_off, deps, dims, ks, ns, o_off, bdeps, like):
+    """One tick's scratch in two allocations (floats of ``like``'s dtype, int64), all zero, as views: (nobs (M,),
+    idx (K,), idx_b, ll (L,), dbuf (2, half_max), wv (w_max,), c, x, Q, Qp (F, n_max), tmp (1, n_max))."""
+    F, n_max, L, M, K = ns.shape[0], _n_max(ns), ll_off[-1], ks.shape[0], deps.shape[1]
+    half_max, w_max = scratch_sizes(ll_off, dims, ks)
+    FN = F * n_max
+    w = np.zeros(L + 2 * half_max + w_max + 4 * FN + n_max, like.dtype)
+    iw = np.zeros(M + K + max(bdeps.shape[1], 1), np.int64)
+    o = L + 2 * half_max + w_max
+    return (_nobs_into(o_off, iw[:M]), iw[M:M + K], iw[M + K:], w[:L], w[L:L + 2 * half_max].reshape(2, half_max),
+            w[L + 2 * half_max:o], w[o:o + FN].reshape(F, n_max), w[o + FN:o + 2 * FN].reshape(F, n_max),
+            w[o + 2 * FN:o + 3 * FN].reshape(F, n_max), w[o + 3 * FN:o + 4 * FN].reshape(F, n_max),
+            w[o + 4 * FN:].reshape(1, n_max))
 
 
 @njit
 def fpi_tick(ints, floats, n_log_A, obs, prior, num_iter, minval, action, out):
-    """One model's FPI tick in one dispatch: obs (O,), prior (S,), action (F,) -> out (2, S): the beliefs (row 0)
-    and the next step's prior (row 1), ``fpi`` then ``predict`` of the beliefs under ``action``.
-    ints / floats: ``pack_tick_model`` of (a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims,
-    bks, ncontrols) and (log A, B)."""
-    a_off, ll_off, deps, dims = _ints1(ints, 0), _ints1(ints, 1), _ints2(ints, 2), _ints2(ints, 3)
-    ks, ns, o_off, s_off = _ints1(ints, 4), _ints1(ints, 5), _ints1(ints, 6), _ints1(ints, 7)
-    b_off, bdeps, bdims, bks = _ints1(ints, 8), _ints2(ints, 9), _ints2(ints, 10), _ints1(ints, 11)
-    ncontrols = _ints1(ints, 12)
+    """One model's FPI tick in one dispatch (``schema.TickArgs``): obs (O,), prior (S,), action (F,) -> out (2, S),
+    the beliefs (row 0) and the next step's prior (row 1): ``fpi`` then ``predict`` of the beliefs under ``action``."""
+    a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims, bks, ncontrols = _index(ints)
     log_A = floats[:n_log_A].reshape(1, n_log_A)
     B = floats[n_log_A:].reshape(1, floats.shape[0] - n_log_A)
-    F, n_max, S, L, M = ns.shape[0], _n_max(ns), prior.shape[0], ll_off[-1], ks.shape[0]
-    half_max, w_max = scratch_sizes(ll_off, dims, ks)
-    FN = F * n_max
-    w = np.zeros(L + 2 * half_max + w_max + 4 * FN + n_max, prior.dtype)
-    iw = np.zeros(M + deps.shape[1] + max(bdeps.shape[1], 1), np.int64)
-    nobs = _nobs_into(o_off, iw[:M])
-    o = L + 2 * half_max + w_max
+    nobs, idx, idx_b, ll, dbuf, wv, c, x, Q, Qp, tmp = _tick_scratch(ll_off, deps, dims, ks, ns, o_off, bdeps, prior)
     mode = flush_subnormals()
     _fpi_into(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs.reshape(1, obs.shape[0]),
-              prior.reshape(1, S), num_iter, minval, out[:1], nobs, iw[M:M + deps.shape[1]], w[:L],
-              w[L:L + 2 * half_max].reshape(2, half_max), w[L + 2 * half_max:o], w[o:o + FN].reshape(F, n_max),
-              w[o + FN:o + 2 * FN].reshape(F, n_max), w[o + 2 * FN:o + 3 * FN].reshape(F, n_max))
-    _predict_into(B, 0, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, out[0], action, out[1],
-                  w[o + 3 * FN:o + 4 * FN].reshape(F, n_max), w[o + 4 * FN:].reshape(1, n_max), iw[M + deps.shape[1]:])
+              prior.reshape(1, prior.shape[0]), num_iter, minval, out[:1], nobs, idx, ll, dbuf, wv, c, x, Q)
+    _predict_into(B, 0, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, out[0], action, out[1], Qp, tmp, idx_b)
     restore_fp_mode(mode)
 
 
@@ -95,28 +90,15 @@ def fpi_tick_entry(dtype):
 
 @njit
 def fpi_tick_batched(ints, log_A, B, obs, prior, num_iter, minval, action, out):
-    """b agents' FPI ticks: obs (b, O), prior (b, S), action (b, F) -> out (b, 2, S) (see the module docstring).
-    Returns -1, or the first agent whose action holds a control outside [0, num_controls) (then nothing is
-    computed)."""
-    a_off, ll_off, deps, dims = _ints1(ints, 0), _ints1(ints, 1), _ints2(ints, 2), _ints2(ints, 3)
-    ks, ns, o_off, s_off = _ints1(ints, 4), _ints1(ints, 5), _ints1(ints, 6), _ints1(ints, 7)
-    b_off, bdeps, bdims, bks = _ints1(ints, 8), _ints2(ints, 9), _ints2(ints, 10), _ints1(ints, 11)
-    ncontrols = _ints1(ints, 12)
-    F, n_max, L, M = ns.shape[0], _n_max(ns), ll_off[-1], ks.shape[0]
-    half_max, w_max = scratch_sizes(ll_off, dims, ks)
-    FN = F * n_max
-    w = np.zeros(L + 2 * half_max + w_max + 4 * FN + n_max, prior.dtype)
-    iw = np.zeros(M + deps.shape[1] + max(bdeps.shape[1], 1), np.int64)
-    nobs = _nobs_into(o_off, iw[:M])
-    o = L + 2 * half_max + w_max
-    ll, dbuf, wv = w[:L], w[L:L + 2 * half_max].reshape(2, half_max), w[L + 2 * half_max:o]
-    c, x, Q = w[o:o + FN].reshape(F, n_max), w[o + FN:o + 2 * FN].reshape(F, n_max), w[o + 2 * FN:o + 3 * FN].reshape(F, n_max)
-    Qp, tmp = w[o + 3 * FN:o + 4 * FN].reshape(F, n_max), w[o + 4 * FN:].reshape(1, n_max)
-    idx, idx_b = iw[M:M + deps.shape[1]], iw[M + deps.shape[1]:]
+    """b agents' FPI ticks (``schema.TickAgentsArgs``): obs (b, O), prior (b, S), action (b, F) -> out (b, 2, S) (see
+    the module docstring). Returns -1, or the first agent whose action holds a control outside [0, num_controls)
+    (then nothing is computed)."""
+    a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims, bks, ncontrols = _index(ints)
     for i in range(obs.shape[0]):
-        for f in range(F):
+        for f in range(ns.shape[0]):
             if action[i, f] < 0 or action[i, f] >= ncontrols[f]:
                 return i
+    nobs, idx, idx_b, ll, dbuf, wv, c, x, Q, Qp, tmp = _tick_scratch(ll_off, deps, dims, ks, ns, o_off, bdeps, prior)
     shared = log_A.shape[0] == 1
     mode = flush_subnormals()
     for i in range(obs.shape[0]):

@@ -115,7 +115,7 @@ def backward(Bs, bb, b_base, n_i, P, bdeps, bdims, i, k, Q, qr, qn, n_max, kind_
 
 
 @njit
-def _predict(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, action, out):
+def _predict(B, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, b_index, q, action, out):
     """pymdp compute_expected_state: out_f = sum over B_f[:, deps..., action_f] times the deps' posteriors."""
     n_max = _n_max(ns)
     _predict_into(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, action, out,
@@ -141,9 +141,9 @@ def _predict_into(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q,
 
 # The entry point sets the floating-point mode around a call of its kernel (not inside it: TUNING.md).
 @njit
-def predict(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, action, out):
-    """pymdp compute_expected_state: q (S,), action (F,) -> out (S,) (see ``_predict``)."""
+def predict(B, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, b_index, q, action, out):
+    """pymdp compute_expected_state: q (S,), action (F,) -> out (S,) (``schema.PredictArgs``; see ``_predict``)."""
     mode = flush_subnormals()
-    _predict(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, action, out)
+    _predict(B, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, b_index, q, action, out)
     restore_fp_mode(mode)
 

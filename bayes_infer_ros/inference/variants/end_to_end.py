@@ -32,7 +32,7 @@ order inside contractions differs (rounding level).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -91,6 +91,9 @@ class EndToEndLikelihood:
       dense:  "log_A": per cluster (b, M_c, m_c, W_c ** k_c) padded log A (0 in the padding)
       sparse: "data": per cluster (b, nse), "indices": (b, nse, 3) int32 BCOO of (M_c, m_c, W_c ** k_c)
     """
+
+    padded: ClassVar[bool] = True  # ``marginals_padded`` on the (…, F, n_max) posterior
+    folds_prior: ClassVar[bool] = False
 
     num_states: tuple[int, ...]
     num_obs: tuple[int, ...]

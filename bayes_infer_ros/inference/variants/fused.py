@@ -120,6 +120,9 @@ class FusedLikelihood:
     higher:     HigherOrderTerm or None
     """
 
+    padded: ClassVar[bool] = True  # ``marginals_padded`` on the (…, F, n_max) posterior
+    folds_prior: ClassVar[bool] = True  # ``fold_prior``: FPI's log prior joins the per-call term once
+
     num_states: tuple[int, ...]
     num_obs: tuple[int, ...]
     n_max: int

@@ -96,6 +96,8 @@ class _LoopedMarginals(Generic[Plan]):
     sparse: ClassVar[bool] = False
     clustered: ClassVar[bool] = False
     block: ClassVar[bool] = False
+    padded: ClassVar[bool] = False  # messages on the list of posteriors (no ``marginals_padded``)
+    folds_prior: ClassVar[bool] = False  # no ``fold_prior``: the driver adds FPI's log prior each iteration
 
     @property
     def ll_dependencies(self) -> tuple[tuple[int, ...], ...]:

@@ -28,7 +28,7 @@ Shapes (one model; the engine vmaps over the batch axis): ``q`` (T, n_f) per fac
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -136,6 +136,8 @@ class MergedTransitions:
       "B":     per group (b, G, U+1, N0, N1, ..., Nk) padded B, control axis second, neutral column last
       "log_B": the same for log_stable(B) (0 in the padding)
     """
+
+    padded: ClassVar[bool] = True  # ``vmp_messages_padded`` / ``mmp_messages_padded`` on the padded posterior
 
     num_states: tuple[int, ...]
     n_max: int

@@ -1,12 +1,13 @@
 """fused_numba's entry points with the model's arrays as one tuple argument against positional arguments.
 
-    PYTHONPATH=. python benchmarks/numba_tuple_ab.py [--rounds 2000] [--calls 10] [--cold-calls 1000] [--dtype float32]
+    PYTHONPATH=. python benchmarks/archive/numba_tuple_ab.py [--rounds 2000] [--calls 10] [--cold-calls 1000] [--dtype float32]
 
 The default model (config/agent.yaml: FPI, VMP and MMP, its num_iter, tau and horizon). Per entry point:
 
-* ``old``: the package's entry point as NativeEngine calls it: ``fpi`` (9 model arrays as positional arguments),
-  ``sequence`` (16 arrays and has_B), and the node's tick ``fpi_tick`` (the model packed in two arrays by
-  ``pack_tick_model``, called through ``fpi_tick_entry``'s compiled entry point);
+* ``old``: the package's entry point as NativeEngine calls it, positional in its schema's order
+  (``native/schema.py``): ``fpi`` (9 model arrays), ``sequence`` (16 arrays and has_B), and the node's tick
+  ``fpi_tick`` (the model packed in two arrays by ``pack_tick_model``, called through ``fpi_tick_entry``'s compiled
+  entry point), each model argument bound once by ``NativeModel.bind``;
 * ``new``: the same kernel behind an entry point defined here that takes the model's arrays as one tuple
   (``fpi_tuple``, ``sequence_tuple``; ``fpi_tick_tuple``: the 13 index arrays, log A and B in one tuple, called
   through its compiled entry point as well);
@@ -30,15 +31,17 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import numba  # noqa: E402
 
 from bayes_infer_ros.inference import engine_for_model  # noqa: E402
-from bayes_infer_ros.inference.native.common import _n_max, _nobs_into, scratch_sizes  # noqa: E402
+from bayes_infer_ros.inference.native.engine import kernels  # noqa: E402
 from bayes_infer_ros.inference.native.fp_mode import flush_subnormals, restore_fp_mode  # noqa: E402
 from bayes_infer_ros.inference.native.fpi import _fpi, _fpi_into  # noqa: E402
+from bayes_infer_ros.inference.native.schema import FpiArgs, ModelIndex, SequenceArgs, TickArgs  # noqa: E402
 from bayes_infer_ros.inference.native.sequence import _sequence  # noqa: E402
+from bayes_infer_ros.inference.native.tick import _tick_scratch  # noqa: E402
 from bayes_infer_ros.inference.native.transitions import _predict_into  # noqa: E402
 from bayes_infer_ros.model.io import load_model, read_parameters_yaml  # noqa: E402
 
@@ -55,35 +58,26 @@ def fpi_tuple(model, obs, prior, num_iter, minval, out):
 
 
 @njit
-def sequence_tuple(kind_vmp, model, has_B, obs, prior, actions, valid_steps, num_iter, tau, minval, out):
+def sequence_tuple(model, has_B, kind_vmp, obs, prior, actions, valid_steps, num_iter, tau, minval, out):
     """``sequence`` with model = (log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps,
     bdims, bks, ncontrols)."""
     log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks, ncontrols = model
     mode = flush_subnormals()
-    _sequence(kind_vmp, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks,
-              ncontrols, has_B, obs, prior, actions, valid_steps, num_iter, tau, minval, out)
+    _sequence(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks, ncontrols,
+              has_B, kind_vmp, obs, prior, actions, valid_steps, num_iter, tau, minval, out)
     restore_fp_mode(mode)
 
 
 @njit
 def fpi_tick_tuple(model, obs, prior, num_iter, minval, action, out):
-    """``fpi_tick`` with model = (a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims, bks,
-    ncontrols, log_A (1, NA), B (1, NB)) in place of (ints, floats, n_log_A); the same body."""
+    """``fpi_tick`` with model = (the 13 index arrays of ``ModelIndex``, log_A (1, NA), B (1, NB)) in place of
+    (ints, floats, n_log_A); the same body."""
     a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims, bks, ncontrols, log_A, B = model
-    F, n_max, S, L, M = ns.shape[0], _n_max(ns), prior.shape[0], ll_off[-1], ks.shape[0]
-    half_max, w_max = scratch_sizes(ll_off, dims, ks)
-    FN = F * n_max
-    w = np.zeros(L + 2 * half_max + w_max + 4 * FN + n_max, prior.dtype)
-    iw = np.zeros(M + deps.shape[1] + max(bdeps.shape[1], 1), np.int64)
-    nobs = _nobs_into(o_off, iw[:M])
-    o = L + 2 * half_max + w_max
+    nobs, idx, idx_b, ll, dbuf, wv, c, x, Q, Qp, tmp = _tick_scratch(ll_off, deps, dims, ks, ns, o_off, bdeps, prior)
     mode = flush_subnormals()
     _fpi_into(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs.reshape(1, obs.shape[0]),
-              prior.reshape(1, S), num_iter, minval, out[:1], nobs, iw[M:M + deps.shape[1]], w[:L],
-              w[L:L + 2 * half_max].reshape(2, half_max), w[L + 2 * half_max:o], w[o:o + FN].reshape(F, n_max),
-              w[o + FN:o + 2 * FN].reshape(F, n_max), w[o + 2 * FN:o + 3 * FN].reshape(F, n_max))
-    _predict_into(B, 0, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, out[0], action, out[1],
-                  w[o + 3 * FN:o + 4 * FN].reshape(F, n_max), w[o + 4 * FN:].reshape(1, n_max), iw[M + deps.shape[1]:])
+              prior.reshape(1, prior.shape[0]), num_iter, minval, out[:1], nobs, idx, ll, dbuf, wv, c, x, Q)
+    _predict_into(B, 0, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, out[0], action, out[1], Qp, tmp, idx_b)
     restore_fp_mode(mode)
 
 
@@ -101,43 +95,43 @@ def random_inputs(engine, T: int, seed: int = 0):
 def candidates(model, params: dict, dtype: str) -> dict[str, dict]:
     """entry point -> {"old": call, "new": call, "old2": call}, each call returning its output array."""
     out: dict[str, dict] = {}
+    k = kernels()
     for alg in ("fpi", "vmp", "mmp"):
         e = engine_for_model(model, alg, variant="fused_numba", num_iter=params["num_iter"], tau=params["tau"],
                              dtype=dtype)
+        m = e.model
         T = 1 if alg == "fpi" else params["horizon"]
         obs, prior, acts = random_inputs(e, T)
-        k = e._k
         if alg == "fpi":
             o_old, o_new = np.empty((1, e.layout.state_size), e.dtype), np.empty((1, e.layout.state_size), e.dtype)
-            ob, fm = obs[:, 0], e._fpi_model
-            old = (lambda ob=ob, fm=fm, e=e, o=o_old: (k.fpi(*fm, ob, prior, e.num_iter, e._minval, o), o)[1])
-            new = (lambda ob=ob, fm=fm, e=e, o=o_new: (fpi_tuple(fm, ob, prior, e.num_iter, e._minval, o), o)[1])
+            ob, fm = obs[:, 0], m.bind(FpiArgs)
+            old = (lambda ob=ob, fm=fm, e=e, m=m, o=o_old: (k.fpi(*fm, ob, prior, e.num_iter, m.minval, o), o)[1])
+            new = (lambda ob=ob, fm=fm, e=e, m=m, o=o_new: (fpi_tuple(fm, ob, prior, e.num_iter, m.minval, o), o)[1])
             out["fpi"] = {"old": old, "new": new, "old2": old}
             # the node's tick: fpi_tick's compiled entry point against fpi_tick_tuple's
-            ints, floats, n_log_A = e._tick_model
-            tuple_model = (e._a_off, e._ll_off, e._deps, e._dims, e._ks, e._ns, e._o_off, e._s_off, e._b_off,
-                           e._bdeps, e._bdims, e._bks, e._ncontrols,
-                           np.ascontiguousarray(e._log_A[:1]), np.ascontiguousarray(e._B[:1]))
+            ints, floats, n_log_A = m.bind(TickArgs)
+            tuple_model = (*(getattr(m, n) for n in ModelIndex._fields), np.ascontiguousarray(m.log_A[:1]),
+                           np.ascontiguousarray(m.B[:1]))
             f = numba.from_dtype(e.dtype)
             vec = lambda dt: numba.types.Array(numba.from_dtype(np.dtype(dt)), 1, "C")  # noqa: E731
             entry_new = fpi_tick_tuple.compile((numba.typeof(tuple_model), vec(e.dtype), vec(e.dtype),
                                                 numba.types.int64, f, vec(np.int32), numba.types.Array(f, 2, "C")))
             entry_old = k.fpi_tick_entry(e.dtype)
-            ob1, pr1, act = np.ascontiguousarray(ob[0]), np.ascontiguousarray(prior[0]), np.zeros(len(e._ns), np.int32)
+            ob1, pr1, act = np.ascontiguousarray(ob[0]), np.ascontiguousarray(prior[0]), np.zeros(len(m.ns), np.int32)
             t_old, t_new = np.empty((2, e.layout.state_size), e.dtype), np.empty((2, e.layout.state_size), e.dtype)
-            tick_old = (lambda o=t_old: (entry_old(ints, floats, n_log_A, ob1, pr1, e.num_iter, e._minval, act, o),
+            tick_old = (lambda o=t_old, e=e, m=m: (entry_old(ints, floats, n_log_A, ob1, pr1, e.num_iter, m.minval, act, o),
                                          o)[1])
-            tick_new = (lambda o=t_new: (entry_new(tuple_model, ob1, pr1, e.num_iter, e._minval, act, o), o)[1])
+            tick_new = (lambda o=t_new, e=e, m=m: (entry_new(tuple_model, ob1, pr1, e.num_iter, m.minval, act, o), o)[1])
             out["fpi_tick"] = {"old": tick_old, "new": tick_new, "old2": tick_old}
         else:
             shape = (1, T, e.layout.state_size)
             o_old, o_new = np.empty(shape, e.dtype), np.empty(shape, e.dtype)
-            sm, vmp, tau = e._sequence_model, alg == "vmp", e.dtype.type(e.tau)
+            sm, vmp, tau = m.bind(SequenceArgs), alg == "vmp", e.dtype.type(e.tau)
             tm = sm[:-1]  # the 16 arrays; has_B apart
-            old = (lambda sm=sm, o=o_old, vmp=vmp, tau=tau, e=e, obs=obs, prior=prior, acts=acts:
-                   (k.sequence(vmp, *sm, obs, prior, acts, -1, e.num_iter, tau, e._minval, o), o)[1])
-            new = (lambda tm=tm, o=o_new, vmp=vmp, tau=tau, e=e, obs=obs, prior=prior, acts=acts:
-                   (sequence_tuple(vmp, tm, e._has_B, obs, prior, acts, -1, e.num_iter, tau, e._minval, o), o)[1])
+            old = (lambda sm=sm, o=o_old, vmp=vmp, tau=tau, e=e, m=m, obs=obs, prior=prior, acts=acts:
+                   (k.sequence(*sm, vmp, obs, prior, acts, -1, e.num_iter, tau, m.minval, o), o)[1])
+            new = (lambda tm=tm, o=o_new, vmp=vmp, tau=tau, e=e, m=m, obs=obs, prior=prior, acts=acts:
+                   (sequence_tuple(tm, m.has_B, vmp, obs, prior, acts, -1, e.num_iter, tau, m.minval, o), o)[1])
             out[alg] = {"old": old, "new": new, "old2": old}
     return out
 
