@@ -431,6 +431,7 @@ def test_a_damaged_jax_cache_entry_is_compiled_again_with_one_warning_naming_it(
 
 
 # ---- bayes-infer warmup ------------------------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_warmup_with_an_unwritable_jax_cache_exits_0_with_one_warning(tmp_path):
     """The CLI runs configure's work (variant baseline here: no numba) and exits 0; the unwritable cache folder is
     one WARNING naming jax_compilation_cache_dir."""
@@ -450,6 +451,7 @@ def test_warmup_with_an_unwritable_jax_cache_exits_0_with_one_warning(tmp_path):
     assert len(warnings) == 1 and "jax_compilation_cache_dir" in warnings[0] and "Not a directory" in warnings[0]
 
 
+@pytest.mark.heavy
 def test_warmup_reports_a_broken_params_file_with_exit_1(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text("/**:\n  ros__parameters:\n    variant: baseline\n")  # no model

@@ -47,6 +47,7 @@ def broken_gpu(fake_gpu, monkeypatch):
 
 
 # ---- devices and the self-test -------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_cpu_only_machine_runs_on_the_cpu_and_says_why(model):
     decision = dec.decide(model, dec.EngineConfig("fpi"), BUDGET, cache=None)
     assert decision.device == "cpu:0" and decision.platform == "cpu"
@@ -94,6 +95,7 @@ def test_candidates_are_device_variant_pairs(model):
         dec.candidates(model, dec.EngineConfig("fpi", "fused_numba", device="gpu"), BUDGET, ["gpu"])
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("slow", ["cpu", "gpu"])
 def test_auto_runs_the_measured_fastest_device(model, monkeypatch, slow):
     """Whichever device's candidates are slowed, the decision runs on the other one: ``device: auto`` is the
@@ -120,6 +122,7 @@ def test_auto_runs_the_measured_fastest_device(model, monkeypatch, slow):
     assert decision.timings[f"{decision.variant}@{decision.platform}"] == min(decision.timings.values())
 
 
+@pytest.mark.heavy
 def test_device_settings_restrict_the_candidates(model, fake_gpu):
     for setting, expected in (("cpu", {"cpu"}), ("gpu", {"gpu"})):
         decision = dec.decide(model, dec.EngineConfig("fpi", device=setting), BUDGET)
@@ -128,6 +131,7 @@ def test_device_settings_restrict_the_candidates(model, fake_gpu):
 
 
 # ---- kept decisions ---------------------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_a_kept_decision_is_reused_without_timing(model, tmp_path, monkeypatch):
     cache = DecisionCache(tmp_path / "decisions")
     first = dec.decide(model, dec.EngineConfig("fpi", device="cpu"), BUDGET, cache=cache)
@@ -265,6 +269,7 @@ def test_one_budget_in_bytes_names_its_setting(model):
 
 
 # ---- the node's build: the self-test's fallback reaches the slot it runs --------------------------------------
+@pytest.mark.heavy
 def test_the_nodes_build_falls_back_from_a_broken_gpu_with_the_reason(model, broken_gpu, tmp_path):
     from bayes_infer_ros.node.builder import build_slot
 

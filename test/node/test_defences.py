@@ -249,6 +249,7 @@ def test_a_tick_without_observations_returns_the_predicted_prior(repo_root):
     assert np.max(np.abs(got - want)) <= FLOAT32_ATOL
 
 
+@pytest.mark.heavy
 @pytest.mark.oracle
 def test_a_tick_with_some_modalities_equals_pymdp_on_those_modalities_alone(repo_root):
     """The default model, fpi: one modality observed, the others silent: the tick's beliefs equal pymdp 1.0.4's
