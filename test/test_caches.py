@@ -1,4 +1,4 @@
-"""The caches are optional (issue 24 F3/F4): an unwritable or full numba or JAX cache folder never fails the node's
+"""The caches are optional: an unwritable or full numba or JAX cache folder never fails the node's
 configure, never makes ``variant: auto`` drop fused_numba, and is logged once as a WARNING naming
 ``NUMBA_CACHE_DIR`` / ``jax_compilation_cache_dir``.
 

@@ -17,7 +17,7 @@ from variant_cases import (ITERS, ONE_FACTOR, ONE_MODALITY, SKEWED_ZEROS, TAU, S
                            assert_float64_matches, assert_no_B_matches, assert_packed_matches, assert_plans_hashable,
                            batched_wants, build, float32_oracle_test, no_B_case, prepared_elements, window)
 
-# fused_cuda (FPI only, a CUDA device or numba's simulator) has its own module, test_fused_cuda.py
+# fused_cuda (FPI only, a CUDA device or numba's simulator) has its own module, native/test_fused_cuda.py
 FUSED = tuple(v for v in VARIANTS if v.startswith("fused_") and v != "fused_cuda")
 FUSED_JAX = tuple(v for v in FUSED if v != "fused_numba")
 # fused_numba's tests run in pytest workers of their own (`make test` runs `-m numba` separately), so that numba's
