@@ -179,3 +179,14 @@ def prepared_elements(engine) -> int:
     """Floating-point elements of one model in the engine's prepared likelihood arrays."""
     return sum(int(np.size(x)) // int(np.shape(x)[0]) for x in jax.tree_util.tree_leaves(engine.params["lik"])
                if np.issubdtype(np.asarray(x).dtype, np.floating))
+
+
+def agent_rows(engine, b: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """b random rows for the engine's structure: obs (b, O) and prior (b, S) soft distributions, action (b, F) valid
+    controls."""
+    rng = np.random.default_rng(seed)
+    s = engine.structure
+    obs = np.concatenate([rng.dirichlet(np.ones(m), b) for m in s.num_obs], axis=1)
+    prior = np.concatenate([rng.dirichlet(np.ones(n), b) for n in s.num_states], axis=1)
+    action = np.stack([rng.integers(0, u, b) for u in s.num_controls], axis=1)
+    return obs.astype(engine.dtype), prior.astype(engine.dtype), action.astype(np.int32)

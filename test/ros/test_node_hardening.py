@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from ros_harness import AgentProcess, default_params, wait_for
+from ros_harness import AgentProcess, change_state, default_params, wait_for
 
 pytestmark = pytest.mark.ros
 
@@ -59,12 +59,7 @@ def io(probe, agent):
 
 
 def lifecycle(probe, transition: str, name: str = f"{NS}/{NAME}"):
-    from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
-
-    req = ChangeState.Request()
-    req.transition.id = getattr(Transition, f"TRANSITION_{transition.upper()}")
-    return probe.call(ChangeState, f"{name}/change_state", req, timeout=180).success
+    return change_state(probe, name, transition, timeout=180)
 
 
 def ensure_active(probe, agent, name: str = f"{NS}/{NAME}"):

@@ -13,7 +13,7 @@ from bayes_infer_ros.inference import VariantUnsupported, build_inference
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
-from variant_cases import ONE_FACTOR, SKEWED_ZEROS, StructureCases, no_B_case
+from variant_cases import ONE_FACTOR, SKEWED_ZEROS, StructureCases, agent_rows, no_B_case
 
 pytestmark = pytest.mark.gpu_kernel
 
@@ -36,16 +36,6 @@ def _needs_cuda():
     from bayes_infer_ros.inference.native.cuda_engine import cuda_available  # imports numba: only when these tests run
     if not cuda_available():
         pytest.skip("no CUDA device and NUMBA_ENABLE_CUDASIM is not 1")
-
-
-def _agents(engine, b: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """b random (obs, prior, action) rows for the engine's structure (soft distributions, valid controls)."""
-    rng = np.random.default_rng(seed)
-    s = engine.structure
-    obs = np.concatenate([rng.dirichlet(np.ones(m), b) for m in s.num_obs], axis=1)
-    prior = np.concatenate([rng.dirichlet(np.ones(n), b) for n in s.num_states], axis=1)
-    action = np.stack([rng.integers(0, u, b) for u in s.num_controls], axis=1)
-    return obs.astype(engine.dtype), prior.astype(engine.dtype), action.astype(np.int32)
 
 
 @pytest.mark.oracle
@@ -95,9 +85,9 @@ def test_tick_agents_match_fused_numba_per_agent(dtype):
     args = (case.A, case.A_deps, case.B, case.B_deps)
     gpu = build_inference("fpi", *args, variant="fused_cuda", num_iter=5, dtype=dtype)
     cpu = build_inference("fpi", *args, variant="fused_numba", num_iter=5, dtype=dtype)
-    obs, prior, action = _agents(gpu, 4, seed=11)
+    obs, prior, action = agent_rows(gpu, 4, seed=11)
     assert action.any()
-    q, nxt = gpu.tick_agents(obs, prior, action)
+    q, nxt = gpu.tickagent_rows(obs, prior, action)
     assert q.shape == nxt.shape == (4, gpu.layout.state_size) and q.dtype == dtype
     atol = FLOAT32_ATOL if dtype == np.float32 else FLOAT64_ATOL
     for i in range(4):
@@ -107,7 +97,7 @@ def test_tick_agents_match_fused_numba_per_agent(dtype):
     np.testing.assert_array_equal(q1, q[2])
     np.testing.assert_array_equal(n1, nxt[2])
     # b = 4 again after b = 1: every agent's block runs (new inputs, so stale outputs would show)
-    q_rev, n_rev = gpu.tick_agents(obs[::-1], prior[::-1], action[::-1])
+    q_rev, n_rev = gpu.tickagent_rows(obs[::-1], prior[::-1], action[::-1])
     np.testing.assert_array_equal(q_rev, q[::-1])
     np.testing.assert_array_equal(n_rev, nxt[::-1])
 
@@ -122,11 +112,11 @@ def test_batched_engine_runs_each_model():
     prior = gpu.layout.pack_states(case.prior)
     action = np.array([[0, 1], [1, 0], [1, 1]], np.int32) % np.array(gpu.structure.num_controls)
     q, nxt = gpu.tick(obs, prior, action)
-    q_cpu, n_cpu = cpu.tick_agents(obs, prior, action)
+    q_cpu, n_cpu = cpu.tickagent_rows(obs, prior, action)
     assert max_abs_diff([q, nxt], [q_cpu, n_cpu]) <= FLOAT32_ATOL
     assert max_abs_diff([gpu.run_packed(obs, prior)], [q_cpu]) <= FLOAT32_ATOL
     with pytest.raises(ValueError, match=r"tick_agents: expected obs \(3, 7\), prior \(3, 5\)"):
-        gpu.tick_agents(obs[:2], prior[:2], action[:2])
+        gpu.tickagent_rows(obs[:2], prior[:2], action[:2])
 
 
 @pytest.mark.oracle

@@ -9,7 +9,7 @@ from bayes_infer_ros.inference import build_inference
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
-from variant_cases import SKEWED_ZEROS, structured_case
+from variant_cases import SKEWED_ZEROS, agent_rows, structured_case
 
 pytestmark = pytest.mark.numba
 
@@ -17,16 +17,6 @@ pytestmark = pytest.mark.numba
 def _x64(dtype):
     """float64 cases under enable_x64; float32 ones outside it (pymdp's loop refuses mixed carries there)."""
     return enable_x64() if np.dtype(dtype) == np.float64 else contextlib.nullcontext()
-
-
-def _agents(engine, b: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """b random (obs (b, O), prior (b, S), action (b, F)) rows for the engine's structure."""
-    rng = np.random.default_rng(seed)
-    s = engine.structure
-    obs = np.concatenate([rng.dirichlet(np.ones(m), b) for m in s.num_obs], axis=1)
-    prior = np.concatenate([rng.dirichlet(np.ones(n), b) for n in s.num_states], axis=1)
-    action = np.stack([rng.integers(0, u, b) for u in s.num_controls], axis=1)
-    return obs.astype(engine.dtype), prior.astype(engine.dtype), action.astype(np.int32)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -37,9 +27,9 @@ def test_agents_of_one_model_get_the_unbatched_ticks_bits(dtype):
         case = structured_case(SKEWED_ZEROS, 61, T=2, dtype=dtype)
         engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6,
                                  dtype=dtype)
-    obs, prior, action = _agents(engine, 7, seed=3)
+    obs, prior, action = agent_rows(engine, 7, seed=3)
     assert action.any()
-    q, nxt = engine.tick_agents(obs, prior, action)
+    q, nxt = engine.tickagent_rows(obs, prior, action)
     assert q.shape == nxt.shape == (7, engine.layout.state_size) and q.dtype == dtype
     for i in range(7):
         q1, n1 = engine.tick(obs[i], prior[i], action[i])
@@ -73,14 +63,14 @@ def test_agents_without_B_and_refused_inputs():
     """Without B the next prior is the beliefs (as ``tick``); wrong shapes and controls are refused by name."""
     case = random_case(8, (3, 2), [[0], [0, 1]], (2, 3))
     engine = build_inference("fpi", case.A, case.A_deps, variant="fused_numba", num_iter=4)
-    obs, prior, action = _agents(engine, 3, seed=1)
-    q, nxt = engine.tick_agents(obs, prior, action)
+    obs, prior, action = agent_rows(engine, 3, seed=1)
+    q, nxt = engine.tickagent_rows(obs, prior, action)
     np.testing.assert_array_equal(q, nxt)
     for i in range(3):
         np.testing.assert_array_equal(q[i], engine.tick(obs[i], prior[i], action[i])[0])
     with pytest.raises(ValueError, match=r"tick_agents: expected obs \(b, 5\), prior \(b, 5\), action \(b, 2\)"):
-        engine.tick_agents(obs[0], prior[0], action[0])
+        engine.tickagent_rows(obs[0], prior[0], action[0])
     case = random_case(9, (3, 2), [[0], [0, 1]], (2, 3), T=2, num_controls=(2, 1))
     engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba")
     with pytest.raises(ValueError, match=r"tick_agents: action\[1\]: expected controls in \[0, num_controls\) = \[2, 1\], got \[2, 0\]"):
-        engine.tick_agents(obs, prior, np.array([[0, 0], [2, 0], [0, 0]]))
+        engine.tickagent_rows(obs, prior, np.array([[0, 0], [2, 0], [0, 0]]))
