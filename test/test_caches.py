@@ -327,8 +327,7 @@ def test_configure_on_a_disk_that_fills_keeps_fused_numba_and_warns_once_per_cac
 
 @pytest.mark.numba
 def test_configure_with_a_damaged_decision_record_and_kernel_index_keeps_fused_numba(tmp_path):
-    """Issue 31 F2/F3: a kept decision whose timings are a list and kernel indexes whose pickle protocol byte is
-    damaged. ``variant: auto`` times again and still runs fused_numba; ``variant: fused_numba`` configures. Each
+    """A kept decision whose timings are a list, and kernel indexes whose pickle protocol byte is damaged. ``variant: auto`` times again and still runs fused_numba; ``variant: fused_numba`` configures. Each
     damaged file is named in one WARN, and nothing else warns."""
     import yaml
 
