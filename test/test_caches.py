@@ -399,6 +399,7 @@ JAX_DAMAGE = {"first_byte": _damage_byte(0, -1), "middle_byte": _damage_byte(-40
               "empty": _empty, "directory": _directory, "valid_compression_of_garbage": _zlib_of_garbage}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("damage", list(JAX_DAMAGE))
 def test_a_damaged_jax_cache_entry_is_compiled_again_with_one_warning_naming_it(tmp_path, damage):
     """JAX reads a damaged entry as a miss and warns without naming the file; its cache never replaces an entry

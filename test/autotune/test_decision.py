@@ -61,6 +61,7 @@ def test_device_gpu_without_a_gpu_is_refused_with_the_reason(model):
         dec.decide(model, dec.EngineConfig("fpi", device="gpu"), BUDGET)
 
 
+@pytest.mark.heavy
 def test_a_gpu_that_fails_its_self_test_falls_back_to_the_cpu(model, broken_gpu):
     found = devices.find_devices("auto")
     assert list(found.by_platform) == ["cpu"]
@@ -211,6 +212,7 @@ def kept_records(model, tmp_path_factory):
     return mine.name, json.loads(mine.read_text()), json.loads(other.read_text())
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("bad", list(BAD_RECORDS))
 def test_a_kept_decision_that_cannot_be_used_is_timed_again_with_one_warning_naming_it(model, kept_records, tmp_path,
                                                                                         bad):
@@ -238,6 +240,7 @@ def test_a_kept_decision_that_cannot_be_used_is_timed_again_with_one_warning_nam
     assert kept is not None and fresh.warnings == [] and kept["variant"] == decision.variant
 
 
+@pytest.mark.heavy
 def test_a_kept_decision_that_no_longer_builds_is_timed_again_with_a_warning(model, kept_records, tmp_path,
                                                                               monkeypatch):
     name, record, _ = kept_records

@@ -74,9 +74,19 @@ def _write_csv(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def _spec(index: int, regime: str, num_states: tuple, num_obs: tuple, deps: tuple) -> generator.ConfigSpec:
+    return generator.ConfigSpec(config_id=f"c{index:04d}", index=index, seed=0, F=len(num_states), M=len(num_obs),
+                                state_upper=max(num_states), obs_upper=max(num_obs), regime=regime, sample=0,
+                                num_states=num_states, num_obs=num_obs, num_controls=(2,) * len(num_states),
+                                A_dependencies=deps)
+
+
 @pytest.fixture(scope="module")
 def sweep_rows() -> list[dict]:
-    specs = [s for s in generator.generate_specs() if s.F <= 10 and s.M <= 10][::40][:5]
+    specs = [_spec(0, "uniform", (3, 4), (2, 5, 3), ((0,), (0, 1), (1,))),
+             _spec(1, "uniform", (5, 5, 2), (4, 4), ((0, 1), (1, 2))),
+             _spec(2, "skewed", (10, 2), (6,) * 7, ((0,), (1,), (0, 1), (0,), (1,), (0, 1), (0,))),
+             _spec(3, "skewed", (20,), (12, 9), ((0,), (0,)))]
     return synthetic_rows(specs, variants=SYNTHETIC_VARIANTS + ("fused_numba",))
 
 
