@@ -20,10 +20,11 @@ BUILD_STAMP := install/.bayes_infer_ros-build
 WARMUP_STAMP := install/.bayes_infer_ros-warmup
 REQS := requirements/core.txt requirements/dev.txt requirements/ros-kilted.txt
 
-.PHONY: help setup venv build warmup demo test test-core test-gpu test-slow test-jazzy test-colcon bench clean
+.PHONY: help setup venv build warmup demo test check test-core test-gpu test-slow test-jazzy test-colcon bench clean
 help:
 	@echo "make demo   - run the agent on the default model (config/agent.yaml); sets up first if needed"
 	@echo "make test   - run the whole test suite; sets up first if needed"
+	@echo "make check  - the quick tier: the units without a ROS graph or a long compile (about a minute)"
 	@echo "make setup  - idempotent: .venv with pinned deps, ROS 2 Kilted wheels, CMake fix-up, colcon build, warmup"
 	@echo "make warmup - compile the kernels and fill the caches the node's first start reads (bayes-infer warmup)"
 	@echo "make test-gpu - fused_cuda's kernel tests on this machine's CUDA device (make test runs them in a simulator)"
@@ -90,22 +91,27 @@ RUN := source $(VENV)/bin/activate && source install/setup.bash &&
 demo: setup
 	$(RUN) python -m lab demo
 
-# Several pytest processes, each holding a bounded number of compiled XLA programs: one per inference oracle
-# module, one for the rest, and fused_numba's tests (marker `numba`) on their own. One process holding the whole
-# suite's programs (thousands) died inside an XLA:CPU compile three times (SIGSEGV/SIGABRT in
-# backend_compile_and_load, late in the run; the same tests pass in a fresh process).
-# fused_cuda's kernel (marker `gpu_kernel`) runs in numba's CUDA simulator in a process of its own (no GPU needed;
-# `make test-gpu` runs the same tests on the machine's CUDA device). pytest's exit status 5 is a module whose
-# tests are all deselected here (they run in a later line).
-TEST_MARKS := not slow and not numba and not gpu_kernel
-# Modules whose every test carries the numba or gpu_kernel marker (module-level pytestmark): the steps below run them.
-MARKER_ONLY_MODULES := $(shell grep -l '^pytestmark = pytest.mark.\(numba\|gpu_kernel\)' test/inference/test_*.py)
+# The suite in pytest-xdist workers (TEST_WORKERS, default 2; `--dist loadfile`: a module and its module-scoped
+# fixtures stay in one worker). Each worker's compiled XLA programs are bounded by test/conftest.py, which clears
+# JAX's caches after every module: one process that held all of the suite's programs (thousands) crashed inside an
+# XLA:CPU compile (SIGSEGV/SIGABRT in backend_compile_and_load, near the kernel's vm.max_map_count).
+# fused_numba's tests (marker `numba`) run in workers of their own (two runs with numba loaded beside the whole
+# suite's XLA programs died in a later XLA compile). fused_cuda's kernel (marker `gpu_kernel`) runs in numba's CUDA
+# simulator in a process of its own (NUMBA_ENABLE_CUDASIM must be set before numba loads; `make test-gpu` runs the
+# same tests on the machine's CUDA device). The ROS graph tests claim a domain id per worker (test/ros/ros_harness.py).
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: setup
-	$(RUN) for f in $(filter-out $(MARKER_ONLY_MODULES),$(wildcard test/inference/test_*.py)); do \
-	  python -m pytest -m "$(TEST_MARKS)" $$f || exit 1; done
-	$(RUN) python -m pytest -m "$(TEST_MARKS)" --ignore=test/inference
-	$(RUN) python -m pytest -m "numba and not slow"
+	$(RUN) python -m pytest $(XDIST) -m "not slow and not numba and not gpu_kernel"
+	$(RUN) python -m pytest $(XDIST) -m "numba and not slow"
 	$(RUN) NUMBA_ENABLE_CUDASIM=1 python -m pytest -m "gpu_kernel and not slow"
+
+# The quick tier: the units that need no ROS graph and no long compile (about a minute on 2 cores). test/inference
+# (oracle sweeps: JAX and numba compiles) and test/ros (a ROS graph) are left out, and so is every test marked
+# `heavy` (seconds each: engine builds, subprocesses, timed sweeps). `make test` runs all of them.
+check: setup
+	$(RUN) python -m pytest $(XDIST) -m "not slow and not heavy and not ros and not numba and not gpu_kernel" \
+	  --ignore=test/inference --ignore=test/ros
 
 test-gpu: setup
 	$(RUN) python -m pytest -m "gpu_kernel and not slow"

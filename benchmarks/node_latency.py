@@ -26,63 +26,16 @@ import platform
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the lab (not installed)
-sys.path.insert(0, str(REPO / "test" / "ros"))
 
 import numpy as np  # noqa: E402
 
-import ros_harness  # noqa: E402
-
-
-class ObservationStream:
-    """Publishes one message per modality every period (random levels), recording publish times."""
-
-    def __init__(self, probe, ns, model, rate_hz=50.0):
-        from bayes_infer_ros.msg import CategoricalObservation
-
-        self.Msg = CategoricalObservation
-        self.pubs = [probe.publisher(f"{ns}/observations/{model.modality_name(i)}", CategoricalObservation)
-                     for i in range(model.num_modalities)]
-        self.num_obs = model.num_obs
-        self.period = 1.0 / rate_hz
-        self.sent_at: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.rng = np.random.default_rng(0)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def _run(self):
-        nxt = time.perf_counter()
-        while not self._stop.is_set():
-            stamp = time.time_ns()
-            for pub, m in zip(self.pubs, self.num_obs):
-                msg = self.Msg()
-                msg.level = int(self.rng.integers(0, m))
-                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
-                pub.publish(msg)
-            self.sent_at.append(time.monotonic())  # the probe stamps arrivals with time.monotonic()
-            nxt += self.period
-            time.sleep(max(0.0, nxt - time.perf_counter()))
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(timeout=2)
-
-
-def diag(probe_buf, fqn):
-    for _, arr in reversed(probe_buf):
-        for st in arr.status:
-            if st.name == f"{fqn}: inference":
-                return {kv.key: kv.value for kv in st.values}
-    return {}
+from lab import ros_graph  # noqa: E402
+from lab.ros_graph import ObservationStream  # noqa: E402
 
 
 def offline_calls(model, variants, rounds=40, paced_hz=50.0, paced_calls=150):
@@ -133,9 +86,9 @@ def run_mode(tmp, probe, model, rate_hz, seconds, cache, variant="baseline"):
     from bayes_infer_ros.msg import Beliefs
 
     ns = f"/bench_{'event' if rate_hz == 0 else 'timer'}_{variant}"
-    params = ros_harness.default_params()
+    params = ros_graph.default_params()
     params.update({"rate_hz": rate_hz, "jax_compilation_cache_dir": cache, "autostart": True, "variant": variant})
-    proc = ros_harness.AgentProcess(tmp, "agent", params, namespace=ns)
+    proc = ros_graph.start_agent(tmp, "agent", params, namespace=ns)
     try:
         beliefs = probe.record(f"{ns}/beliefs", Beliefs, 100)
         diags = probe.record("/diagnostics", DiagnosticArray, 100)
@@ -154,7 +107,7 @@ def run_mode(tmp, probe, model, rate_hz, seconds, cache, variant="baseline"):
             i = np.searchsorted(sent, t_recv) - 1  # the newest batch published before this beliefs arrived
             if i >= 0:
                 e2e.append((t_recv - sent[i]) * 1e3 - msg.inference_ms)
-        d = diag(diags, f"{ns}/agent")
+        d = ros_graph.status_values(diags, f"{ns}/agent")
         inf = np.array([m.inference_ms for _, m in window])
         return {
             "tick_mode": "event-driven" if rate_hz == 0 else f"timer {rate_hz:g} Hz", "variant": variant,
@@ -175,24 +128,11 @@ def run_mode(tmp, probe, model, rate_hz, seconds, cache, variant="baseline"):
 
 
 def start_time(tmp, probe, model, cache, tag):
-    from bayes_infer_ros.msg import Beliefs
-
-    ns = f"/start_{tag}"
-    params = ros_harness.default_params()
+    params = ros_graph.default_params()
     params.update({"rate_hz": 0.0, "jax_compilation_cache_dir": cache, "autostart": True, "variant": "baseline"})
-    stream = ObservationStream(probe, ns, model).start()
-    beliefs = probe.record(f"{ns}/beliefs", Beliefs, 100)
-    t0 = time.monotonic()
-    proc = ros_harness.AgentProcess(tmp, f"agent_{tag}", params, namespace=ns)
-    try:
-        ok = ros_harness.wait_for(lambda: len(beliefs) > 0, 180, period=0.002)
-        first = beliefs[0][0] if ok else None
-        log = proc.log_text()
-        return {"seconds_to_first_belief": (first - t0) if first else None, "log_configured": [
-            line.split("]: ")[-1] for line in log.splitlines() if "configured in" in line]}
-    finally:
-        stream.stop()
-        proc.stop()
+    first, log = ros_graph.time_to_first_belief(tmp, probe, model, f"/start_{tag}", f"agent_{tag}", params, 180)
+    return {"seconds_to_first_belief": first, "log_configured": [
+        line.split("]: ")[-1] for line in log.splitlines() if "configured in" in line]}
 
 
 def main(argv=None) -> int:
@@ -203,11 +143,11 @@ def main(argv=None) -> int:
                          "use the first")
     ap.add_argument("--no-start", action="store_true", help="skip the cold/warm start measurements")
     args = ap.parse_args(argv)
-    reason = ros_harness.ros_unavailable_reason()
+    reason = ros_graph.ros_unavailable_reason()
     if reason:
         print(reason, file=sys.stderr)
         return 2
-    ros_harness.set_loopback_env(ros_harness.claim_domain_id())
+    ros_graph.set_loopback_env(ros_graph.claim_domain_id())
     import jax
     import rclpy
 
@@ -215,7 +155,7 @@ def main(argv=None) -> int:
 
     model = load_model(REPO / "config" / "agent.yaml")
     rclpy.init()
-    probe = ros_harness.Probe("bench_probe")
+    probe = ros_graph.Probe("bench_probe")
     tmp = Path(tempfile.mkdtemp(prefix="bayes_infer_ros_bench_"))
     cache = str(tmp / "jax_cache")
     out = {

@@ -26,9 +26,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the lab (not installed)
-sys.path.insert(0, str(REPO / "test" / "ros"))
 
-import ros_harness  # noqa: E402
+from lab import ros_graph  # noqa: E402
 
 STATUS_FIELDS = ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "Threads")
 
@@ -53,12 +52,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 def measure(tmp: Path, variant: str, rate_hz: float, seconds: float, cold: bool) -> dict:
-    params = ros_harness.default_params()
+    params = ros_graph.default_params()
     params.update(variant=variant, rate_hz=rate_hz, tick_without_observations=True)
     if cold:
         os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(dir=tmp, prefix="numba_")
         params["jax_compilation_cache_dir"] = tempfile.mkdtemp(dir=tmp, prefix="jax_")
-    node = ros_harness.AgentProcess(tmp, f"mem_{variant}", params, plain=True)
+    node = ros_graph.start_agent(tmp, f"mem_{variant}", params, plain=True)
     try:
         t0 = time.monotonic()
         if not node.wait_log("active", timeout=180.0):
@@ -83,8 +82,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--cold", action="store_true", help="empty numba and JAX caches for each node")
     args = parser.parse_args()
-    domain = ros_harness.claim_domain_id()
-    ros_harness.set_loopback_env(domain)
+    domain = ros_graph.claim_domain_id()
+    ros_graph.set_loopback_env(domain)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

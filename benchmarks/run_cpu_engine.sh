@@ -49,7 +49,6 @@ bash benchmarks/cpu_threads.sh | tee benchmarks/cpu_threads_cpu.txt
 python benchmarks/xla_cpu_modes.py --rounds 40 2>&1 | grep -v "^I1" | tee benchmarks/xla_cpu_modes_cpu.txt
 python benchmarks/node_latency.py --seconds 15 --variants baseline fused_numba fused_pairwise --no-start \
     > benchmarks/node_latency_engine_cpu.json
-bash benchmarks/demo_ab.sh 4 04a2d31 d3f4670  # the head of demo_ab_cpu.txt (the stand-in notes below it: by hand)
 python benchmarks/verify_cost.py | grep -v "^I1" | tee benchmarks/verify_cost_cpu.txt
 
 # 4. The autotuner on both sweeps (18 / 17 / 17 configurations; 60 / 30 search draws), the model for machines without numba,
@@ -60,16 +59,8 @@ python -m lab autotune-train benchmarks/sweep_engine_cpu.csv benchmarks/sweep_en
 python -m lab autotune-train benchmarks/sweep_engine_cpu.csv benchmarks/sweep_engine_m125_cpu.csv --n-iter 60 --rf-n-iter 30 --jobs 2 \
     --exclude fused_numba --tag cpu_portable --report-dir $T/portable | grep "configs," >> benchmarks/autotune_train_cpu.txt
 python -m lab report benchmarks/sweep_engine_cpu.csv --tag engine_cpu --autotune benchmarks/autotune_cv_cpu.csv
-PYTHONPATH=. python benchmarks/unseen_vs_baseline.py --models 16 --csv benchmarks/unseen_vs_baseline_cpu.csv \
-    > benchmarks/unseen_vs_baseline_cpu.md
+python -m lab bench-unseen --models 16 --csv benchmarks/unseen_vs_baseline_cpu.csv > benchmarks/unseen_vs_baseline_cpu.md
 ROS_DOMAIN_ID=77 python benchmarks/companion_gil.py --seconds 30 > benchmarks/companion_gil_cpu.json
 PYTHONPATH=. python benchmarks/numba_vs_baseline.py c0132,c0247,c0193,c0677,c0704
-PYTHONPATH=. python benchmarks/numba_kernel_ab.py b256622 | tee benchmarks/numba_dtype_ab_cpu.txt
-PYTHONPATH=. python benchmarks/numba_kernel_ab.py 0838cc1 --ids default,c0049,c0031,c0145,c0677,c0193,c0247,c0704 \
-    | tee benchmarks/numba_refcount_ab_cpu.txt
-PYTHONPATH=. python benchmarks/numba_kernel_ab.py 548709a --ids default,c0049,c0031,c0145,c0677,c0193,c0132,c0459,c0247,c0704,c0510 \
-    | tee benchmarks/numba_long_contraction_ab_cpu.txt
-PYTHONPATH=. python benchmarks/numba_kernel_ab.py 5f2395c --ids default,c0049,c0031,c0145,c0677,c0193,c0132,c0459,c0374,c0247 \
-    | tee benchmarks/numba_offset_guard_ab_cpu.txt
-PYTHONPATH=. python benchmarks/tick_dispatch_ab.py > benchmarks/tick_dispatch_ab_cpu.json
+# The one-off A/Bs of kernel and tick changes and their commands: benchmarks/archive/README.md.
 python -m lab bench-variants --max-minutes 30 --no-progress  # benchmarks/variants_cpu.csv; its printed tables -> variants_cpu.md

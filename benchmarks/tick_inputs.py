@@ -1,5 +1,5 @@
 """One FPI tick's inputs for a model, shared by the tick benchmarks (node_latency, tick_cooling,
-tick_dispatch_ab)."""
+archive/tick_dispatch_ab)."""
 from __future__ import annotations
 
 import numpy as np

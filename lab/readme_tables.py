@@ -1,4 +1,8 @@
-"""The result tables of README.md and benchmarks/README.md, rendered from the committed result files.
+"""The result tables of README.md, benchmarks/README.md and docs/autotune.md, rendered from the committed result
+files.
+
+    python -m lab readme-tables           # rewrite the marked blocks
+    python -m lab readme-tables --check   # change nothing; exit 1 naming the tables that differ
 
 Each table sits between marker comments in a markdown file::
 
@@ -8,20 +12,22 @@ Each table sits between marker comments in a markdown file::
 
 ``render(name, bench_dir)`` builds one table from the files in ``bench_dir`` (``benchmarks/``) and the shipped
 autotuner models; ``update(text, bench_dir)`` replaces every marked block of a file's text; ``stale(path,
-bench_dir)`` names the blocks whose text differs from what the files give. ``benchmarks/make_readme_tables.py``
-rewrites the files, and a test fails when a committed table and its source disagree.
+bench_dir)`` names the blocks whose text differs from what the files give. A block may open with a sentence of
+what was measured (counts, sizes, where a crossover lies): every figure in it comes from the same files, and a
+test fails when a committed block and its source disagree.
 
 Ratios are pymdp's time over the variant's (> 1: faster than pymdp), per (configuration, algorithm), summarised
 over configurations: median (p5, min) for sweeps, median (worst) for the variants benchmark.
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import math
 import re
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -31,6 +37,8 @@ from bayes_infer_ros.inference.registry import PAPER_VARIANTS
 from lab import report
 
 ALGORITHMS = ("fpi", "vmp", "mmp")
+ROOT = Path(__file__).resolve().parents[1]
+FILES = (ROOT / "README.md", ROOT / "benchmarks" / "README.md", ROOT / "docs" / "autotune.md")
 MODEL_DIR = DEFAULT_MODEL_DIR
 BLOCK = re.compile(r"(<!-- table:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /table:(?P=name) -->)", re.S)
 
@@ -61,6 +69,26 @@ def _best_paper(summary: dict, alg: str) -> tuple[str, dict]:
     return max(named, key=lambda t: t[1]["median_ratio"] if math.isfinite(t[1]["median_ratio"]) else -1.0)
 
 
+def size_text(v: float) -> str:
+    """An element count as the docs write it: 60, 5.3e3, 1.3e6."""
+    return f"{v:.0f}" if v < 1000 else f"{v:.1e}".replace("e+0", "e").replace("e+", "e")
+
+
+def models_facts(rows: Sequence[dict]) -> dict:
+    """What a benchmark CSV ran on: its configurations, strata, largest F or M, and the smallest and largest model's
+    A elements (``param_count`` of pymdp's rows, "-" when the CSV has none)."""
+    sizes = [float(r["param_count"]) for r in rows if r.get("variant") == report.PYMDP and r.get("param_count")]
+    return {"configs": len({r["config_id"] for r in rows}), "strata": len({r["stratum"] for r in rows}),
+            "max_fm": max(max(int(r["F"]), int(r["M"])) for r in rows),
+            "sizes": (size_text(min(sizes)), size_text(max(sizes))) if sizes else ("-", "-")}
+
+
+def sweep_caption(rows: Sequence[dict]) -> str:
+    f = models_facts(rows)
+    return (f"{f['configs']} configurations from {f['strata']} of the paper's 20 (F, M, regime) strata, F and M up to "
+            f"{f['max_fm']}, {f['sizes'][0]} to {f['sizes'][1]} A elements. pymdp / variant, median (p5, min):")
+
+
 def fastest_counts(rows: Sequence[dict], metric: str = "time_s") -> tuple[dict[str, int], int]:
     """({variant: (configuration, algorithm) pairs where it was the fastest variant}, pairs) over ok rows."""
     lat, _, _ = report.latency_tables(rows, metric)
@@ -77,14 +105,16 @@ def fastest_counts(rows: Sequence[dict], metric: str = "time_s") -> tuple[dict[s
 
 
 def sweep_table(summary_csv: Path, sweep_csv: Path, autotuner: bool = True) -> str:
-    """Per algorithm: baseline, the best of the paper's variants, fused_numba and (``autotuner``) ``variant: auto``
-    as shipped (out-of-fold, top 3 + baseline timed), each median (p5, min) of pymdp / variant."""
+    """What the sweep ran on, then per algorithm: baseline, the best of the paper's variants, fused_numba and
+    (``autotuner``) ``variant: auto`` as shipped (out-of-fold, top 3 + baseline timed), each median (p5, min) of
+    pymdp / variant, and how often fused_numba was the fastest variant."""
     s = _summary(summary_csv)
+    rows = _rows(sweep_csv)
     head = "| algorithm | configurations | baseline | best of the paper's variants | fused_numba |"
     rule = "|---|---|---|---|---|"
     if autotuner:
         head, rule = head + " `variant: auto` |", rule + "---|"
-    lines = [head, rule]
+    lines = [sweep_caption(rows), "", head, rule]
     for alg in ALGORITHMS:
         name, paper = _best_paper(s, alg)
         numba = s[(alg, "fused_numba")]
@@ -93,7 +123,7 @@ def sweep_table(summary_csv: Path, sweep_csv: Path, autotuner: bool = True) -> s
         if autotuner:
             cells.append(_spread(s[(alg, report.AUTOTUNER_VERIFY)]))
         lines.append("| " + " | ".join(cells) + " |")
-    wins, pairs = fastest_counts(_rows(sweep_csv))
+    wins, pairs = fastest_counts(rows)
     numba_wins = wins.get("fused_numba", 0)
     others = ", ".join(f"{v} {n}" for v, n in sorted(wins.items()) if v != "fused_numba")
     lines.append("")
@@ -103,11 +133,15 @@ def sweep_table(summary_csv: Path, sweep_csv: Path, autotuner: bool = True) -> s
 
 
 def variants_table(variants_csv: Path) -> str:
-    """The variants benchmark's packed call (what the node runs): pymdp / variant, median (worst), per algorithm."""
+    """The variants benchmark's models, then its packed call (what the node runs): pymdp / variant, median (worst),
+    per algorithm."""
     rows = _rows(variants_csv)
     lat, _, status = report.latency_tables(rows, "packed_median_s")
     s = {(r["algorithm"], r["variant"]): r for r in report.summary_rows(report.ratios(lat, {}), status)}
-    lines = ["| algorithm | models | baseline | best of the paper's variants | fused_dense | fused_pairwise | fused_numba |",
+    f = models_facts(rows)
+    lines = [f"{f['configs']} generator models, {f['sizes'][0]} to {f['sizes'][1]} A elements, F and M up to "
+             f"{f['max_fm']}. The packed call, pymdp / variant, median (worst):", "",
+             "| algorithm | models | baseline | best of the paper's variants | fused_dense | fused_pairwise | fused_numba |",
              "|---|---|---|---|---|---|---|"]
     cell = lambda r: f"{_x(r['median_ratio'])} ({_x(r['min_ratio'])})"  # noqa: E731
     for alg in ALGORITHMS:
@@ -121,11 +155,13 @@ def variants_table(variants_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def gpu_table(summary_csv: Path) -> str:
-    """A GPU run's list call: pymdp / variant, median over its models, for the variants the findings name."""
+def gpu_table(summary_csv: Path, variants_csv: Path) -> str:
+    """A GPU run's models, then its list call: pymdp / variant, median over its models, for a few variants."""
     s = _summary(summary_csv)
+    f = models_facts(_rows(variants_csv))
     names = ("baseline", "clustered_end_to_end", "fused_dense", "fused_pairwise", "fused_numba")
-    lines = ["| algorithm | models | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    lines = [f"{f['configs']} models, {f['sizes'][0]} to {f['sizes'][1]} A elements. List call, pymdp / variant, "
+             "median over the models:", "", "| algorithm | models | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
     for alg in ALGORITHMS:
         lines.append(f"| {alg} | {s[(alg, 'baseline')]['configs']} | "
                      + " | ".join(_x(s[(alg, v)]["median_ratio"]) for v in names) + " |")
@@ -135,7 +171,9 @@ def gpu_table(summary_csv: Path) -> str:
 def unseen_table(unseen_csv: Path) -> str:
     """``variant: auto`` on unseen models: what it picked, the pick's time over baseline's, configure time."""
     rows = _rows(unseen_csv)
-    lines = ["| algorithm | models | picks | pick / baseline: median | worst | configure s: median | max |",
+    f = models_facts(rows)
+    lines = [f"{f['configs']} models from another generator seed, F and M up to {f['max_fm']}:", "",
+             "| algorithm | models | picks | pick / baseline: median | worst | configure s: median | max |",
              "|---|---|---|---|---|---|---|"]
     for alg in ALGORITHMS:
         rs = [r for r in rows if r["algorithm"] == alg]
@@ -166,13 +204,19 @@ def regret_table(model_dir: Path = MODEL_DIR) -> str:
 
 
 def readme_speed_table(bench_dir: Path) -> str:
-    """README's table: the sweep's fused_numba and ``variant: auto``, the variants benchmark's packed fused_numba."""
+    """README's table: what both benchmarks ran on, the sweep's fused_numba and ``variant: auto``, the variants
+    benchmark's packed fused_numba."""
     s = _summary(bench_dir / "summary_engine_cpu.csv")
     rows = _rows(bench_dir / "variants_cpu.csv")
     lat, _, status = report.latency_tables(rows, "packed_median_s")
     v = {(r["algorithm"], r["variant"]): r for r in report.summary_rows(report.ratios(lat, {}), status)}
-    lines = ["| algorithm | generated models: `variant: auto` | fused_numba | baseline (JAX) "
-             "| a dozen models, 60 to 1.3e6 A elements: fused_numba |", "|---|---|---|---|---|"]
+    sweep, dozen = models_facts(_rows(bench_dir / "sweep_engine_cpu.csv")), models_facts(rows)
+    lines = [f"pymdp 1.0.4's time over ours on the 2-core development VM, both in one process, round-robin: on "
+             f"{sweep['configs']} generated models from {sweep['strata']} of the paper's 20 strata (F and M up to "
+             f"{sweep['max_fm']}), median (p5, min), and on {dozen['configs']} models from {dozen['sizes'][0]} to "
+             f"{dozen['sizes'][1]} A elements (`make bench`), median (worst):", "",
+             "| algorithm | generated models: `variant: auto` | fused_numba | baseline (JAX) "
+             f"| {dozen['configs']} models: fused_numba |", "|---|---|---|---|---|"]
     for alg in ALGORITHMS:
         r = v[(alg, "fused_numba")]
         lines.append(f"| {alg} | **{_spread(s[(alg, report.AUTOTUNER_VERIFY)])}** | {_spread(s[(alg, 'fused_numba')])}"
@@ -191,7 +235,7 @@ def _num(v: float, fmt: str) -> str:
 
 def fleet_table(fleet_csv: Path) -> str:
     """Many agents of one model: one node with an engine row per agent against one process per agent (medians over
-    the rounds of ``benchmarks/fleet_benchmark.py``)."""
+    the rounds of ``python -m lab bench-fleet``)."""
     rows = _rows(fleet_csv)
     lines = ["| agents | one node: `inference_ms` per tick, all agents | one node: VmRSS | one process per agent: "
              "`inference_ms` each | one process per agent: VmRSS, all |", "|---|---|---|---|---|"]
@@ -269,7 +313,7 @@ def launch_floor_table(path: Path) -> str:
 
 
 def first_start_table(jsonl: Path) -> str:
-    """``benchmarks/first_start.py``'s runs, one a line: the node's "configured in" and spawn -> first Beliefs, first
+    """``python -m lab first-start``'s runs, one a line: the node's "configured in" and spawn -> first Beliefs, first
     start (after the caches were cleared, and warmed by ``bayes-infer warmup`` for "after") and warm start, median
     (min-max) seconds over the run's repetitions, with the machine's load."""
     def cell(stat: dict) -> str:
@@ -287,6 +331,36 @@ def first_start_table(jsonl: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gpu_crossover(throughput_csv: Path) -> tuple[Optional[int], list[int]]:
+    """(the smallest b from which the GPU's best candidate beats the host CPU's best in agent-ticks per second at
+    every measured b, or None; the measured b), from ``benchmarks/agents_throughput.py --gpu``'s CSV."""
+    best: dict[tuple[int, str], float] = {}
+    for r in _rows(throughput_csv):
+        key = (int(r["b"]), "cpu" if r["device"] == "cpu" else "gpu")
+        best[key] = max(best.get(key, 0.0), float(r["agent_ticks_per_s"]))
+    measured = sorted({b for b, _ in best})
+    gpu_wins = [b for b in measured if best.get((b, "gpu"), 0.0) > best.get((b, "cpu"), 0.0)]
+    from_b = next((b for b in measured if all(c in gpu_wins for c in measured if c >= b)), None)
+    return from_b, measured
+
+
+def gpu_summary(latency_txt: Path, throughput_csv: Path) -> str:
+    """Where the default model's FPI tick is fastest (``gpu_ticks.py time``: the host CPU's fused_numba tick against
+    the fastest GPU call) and from how many agents per call the GPU wins."""
+    med = latency_medians(latency_txt)
+    cpu = med[("fpi", "fused_numba:tick")]
+    gpu_name, gpu = min(((n, t) for (alg, n), t in med.items() if alg == "fpi" and not n.startswith("fused_numba")),
+                        key=lambda nt: nt[1])
+    where = "on the host CPU" if cpu < gpu else "on the GPU"
+    from_b, measured = gpu_crossover(throughput_csv)
+    line = (f"One process, round-robin: the default model's FPI tick is fastest {where} (fused_numba's tick "
+            f"{cpu:.0f} us; the fastest GPU call, {gpu_name.split(':')[0]}'s, {gpu:.0f} us); ")
+    if from_b is None:
+        return line + f"the GPU does not beat the host CPU up to {measured[-1]} agents per call.\n"
+    return line + (f"from {from_b} agents per call (of b = {', '.join(map(str, measured))}) the GPU's agent-ticks per "
+                   "second beat the host CPU's.\n")
+
+
 H200_LATENCY = (("pymdp (GPU)", "pymdp", "pymdp"), ("fused_dense (GPU)", "fused_dense", "fused_dense"),
                 ("fused_cuda (GPU, one launch)", "fused_cuda", "fused_cuda"),
                 ("fused_numba (host CPU)", "fused_numba", "fused_numba"))
@@ -296,6 +370,8 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "gpu_latency_h200": lambda d: gpu_latency_table(d / "default_model_latency_fused_cuda_nvidia_h200.txt",
                                                     H200_LATENCY),
     "agents_throughput_h200": lambda d: agents_table(d / "agents_throughput_nvidia_h200.csv"),
+    "gpu_summary_h200": lambda d: gpu_summary(d / "default_model_latency_fused_cuda_nvidia_h200.txt",
+                                              d / "agents_throughput_nvidia_h200.csv"),
     "first_start": lambda d: first_start_table(d / "first_start_cpu.jsonl"),
     "gpu_variants_h200": lambda d: latency_rows_table(d / "default_model_latency_nvidia_h200.txt"),
     "launch_floor_h200": lambda d: launch_floor_table(d / "launch_floor_nvidia_h200.txt"),
@@ -306,7 +382,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "sweep_m125": lambda d: sweep_table(d / "summary_engine_m125_cpu.csv", d / "sweep_engine_m125_cpu.csv",
                                         autotuner=False),
     "variants": lambda d: variants_table(d / "variants_cpu.csv"),
-    "gpu_h100": lambda d: gpu_table(d / "summary_nvidia_h100_80gb_hbm3.csv"),
+    "gpu_h100": lambda d: gpu_table(d / "summary_nvidia_h100_80gb_hbm3.csv", d / "variants_nvidia_h100_80gb_hbm3.csv"),
     "unseen": lambda d: unseen_table(d / "unseen_vs_baseline_cpu.csv"),
     "regret": lambda d: regret_table(),
     "auto_variants": lambda d: auto_variants_table(),
@@ -333,3 +409,19 @@ def blocks(text: str) -> dict[str, str]:
 def stale(path: Path, bench_dir: Path) -> list[str]:
     """The tables of the markdown file ``path`` whose text is not what ``bench_dir``'s files give."""
     return [name for name, body in blocks(Path(path).read_text()).items() if body != render(name, bench_dir)]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lab readme-tables", description=__doc__.split("\n")[0])
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 when a table is out of date")
+    args = p.parse_args(argv)
+    bench_dir = ROOT / "benchmarks"
+    out_of_date = 0
+    for path in FILES:
+        names = stale(path, bench_dir)
+        out_of_date += len(names)
+        if names:
+            print(f"{path.relative_to(ROOT)}: {'out of date' if args.check else 'rewritten'}: {', '.join(names)}")
+            if not args.check:
+                path.write_text(update(path.read_text(), bench_dir))
+    return 1 if args.check and out_of_date else 0

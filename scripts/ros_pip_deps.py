@@ -69,6 +69,7 @@ PIP_ONLY = {
     "xgboost-cpu": "3.2.0",        # training the autotuner (the node evaluates the shipped forest in numpy)
     "rosbags": "0.11.9",           # bags, replay, recorder (rosdep key python3-rosbags-pip would pip it too)
     "pytest-timeout": "2.4.0",     # the test suite
+    "pytest-xdist": "3.8.0",       # the test suite's workers (make test, make check)
     "numba": "0.68.1",             # variant fused_numba, what the node runs on a CPU (numpy >= 1.22)
     "llvmlite": "0.50.0",          # numba's LLVM binding (numba 0.68.1's), imported by fused_numba's kernels
 }
@@ -80,7 +81,7 @@ NUMBA_MIN_AARCH64 = (0, 59)
 PYMDP = ("inferactively-pymdp", "1.0.4", {"0.10.2", "0.6.2"})
 # What --runtime leaves out: the test suite and the autotuner's training (pymdp also pulls matplotlib, seaborn,
 # pandas and networkx).
-TOOL_ONLY = frozenset({"xgboost-cpu", "pytest-timeout", PYMDP[0]})
+TOOL_ONLY = frozenset({"xgboost-cpu", "pytest-timeout", "pytest-xdist", PYMDP[0]})
 
 # Jetson (L4T). The release file's first line: "# R36 (release), REVISION: 4.0, GCID: ..., BOARD: ...".
 TEGRA_RELEASE = "/etc/nv_tegra_release"
@@ -306,7 +307,7 @@ def venv_recipe(distro: str, python: str, numpy: Optional[str], *, jetson: Optio
     elif jetson is not None:
         out += [f"# kept: jaxlib {installed['jaxlib'].version} (installed; the list pins it as it is)"]
     env = "ROS_PIP_NUMPY_OVERLAY=1 " if overlay else ""
-    out += ["# what the node needs (drop --runtime for the test suite's pymdp, pytest-timeout and xgboost)",
+    out += ["# what the node needs (drop --runtime for the test suite's pymdp, pytest-timeout, pytest-xdist and xgboost)",
             f"{env}python {script} --runtime --write {venv}/ros-pip-deps.txt",
             f"pip install -r {venv}/ros-pip-deps.txt",
             f"colcon build --packages-select bayes_infer_ros --cmake-args -DPython3_EXECUTABLE={venv}/bin/python",
@@ -363,7 +364,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--cpu-jax", action="store_true", default=os.environ.get("ROS_PIP_CPU_JAX") == "1",
                         help="on a Jetson without jaxlib: PyPI's CPU-only jaxlib (the node runs on the CPU)")
     parser.add_argument("--runtime", action="store_true",
-                        help="only what the node needs: no pymdp, pytest-timeout or xgboost")
+                        help="only what the node needs: no pymdp, pytest-timeout, pytest-xdist or xgboost")
     parser.add_argument("--recipe", action="store_true", help="print the venv recipe for this machine")
     parser.add_argument("--venv", default="$HOME/ws/.venv", help="the venv the recipe makes (default: $HOME/ws/.venv)")
     parser.add_argument("--write", metavar="FILE", help="write a requirements file instead of printing")

@@ -3,7 +3,7 @@
 # on an x86-64 Debian/Ubuntu host: Debian bookworm's arm64 Python 3.11 in a directory (debootstrap's first stage,
 # no chroot, no binfmt_misc needed: qemu-aarch64-static -L <root> runs it) and PyPI's aarch64 wheels (numpy, jax,
 # jaxlib, numba, llvmlite, pymdp, pytest) at the versions of requirements/, installed with the host's pip into a
-# target folder. Also runs test/test_native_fp_mode.py, which checks the kernels take the AArch64 FPCR path.
+# target folder. Also runs test/inference/native/test_fp_mode.py, which checks the kernels take the AArch64 FPCR path.
 #
 #   bash scripts/test_aarch64.sh [pytest args]      # or: make test-aarch64
 #
@@ -62,5 +62,5 @@ export PYTHONPATH="$PWD/$SITE:$PWD" PYTHONDONTWRITEBYTECODE=1 NUMBA_CACHE_DIR="$
   platform.python_version(), "numpy", numpy.__version__, "jax", jax.__version__, "numba", numba.__version__)'
 start=$(date +%s)
 "${PY[@]}" -m pytest -p no:cacheprovider -m "numba and not slow" -rA \
-  test/test_native_fp_mode.py test/inference/test_fused_variants.py test/inference/test_belief_filter.py "$@"
+  test/inference/native/test_fp_mode.py test/inference/test_fused_variants.py test/inference/test_belief_filter.py "$@"
 echo "test-aarch64: the tests took $(( $(date +%s) - start )) s under emulation"

@@ -2,28 +2,32 @@
 import time
 
 
-class Slowed:
-    """An engine whose per-tick call sleeps ``seconds`` first: a lower bound on its time that load cannot undo."""
-
-    def __init__(self, engine, seconds):
-        self._engine, self._seconds = engine, seconds
+class _Wrapped:
+    def __init__(self, engine):
+        self._engine = engine
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
+
+
+class Slowed(_Wrapped):
+    """An engine whose per-tick call sleeps ``seconds`` first: a lower bound on its time that load cannot undo."""
+
+    def __init__(self, engine, seconds):
+        super().__init__(engine)
+        self._seconds = seconds
 
     def tick_prepared(self, *args):
         time.sleep(self._seconds)
         return self._engine.tick_prepared(*args)
 
 
-class Broken:
+class Broken(_Wrapped):
     """An engine whose per-tick call raises ``error`` (a kernel that does not compile for this device)."""
 
     def __init__(self, engine, error):
-        self._engine, self._error = engine, error
-
-    def __getattr__(self, name):
-        return getattr(self._engine, name)
+        super().__init__(engine)
+        self._error = error
 
     def tick_prepared(self, *args):
         raise self._error

@@ -1,4 +1,4 @@
-"""The caches are optional (issue 24 F3/F4): an unwritable or full numba or JAX cache folder never fails the node's
+"""The caches are optional: an unwritable or full numba or JAX cache folder never fails the node's
 configure, never makes ``variant: auto`` drop fused_numba, and is logged once as a WARNING naming
 ``NUMBA_CACHE_DIR`` / ``jax_compilation_cache_dir``.
 
@@ -327,8 +327,7 @@ def test_configure_on_a_disk_that_fills_keeps_fused_numba_and_warns_once_per_cac
 
 @pytest.mark.numba
 def test_configure_with_a_damaged_decision_record_and_kernel_index_keeps_fused_numba(tmp_path):
-    """Issue 31 F2/F3: a kept decision whose timings are a list and kernel indexes whose pickle protocol byte is
-    damaged. ``variant: auto`` times again and still runs fused_numba; ``variant: fused_numba`` configures. Each
+    """A kept decision whose timings are a list, and kernel indexes whose pickle protocol byte is damaged. ``variant: auto`` times again and still runs fused_numba; ``variant: fused_numba`` configures. Each
     damaged file is named in one WARN, and nothing else warns."""
     import yaml
 
@@ -400,6 +399,7 @@ JAX_DAMAGE = {"first_byte": _damage_byte(0, -1), "middle_byte": _damage_byte(-40
               "empty": _empty, "directory": _directory, "valid_compression_of_garbage": _zlib_of_garbage}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("damage", list(JAX_DAMAGE))
 def test_a_damaged_jax_cache_entry_is_compiled_again_with_one_warning_naming_it(tmp_path, damage):
     """JAX reads a damaged entry as a miss and warns without naming the file; its cache never replaces an entry
@@ -431,6 +431,7 @@ def test_a_damaged_jax_cache_entry_is_compiled_again_with_one_warning_naming_it(
 
 
 # ---- bayes-infer warmup ------------------------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_warmup_with_an_unwritable_jax_cache_exits_0_with_one_warning(tmp_path):
     """The CLI runs configure's work (variant baseline here: no numba) and exits 0; the unwritable cache folder is
     one WARNING naming jax_compilation_cache_dir."""
@@ -450,6 +451,7 @@ def test_warmup_with_an_unwritable_jax_cache_exits_0_with_one_warning(tmp_path):
     assert len(warnings) == 1 and "jax_compilation_cache_dir" in warnings[0] and "Not a directory" in warnings[0]
 
 
+@pytest.mark.heavy
 def test_warmup_reports_a_broken_params_file_with_exit_1(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text("/**:\n  ros__parameters:\n    variant: baseline\n")  # no model

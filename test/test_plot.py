@@ -54,6 +54,7 @@ def fake_beliefs(steps, seed=0):
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("old", [False, True])
 def test_plot_reads_beliefs_bags_and_draws_the_demo_figure(tmp_path, repo_root, capsys, old):
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.inference import ALGORITHMS, build_inference
-from oracle import Case, max_abs_diff, pymdp_reference_jit, random_case, structured_case, unbatch
-from tolerances import FLOAT32_ATOL
+from oracle import Case, max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, structured_case, unbatch
+from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
 
 # Iterations per algorithm and the VMP/MMP step size of the structure cases.
 ITERS = {"fpi": 12, "vmp": 6, "mmp": 6}
@@ -190,3 +190,28 @@ def prepared_elements(engine) -> int:
     """Floating-point elements of one model in the engine's prepared likelihood arrays."""
     return sum(int(np.size(x)) // int(np.shape(x)[0]) for x in jax.tree_util.tree_leaves(engine.params["lik"])
                if np.issubdtype(np.asarray(x).dtype, np.floating))
+
+
+def agent_rows(engine, b: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """b random rows for the engine's structure: obs (b, O) and prior (b, S) soft distributions, action (b, F) valid
+    controls."""
+    rng = np.random.default_rng(seed)
+    s = engine.structure
+    obs = np.concatenate([rng.dirichlet(np.ones(m), b) for m in s.num_obs], axis=1)
+    prior = np.concatenate([rng.dirichlet(np.ones(n), b) for n in s.num_states], axis=1)
+    action = np.stack([rng.integers(0, u, b) for u in s.num_controls], axis=1)
+    return obs.astype(engine.dtype), prior.astype(engine.dtype), action.astype(np.int32)
+
+
+def assert_tick_matches_pymdp(case: Case, action: np.ndarray, variant: str, num_iter: int, dtype) -> None:
+    """The ``variant`` engine's FPI tick on ``case`` (beliefs and the next prior, in ``dtype``) equals pymdp's
+    ``run_factorized_fpi`` and ``compute_expected_state`` under ``action`` (float64 cases: call under enable_x64)."""
+    engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant=variant, num_iter=num_iter,
+                             dtype=dtype)
+    want = pymdp_reference_jit("fpi", case, num_iter)
+    want_next = pymdp_expected_state(case, want, action)
+    q, nxt = engine.tick(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), action)
+    assert q.dtype == nxt.dtype == dtype
+    atol = FLOAT32_ATOL if dtype == np.float32 else FLOAT64_ATOL
+    assert max_abs_diff(engine.layout.split_states(q), want) <= atol
+    assert max_abs_diff(engine.layout.split_states(nxt), want_next) <= atol

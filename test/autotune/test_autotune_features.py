@@ -80,6 +80,7 @@ def test_size_estimates_are_the_variants_plans(seed):
         assert est["fused_numba"] == est["baseline"] == est["unmerged"]
 
 
+@pytest.mark.heavy
 def test_peak_covers_the_stored_arrays():
     spec = g.generate_specs()[7]
     est = ft.size_estimates(spec)

@@ -52,6 +52,7 @@ def trained(tmp_path_factory):
     return out
 
 
+@pytest.mark.heavy
 def test_training_writes_models_meta_and_training_csv(trained):
     meta = json.loads((trained / "cpu_meta.json").read_text())
     assert meta["feature_names"] == sel.feature_names()
@@ -67,6 +68,7 @@ def test_training_writes_models_meta_and_training_csv(trained):
     assert set(ds) == {"fpi", "vmp"} and ds["fpi"].X.shape[1] == len(sel.feature_names())
 
 
+@pytest.mark.heavy
 def test_select_variant_is_fast_feasible_and_falls_back(trained, monkeypatch):
     monkeypatch.setattr(sel, "_registered", lambda: ("baseline", "hybrid", "clustered_hybrid", "hybrid_block",
                                                      "clustered_hybrid_block"))
@@ -124,6 +126,7 @@ def _builders(model, algorithm, variants, num_iter=16):
     return {v: (lambda v=v: engine_for_model(model, algorithm, variant=v, num_iter=num_iter)) for v in variants}
 
 
+@pytest.mark.heavy
 def test_verify_builds_and_times_candidates():
     """The verify step on real engines: every candidate timed, the fastest returned with its engine, refusals
     timed as inf, nothing running gives no answer."""
@@ -147,6 +150,7 @@ def test_verify_builds_and_times_candidates():
         None, None, {"no_such_variant": float("inf")})
 
 
+@pytest.mark.heavy
 def test_verify_never_picks_a_variant_measured_slower_than_baseline(tmp_path, monkeypatch):
     """The prediction is wrong (it names a variant that runs slower here): the verify step times baseline as
     well and returns it. A sleep is a lower bound on the slowed variant's time, so load cannot flip this."""

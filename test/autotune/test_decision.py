@@ -47,6 +47,7 @@ def broken_gpu(fake_gpu, monkeypatch):
 
 
 # ---- devices and the self-test -------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_cpu_only_machine_runs_on_the_cpu_and_says_why(model):
     decision = dec.decide(model, dec.EngineConfig("fpi"), BUDGET, cache=None)
     assert decision.device == "cpu:0" and decision.platform == "cpu"
@@ -60,6 +61,7 @@ def test_device_gpu_without_a_gpu_is_refused_with_the_reason(model):
         dec.decide(model, dec.EngineConfig("fpi", device="gpu"), BUDGET)
 
 
+@pytest.mark.heavy
 def test_a_gpu_that_fails_its_self_test_falls_back_to_the_cpu(model, broken_gpu):
     found = devices.find_devices("auto")
     assert list(found.by_platform) == ["cpu"]
@@ -94,6 +96,7 @@ def test_candidates_are_device_variant_pairs(model):
         dec.candidates(model, dec.EngineConfig("fpi", "fused_numba", device="gpu"), BUDGET, ["gpu"])
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("slow", ["cpu", "gpu"])
 def test_auto_runs_the_measured_fastest_device(model, monkeypatch, slow):
     """Whichever device's candidates are slowed, the decision runs on the other one: ``device: auto`` is the
@@ -120,6 +123,7 @@ def test_auto_runs_the_measured_fastest_device(model, monkeypatch, slow):
     assert decision.timings[f"{decision.variant}@{decision.platform}"] == min(decision.timings.values())
 
 
+@pytest.mark.heavy
 def test_device_settings_restrict_the_candidates(model, fake_gpu):
     for setting, expected in (("cpu", {"cpu"}), ("gpu", {"gpu"})):
         decision = dec.decide(model, dec.EngineConfig("fpi", device=setting), BUDGET)
@@ -128,6 +132,7 @@ def test_device_settings_restrict_the_candidates(model, fake_gpu):
 
 
 # ---- kept decisions ---------------------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_a_kept_decision_is_reused_without_timing(model, tmp_path, monkeypatch):
     cache = DecisionCache(tmp_path / "decisions")
     first = dec.decide(model, dec.EngineConfig("fpi", device="cpu"), BUDGET, cache=cache)
@@ -207,6 +212,7 @@ def kept_records(model, tmp_path_factory):
     return mine.name, json.loads(mine.read_text()), json.loads(other.read_text())
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("bad", list(BAD_RECORDS))
 def test_a_kept_decision_that_cannot_be_used_is_timed_again_with_one_warning_naming_it(model, kept_records, tmp_path,
                                                                                         bad):
@@ -234,6 +240,7 @@ def test_a_kept_decision_that_cannot_be_used_is_timed_again_with_one_warning_nam
     assert kept is not None and fresh.warnings == [] and kept["variant"] == decision.variant
 
 
+@pytest.mark.heavy
 def test_a_kept_decision_that_no_longer_builds_is_timed_again_with_a_warning(model, kept_records, tmp_path,
                                                                               monkeypatch):
     name, record, _ = kept_records
@@ -265,6 +272,7 @@ def test_one_budget_in_bytes_names_its_setting(model):
 
 
 # ---- the node's build: the self-test's fallback reaches the slot it runs --------------------------------------
+@pytest.mark.heavy
 def test_the_nodes_build_falls_back_from_a_broken_gpu_with_the_reason(model, broken_gpu, tmp_path):
     from bayes_infer_ros.node.builder import build_slot
 

@@ -200,6 +200,7 @@ def test_make_bag_cli_refuses_to_clobber(tmp_path, repo_root, capsys):
     assert "missing.yaml" in capsys.readouterr().err
 
 
+@pytest.mark.heavy
 def test_offline_golden_engine_matches_pymdp(tmp_path):
     """The two offline implementations the replay tests compare the node with agree (short episode)."""
     from bayes_infer_ros.bags.golden import engine_beliefs, posterior_mode_accuracy

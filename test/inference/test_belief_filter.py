@@ -197,3 +197,35 @@ def test_sequence_window_pads_and_resizes():
     assert small.valid_steps == 1 and small.actions.shape == (0, 1) and list(small.obs[-1]) == [0.0, 1.0]
     with pytest.raises(ValueError, match="horizon"):
         SequenceWindow(0, (2,), 1)
+
+
+def test_window_is_right_aligned_and_rolls():
+    w = SequenceWindow(3, (2, 3), 2)
+    assert w.valid_steps == 0 and w.obs.shape == (3, 5) and w.actions.shape == (2, 2)
+    rows = [np.arange(5, dtype=np.float32) + 10 * t for t in range(5)]
+    w.push(rows[0])
+    assert w.valid_steps == 1
+    np.testing.assert_array_equal(w.obs[-1], rows[0])
+    np.testing.assert_array_equal(w.obs[0], [0, 0, 0, 0, 0])  # padding: no evidence
+    w.push(rows[1], [1, 0])
+    w.push(rows[2], [2, 0])
+    w.push(rows[3], [0, 0])
+    assert w.valid_steps == 3
+    np.testing.assert_array_equal(w.obs, np.stack(rows[1:4]))
+    np.testing.assert_array_equal(w.actions, [[2, 0], [0, 0]])  # actions[t]: step t -> t+1
+    bigger = w.resized(5)
+    assert bigger.valid_steps == 3
+    np.testing.assert_array_equal(bigger.obs[-3:], w.obs)
+    np.testing.assert_array_equal(bigger.actions[-2:], w.actions)
+    smaller = w.resized(2)
+    assert smaller.valid_steps == 2
+    np.testing.assert_array_equal(smaller.obs, w.obs[-2:])
+    np.testing.assert_array_equal(smaller.actions, w.actions[-1:])
+    w.clear()
+    assert w.valid_steps == 0
+
+
+def test_window_of_one_step():
+    w = SequenceWindow(1, (2,), 1)
+    w.push(np.float32([1, 0]), [1])
+    assert w.actions.shape == (0, 1) and w.valid_steps == 1

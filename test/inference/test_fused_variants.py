@@ -17,10 +17,10 @@ from variant_cases import (ITERS, ONE_FACTOR, ONE_MODALITY, SKEWED_ZEROS, TAU, S
                            assert_float64_matches, assert_no_B_matches, assert_packed_matches, assert_plans_hashable,
                            batched_wants, build, float32_oracle_test, no_B_case, prepared_elements, window)
 
-# fused_cuda (FPI only, a CUDA device or numba's simulator) has its own module, test_fused_cuda.py
+# fused_cuda (FPI only, a CUDA device or numba's simulator) has its own module, native/test_fused_cuda.py
 FUSED = tuple(v for v in VARIANTS if v.startswith("fused_") and v != "fused_cuda")
 FUSED_JAX = tuple(v for v in FUSED if v != "fused_numba")
-# fused_numba's tests run in their own pytest process (`make test` runs `-m numba` separately), so that numba's
+# fused_numba's tests run in pytest workers of their own (`make test` runs `-m numba` separately), so that numba's
 # LLVM and XLA's never share the long-lived suite process (see the Makefile's test target and native/TUNING.md).
 VARIANT_PARAMS = [pytest.param(v, marks=pytest.mark.numba) if v == "fused_numba" else v for v in FUSED]
 

@@ -28,8 +28,8 @@ from conftest import enable_x64
 from model.test_validation import unobserved
 from oracle import Case, max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL, NATIVE_FLOAT64_ATOL
-from variant_cases import (ITERS, TAU, StructureCases, assert_batched_matches, batched_wants, build,
-                           float32_oracle_test)
+from variant_cases import (ITERS, TAU, StructureCases, assert_batched_matches, assert_tick_matches_pymdp, batched_wants,
+                           build, float32_oracle_test)
 
 # id -> (num_states, A_deps, num_obs, B_deps, zeros_fraction in A for float32)
 STRUCTURES = {
@@ -217,12 +217,4 @@ def test_fused_cuda_matches_pymdp(cuda, sid, algorithm):
 def test_fused_cuda_tick_matches_pymdp(cuda, dtype):
     with enable_x64() if dtype == np.float64 else contextlib.nullcontext():
         case, action = tick_case(CASES.case("sparse_graph_0", "vmp", dtype=dtype), t=1, seed=3)
-        engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_cuda",
-                                 num_iter=ITERS["fpi"], dtype=dtype)
-        want = pymdp_reference_jit("fpi", case, ITERS["fpi"])
-        want_next = pymdp_expected_state(case, want, action)
-        q, nxt = engine.tick(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), action)
-    assert q.dtype == nxt.dtype == dtype
-    atol = FLOAT32_ATOL if dtype == np.float32 else FLOAT64_ATOL
-    assert max_abs_diff(engine.layout.split_states(q), want) <= atol
-    assert max_abs_diff(engine.layout.split_states(nxt), want_next) <= atol
+        assert_tick_matches_pymdp(case, action, "fused_cuda", ITERS["fpi"], dtype)

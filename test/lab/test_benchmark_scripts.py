@@ -1,6 +1,7 @@
-"""Every script under benchmarks/ still runs: each Python script answers ``--help``, each shell script parses, and
-every option a shell script (or benchmarks/README.md) passes to a ``python -m lab`` command or a benchmarks/ script
-is one that command still has."""
+"""Every measurement command still runs: each Python script under benchmarks/ and each of the lab's measurement
+commands answers ``--help``, each shell script parses, and every option a shell script (or benchmarks/README.md,
+README.md, docs/autotune.md) passes to a ``python -m lab`` command or a benchmarks/ script is one that command still
+has."""
 from __future__ import annotations
 
 import json
@@ -15,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 SCRIPTS = sorted(p for p in BENCH.glob("*.py") if p.name != "tick_inputs.py")  # tick_inputs: a module, no CLI
 SHELL = sorted(BENCH.glob("*.sh"))
-# the lab's commands the benchmark scripts use (the demo needs a ROS graph)
-SUBCOMMANDS = ("generate", "bench", "bench-variants", "report", "autotune-train")
+# the lab's measurement commands (the demo needs a ROS graph)
+SUBCOMMANDS = ("generate", "bench", "bench-variants", "report", "autotune-train", "readme-tables", "bench-unseen",
+               "bench-fleet", "first-start")
 
 # One process for every --help: each script's main runs with argv [script, --help] (runpy), each subcommand's
 # module's main with ["--help"]; prints {name: [exit code, help text]} as JSON.
@@ -68,6 +70,12 @@ def test_python_script_answers_help(helps, script):
     assert code == 0 and "usage" in text.lower(), f"{script.name} --help: exit {code}\n{text[-1500:]}"
 
 
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_lab_command_answers_help(helps, command):
+    code, text = helps[command]
+    assert code == 0 and f"python -m lab {command}" in text, f"python -m lab {command} --help: exit {code}\n{text[-1500:]}"
+
+
 @pytest.mark.parametrize("script", SHELL, ids=lambda p: p.name)
 def test_shell_script_parses(script):
     r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
@@ -89,7 +97,7 @@ def _commands(text: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-@pytest.mark.parametrize("source", SHELL + [BENCH / "README.md", ROOT / "docs" / "autotune.md"],
+@pytest.mark.parametrize("source", SHELL + [BENCH / "README.md", ROOT / "README.md", ROOT / "docs" / "autotune.md"],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_options_passed_exist(helps, source):
     unknown = []

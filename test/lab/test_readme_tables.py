@@ -1,31 +1,34 @@
-"""The docs' numbers and names against the committed files: README.md's and benchmarks/README.md's generated tables
-equal what the CSVs give, no commit hash of this repository appears in README, docs/ or benchmarks/README.md, and
-every file the docs name under benchmarks/ or autotune/models/ exists."""
+"""The generated blocks of README.md, benchmarks/README.md and docs/autotune.md (lab/readme_tables.py): each equals
+what the committed result files give, and the generator, on small synthetic inputs, counts, sizes, summarises and
+finds crossovers as its blocks say. Also: no commit hash of this repository appears in the docs, and every file
+they name under benchmarks/ or autotune/models/ exists."""
 from __future__ import annotations
 
+import csv
+import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from lab import readme_tables
+from lab import generator, readme_tables, report
+from synthetic_rows import SYNTHETIC_VARIANTS, synthetic_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 DOCS = [ROOT / "README.md", BENCH / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+GENERATED = readme_tables.FILES
 
 
-GENERATED = [ROOT / "README.md", BENCH / "README.md", ROOT / "docs" / "autotune.md"]
-
-
+# ---- the committed blocks ------------------------------------------------------------------------
 @pytest.mark.parametrize("path", GENERATED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_generated_tables_match_the_committed_files(path):
-    found = readme_tables.blocks(path.read_text())
-    assert found, f"{path.name} has no generated table"
+    assert readme_tables.blocks(path.read_text()), f"{path.name} has no generated table"
     assert readme_tables.stale(path, BENCH) == [], (
-        f"{path.relative_to(ROOT)}: tables out of date; run PYTHONPATH=. python benchmarks/make_readme_tables.py")
+        f"{path.relative_to(ROOT)}: tables out of date; run python -m lab readme-tables")
 
 
 def test_readme_speed_table_is_generated_and_readme_is_short():
@@ -57,6 +60,130 @@ def test_unknown_table_is_refused_by_name():
         readme_tables.render("no_such_table", BENCH)
 
 
+def test_the_check_command_names_what_is_out_of_date(capsys):
+    assert readme_tables.main(["--check"]) == 0 and capsys.readouterr().out == ""
+
+
+# ---- the generator on synthetic inputs -----------------------------------------------------------
+def _write_csv(path: Path, rows: list[dict]) -> Path:
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _spec(index: int, regime: str, num_states: tuple, num_obs: tuple, deps: tuple) -> generator.ConfigSpec:
+    return generator.ConfigSpec(config_id=f"c{index:04d}", index=index, seed=0, F=len(num_states), M=len(num_obs),
+                                state_upper=max(num_states), obs_upper=max(num_obs), regime=regime, sample=0,
+                                num_states=num_states, num_obs=num_obs, num_controls=(2,) * len(num_states),
+                                A_dependencies=deps)
+
+
+@pytest.fixture(scope="module")
+def sweep_rows() -> list[dict]:
+    specs = [_spec(0, "uniform", (3, 4), (2, 5, 3), ((0,), (0, 1), (1,))),
+             _spec(1, "uniform", (5, 5, 2), (4, 4), ((0, 1), (1, 2))),
+             _spec(2, "skewed", (10, 2), (6,) * 7, ((0,), (1,), (0, 1), (0,), (1,), (0, 1), (0,))),
+             _spec(3, "skewed", (20,), (12, 9), ((0,), (0,)))]
+    return synthetic_rows(specs, variants=SYNTHETIC_VARIANTS + ("fused_numba",))
+
+
+def test_sizes_are_written_as_the_docs_write_them():
+    assert [readme_tables.size_text(v) for v in (58, 999, 5300, 860_000, 1.3e6, 2.6e12)] == \
+        ["58", "999", "5.3e3", "8.6e5", "1.3e6", "2.6e12"]
+
+
+def test_the_facts_of_a_benchmark_csv(sweep_rows):
+    facts = readme_tables.models_facts(sweep_rows)
+    configs = {r["config_id"] for r in sweep_rows}
+    sizes = [float(r["param_count"]) for r in sweep_rows if r["variant"] == report.PYMDP]
+    assert facts == {"configs": len(configs), "strata": len({r["stratum"] for r in sweep_rows}),
+                     "max_fm": max(max(r["F"], r["M"]) for r in sweep_rows),
+                     "sizes": (readme_tables.size_text(min(sizes)), readme_tables.size_text(max(sizes)))}
+    assert readme_tables.models_facts([{k: v for k, v in r.items() if k != "variant"} for r in sweep_rows])["sizes"] \
+        == ("-", "-")  # a CSV without pymdp rows (the unseen models) has no sizes
+
+
+def test_the_sweep_block_says_what_it_ran_on_and_who_won(sweep_rows, tmp_path):
+    sweep_csv = _write_csv(tmp_path / "sweep.csv", sweep_rows)
+    lat, _, status = report.latency_tables(sweep_rows, "median_s")
+    summary_csv = _write_csv(tmp_path / "summary.csv", report.summary_rows(report.ratios(lat, {}), status))
+    text = readme_tables.sweep_table(summary_csv, sweep_csv, autotuner=False)
+    facts = readme_tables.models_facts(sweep_rows)
+    assert text.startswith(f"{facts['configs']} configurations from {facts['strata']} of the paper's 20 (F, M, regime) "
+                           f"strata, F and M up to {facts['max_fm']}, {facts['sizes'][0]} to {facts['sizes'][1]} A "
+                           "elements.")
+    assert [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| ") and "x (" in line] == \
+        ["| fpi", "| vmp", "| mmp"]
+    wins, pairs = readme_tables.fastest_counts(sweep_rows, "median_s")
+    assert pairs == 3 * facts["configs"] and sum(wins.values()) == pairs
+    assert f"fused_numba is the fastest variant on {wins.get('fused_numba', 0)} of {pairs}" in text
+
+
+def _throughput(tmp_path: Path, cpu: dict[int, float], gpu: dict[int, float]) -> Path:
+    rows = [{"candidate": "fused_numba", "b": b, "device": "cpu", "agent_ticks_per_s": v} for b, v in cpu.items()]
+    rows += [{"candidate": "fused_cuda", "b": b, "device": "gpu", "agent_ticks_per_s": v} for b, v in gpu.items()]
+    return _write_csv(tmp_path / "agents.csv", rows)
+
+
+def test_the_gpu_crossover_is_where_the_gpu_wins_from_then_on(tmp_path):
+    cpu = {1: 1e5, 10: 1e5, 100: 1e5, 1000: 1e5}
+    assert readme_tables.gpu_crossover(_throughput(tmp_path, cpu, {1: 1e3, 10: 2e5, 100: 9e4, 1000: 1e6})) == \
+        (1000, [1, 10, 100, 1000])  # winning at b = 10 alone is no crossover
+    assert readme_tables.gpu_crossover(_throughput(tmp_path, cpu, {1: 1e3, 10: 1e4, 100: 2e5, 1000: 2e6}))[0] == 100
+    assert readme_tables.gpu_crossover(_throughput(tmp_path, cpu, {1: 1e3, 10: 1e4, 100: 5e4, 1000: 9e4}))[0] is None
+
+
+def test_the_gpu_summary_names_where_the_tick_is_fastest_and_the_crossover(tmp_path):
+    latency = tmp_path / "latency.txt"
+    latency.write_text("fpi pymdp median 300.0 us p10 290.0 p90 310.0\n"
+                       "fpi fused_dense median 500.0 us p10 490.0 p90 510.0\n"
+                       "fpi fused_numba median 20.0 us p10 19.0 p90 21.0\n"
+                       "fpi fused_numba:tick median 18.0 us p10 17.0 p90 19.0\n")
+    cpu = {1: 1e5, 10: 1e5, 100: 1e5}
+    line = readme_tables.gpu_summary(latency, _throughput(tmp_path, cpu, {1: 1e3, 10: 2e5, 100: 2e6}))
+    assert "fastest on the host CPU (fused_numba's tick 18 us; the fastest GPU call, pymdp's, 300 us)" in line
+    assert "from 10 agents per call (of b = 1, 10, 100)" in line
+    never = readme_tables.gpu_summary(latency, _throughput(tmp_path, cpu, {1: 1e3, 10: 1e4, 100: 9e4}))
+    assert never.endswith("the GPU does not beat the host CPU up to 100 agents per call.\n")
+
+
+def test_the_fleet_table_takes_medians_over_rounds_and_marks_what_was_not_run(tmp_path):
+    rows = [{"mode": "one_node", "agents": 10, "inference_ms_median": v, "rss_mib_total": 300 + v}
+            for v in (0.1, 0.3, 0.2)]
+    rows += [{"mode": "separate", "agents": 1, "inference_ms_median": 0.05, "rss_mib_total": 320}]
+    text = readme_tables.fleet_table(_write_csv(tmp_path / "fleet.csv", rows))
+    assert "| 1 | - | - | 0.050 | 320 MiB |" in text and "| 10 | 0.200 | 300 MiB | - | - |" in text
+
+
+def test_the_first_start_table_has_one_row_per_run(tmp_path):
+    def run(prepare, load, first):
+        stat = {"median": first, "min": first - 1, "max": first + 1, "n": 3}
+        return json.dumps({"when_utc": "2026-01-01 00:00", "prepare": prepare, "machine": f"x86_64; load {load}",
+                           "first_configure_s": stat, "first_belief_s": stat, "warm_configure_s": stat,
+                           "warm_belief_s": stat})
+    path = tmp_path / "first_start.jsonl"
+    path.write_text(run("clear", 1.5, 80.0) + "\n" + run("warmup", 0.5, 2.0) + "\n")
+    rows = [line for line in readme_tables.first_start_table(path).splitlines() if line.startswith("| 2026")]
+    assert rows == [
+        "| 2026-01-01 00:00 | empty (before warmup existed) | 1.5 | 3 | 80.00 (79.00-81.00) | 80.00 (79.00-81.00) "
+        "| 80.00 (79.00-81.00) | 80.00 (79.00-81.00) |",
+        "| 2026-01-01 00:00 | warmed by `bayes-infer warmup` | 0.5 | 3 | 2.00 (1.00-3.00) | 2.00 (1.00-3.00) "
+        "| 2.00 (1.00-3.00) | 2.00 (1.00-3.00) |"]
+
+
+def test_the_unseen_block_counts_models_and_picks(tmp_path):
+    rows = [{"config_id": f"c{i}", "stratum": "s", "F": 5, "M": 25 if i else 10, "algorithm": alg,
+             "pick": "fused_numba" if i else "baseline", "pick_over_baseline": 0.1 * (i + 1), "configure_s": 1.0 + i}
+            for i in range(3) for alg in readme_tables.ALGORITHMS]
+    text = readme_tables.unseen_table(_write_csv(tmp_path / "unseen.csv", rows))
+    assert text.startswith("3 models from another generator seed, F and M up to 25:")
+    assert "| fpi | 3 | baseline 1, fused_numba 2 | 0.20 | 0.30 | 2.0 | 3.0 |" in text
+
+
+# ---- the docs name no commit and no missing file -------------------------------------------------
 HEX_WORD = re.compile(r"(?<![0-9A-Za-z_./-])([0-9a-f]{7,12})(?![0-9A-Za-z_-])")
 
 
@@ -81,7 +208,7 @@ def test_the_hash_check_finds_a_commit():
     assert _is_commit(head.stdout.strip())
 
 
-NAMED_FILE = re.compile(r"(?:benchmarks/|autotune/models/)([A-Za-z0-9_.*<>/-]+\.(?:csv|md|txt|json|png|py|sh))")
+NAMED_FILE = re.compile(r"(?:benchmarks/|autotune/models/)([A-Za-z0-9_.*<>/-]+\.(?:csv|md|txt|jsonl|json|png|py|sh))")
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -96,57 +223,3 @@ def test_every_named_result_file_exists(path):
         if not (where / name).exists():
             missing.append(m.group(0))
     assert missing == [], f"{path.relative_to(ROOT)} names files that do not exist: {missing}"
-
-
-def _facts(name: str) -> dict:
-    rows = readme_tables._rows(BENCH / name)
-    params = [float(r["param_count"]) for r in rows if r["variant"] == "pymdp" and r["param_count"]]
-    return {"configs": len({r["config_id"] for r in rows}), "strata": len({r["stratum"] for r in rows}),
-            "max_fm": max(max(int(r["F"]), int(r["M"])) for r in rows),
-            "params": (f"{min(params):.1g}" if params else "", f"{max(params):.2g}" if params else ""),
-            "per_alg": {a: len({r["config_id"] for r in rows if r["algorithm"] == a}) for a in ("fpi", "vmp", "mmp")}}
-
-
-def _prose(path: Path) -> str:
-    return " ".join(path.read_text().split())
-
-
-def test_prose_numbers_match_the_csvs():
-    """The counts and sizes the docs give in words, against the CSVs they describe."""
-    bench, readme = _prose(BENCH / "README.md"), _prose(ROOT / "README.md")
-    sweep = _facts("sweep_engine_cpu.csv")
-    phrase = f"{sweep['configs']} configurations from {sweep['strata']} of the paper's 20"
-    assert phrase in bench and sweep["max_fm"] == 25 and "F and M up to 25" in bench
-    assert f"On {sweep['configs']} generated models from {sweep['strata']} of the paper's 20 strata" in readme
-    m125 = _facts("sweep_engine_m125_cpu.csv")
-    assert f"up to {float(m125['params'][1]):.1e} parameters".replace("e+0", "e") in bench
-    variants = _facts("variants_cpu.csv")
-    assert variants["configs"] == 12
-    lo, hi = f"{float(variants['params'][0]):.0f}", f"{float(variants['params'][1]):.1e}".replace("e+0", "e")
-    assert f"from {lo} to {hi} A elements" in bench and f"{lo} to {hi} A elements" in readme
-    assert _facts("noise_a_engine_cpu.csv")["configs"] == _facts("noise_b_engine_cpu.csv")["configs"] == 6
-    assert "the same 6 configurations timed twice" in bench
-    gpu = _facts("variants_nvidia_h100_80gb_hbm3.csv")
-    assert gpu["per_alg"] == {"fpi": 6, "vmp": 5, "mmp": 5}
-    assert f"6 of the dozen models (60 to {float(gpu['params'][1]):.1e} A elements; 5 for VMP/MMP)".replace(
-        "e+0", "e") in bench
-    unseen = {r["config_id"] for r in readme_tables._rows(BENCH / "unseen_vs_baseline_cpu.csv")}
-    assert f"{len(unseen)} models from another generator seed" in bench
-
-
-def test_the_gpu_prose_matches_the_h200_files():
-    """README's "from about 100 agents per call the GPU wins": the smallest b at which the best GPU candidate's
-    agent-ticks per second beat the host CPU's best (agents_throughput_nvidia_h200.csv), and in benchmarks/README the
-    default model's tick is fastest on the host CPU (default_model_latency_fused_cuda_nvidia_h200.txt)."""
-    rows = readme_tables._rows(BENCH / "agents_throughput_nvidia_h200.csv")
-    best: dict[tuple[int, str], float] = {}
-    for r in rows:
-        key = (int(r["b"]), "cpu" if r["device"] == "cpu" else "gpu")
-        best[key] = max(best.get(key, 0.0), float(r["agent_ticks_per_s"]))
-    crossover = min(b for b, dev in best if dev == "gpu" and best[(b, "gpu")] > best[(b, "cpu")])
-    assert crossover == 100
-    assert all(best[(b, "gpu")] > best[(b, "cpu")] for b, dev in best if dev == "gpu" and b >= crossover)
-    assert f"from about {crossover} agents per call the GPU" in " ".join((ROOT / "README.md").read_text().split())
-    med = readme_tables.latency_medians(BENCH / "default_model_latency_fused_cuda_nvidia_h200.txt")
-    gpu = [t for (alg, name), t in med.items() if alg == "fpi" and not name.startswith("fused_numba")]
-    assert med[("fpi", "fused_numba:tick")] < min(gpu)

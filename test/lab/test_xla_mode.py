@@ -48,6 +48,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.heavy
 def test_default_model_fpi_programs_run_inline(repo_root):
     """The node's default algorithm on the default model: every FPI program, the one-dispatch tick included,
     runs inline in the caller's thread (no XLA thread-pool hand-offs). A fresh process: XLA reads its log

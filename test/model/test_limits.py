@@ -126,6 +126,7 @@ def _nested_params_file(path, depth: int):
     return path
 
 
+@pytest.mark.heavy
 def test_deeply_nested_yaml_is_refused_naming_the_depth_and_the_limit(tmp_path):
     """30,000 nested lists (60 KB) used to overflow libyaml's recursive loader (SIGSEGV): refused while the
     events stream, naming the depth and the limit."""
@@ -139,6 +140,7 @@ def test_deeply_nested_yaml_is_refused_naming_the_depth_and_the_limit(tmp_path):
     assert limits.safe_load_strict("x: [[1]]", max_depth=3) == {"x": [[1]]}
 
 
+@pytest.mark.heavy
 def test_model_validate_refuses_a_deeply_nested_file_without_crashing(tmp_path):
     """``bayes-infer model validate`` in its own process: a clear message and exit 1, not SIGSEGV (139)."""
     import subprocess

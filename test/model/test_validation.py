@@ -50,7 +50,7 @@ CASES = [
     ("modality_names", r"not valid", lambda m: setattr(m, "modality_names", ["cam", "imu/raw"])),
     ("modality_names", r"unique", lambda m: setattr(m, "modality_names", ["cam", "cam"])),
     ("state_labels[1]", r"expected 4 labels", lambda m: setattr(m, "state_labels", [["a", "b"], ["x"]])),
-    # M6: empty, duplicate and NUL-holding labels (a NUL silently truncated the label in a ROS string)
+    # empty, duplicate and NUL-holding labels (a NUL silently truncated the label in a ROS string)
     ("state_labels[0][1]", r"label '' is empty",
      lambda m: setattr(m, "state_labels", [["a", ""], ["w", "x", "y", "z"]])),
     ("state_labels[1][2]", r"label 'x' repeats state_labels\[1\]\[1\]",

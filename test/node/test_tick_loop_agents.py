@@ -33,6 +33,7 @@ def _observe(inputs, rng, model, t):
         assert got.ok
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("algorithm", ["fpi", "vmp"])
 def test_several_agents_equal_one_tick_loop_each(model, algorithm):
     config = EngineConfig(algorithm, "baseline", 8, 1.0, 3, 0)

@@ -1,169 +1,33 @@
-"""Test harness for the node over a real ROS graph: loopback-only env with a per-run domain id, the node
-started as ``ros2 run`` would (the lab's ``agent_process``, which the demo uses too), and
-a probe node (publishers, subscribers, service clients) spun in a background thread of the test process.
+"""Test harness for the node over a real ROS graph: the lab's (``lab/ros_graph.py``: a per-run domain id on loopback,
+the node started as ``ros2 run`` would, a probe node spun in a background thread), under the names the tests use.
 """
 from __future__ import annotations
 
-import fcntl
-import os
-import random
-import tempfile
-import threading
-import time
-from pathlib import Path
-from typing import Any, Callable, Optional
+from lab.agent_process import agent_executable
+from lab.ros_graph import (REPO_ROOT, Probe, change_state, claim_domain_id, default_params, latest_status,
+                           ros_unavailable_reason, set_loopback_env, start_agent, status_values, wait_for)
 
-import yaml
+AgentProcess = start_agent
 
-from lab import agent_process as _agent_process
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-_domain_lock_file = None
+__all__ = ["REPO_ROOT", "AgentProcess", "Probe", "agent_executable", "change_state", "claim_domain_id",
+           "default_params", "latest_status", "publish_until_beliefs", "ros_unavailable_reason", "set_loopback_env",
+           "status_values", "wait_for"]
 
 
-def ros_unavailable_reason() -> Optional[str]:
-    """None when rclpy, our generated interfaces and the installed executable are all there."""
-    try:
-        import rclpy  # noqa: F401
-    except Exception as exc:  # noqa: BLE001
-        return f"rclpy not importable ({exc}); run `make setup` (ROS 2 Kilted wheels) or source a ROS 2 install"
-    try:
-        import bayes_infer_ros.ros  # noqa: F401  (path fix for the generated interfaces)
-        from bayes_infer_ros.msg import Beliefs  # noqa: F401  (the generated interfaces are importable)
-        from ament_index_python import get_package_prefix
+def publish_until_beliefs(probe: Probe, ns: str, beliefs: list, levels: dict[str, int], timeout: float) -> bool:
+    """Publish one observation of each modality (``levels``: modality -> level) under ``ns`` until the node's
+    first Beliefs arrive: a brand-new publisher may not be matched by the node's reader yet, so the first messages
+    can be lost."""
+    import time
 
-        prefix = get_package_prefix("bayes_infer_ros")
-    except Exception as exc:  # noqa: BLE001
-        return (f"bayes_infer_ros interfaces not built/sourced ({type(exc).__name__}: {exc}); "
-                "run `make test` (colcon build + source install/setup.bash)")
-    exe = Path(prefix) / "lib" / "bayes_infer_ros" / "agent_node"
-    if not exe.exists():
-        return f"{exe} missing: rebuild with colcon"
-    return None
+    from bayes_infer_ros.msg import CategoricalObservation
 
-
-def claim_domain_id() -> int:
-    """A ROS_DOMAIN_ID in 50..99 no other test run on this machine holds (flock'd lock file)."""
-    global _domain_lock_file
-    ids = list(range(50, 100))
-    random.shuffle(ids)
-    for i in ids:
-        f = open(os.path.join(tempfile.gettempdir(), f"bayes_infer_ros_domain_{i}.lock"), "w")
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            f.close()
-            continue
-        _domain_lock_file = f
-        return i
-    raise RuntimeError("no free ROS_DOMAIN_ID in 50..99")
-
-
-def set_loopback_env(domain_id: int) -> None:
-    os.environ["ROS_DOMAIN_ID"] = str(domain_id)
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    os.environ["ROS_LOCALHOST_ONLY"] = "1"
-    os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-
-
-def agent_executable() -> list[str]:
-    return _agent_process.agent_executable()
-
-
-def default_params() -> dict:
-    """The ros__parameters of config/agent.yaml (the default model + node parameters)."""
-    doc = yaml.safe_load((REPO_ROOT / "config" / "agent.yaml").read_text())
-    return doc["/**"]["ros__parameters"]
-
-
-def AgentProcess(tmp: Path, name: str, params: Optional[dict] = None, namespace: str = "", plain: bool = False,
-                 extra_ros_args: tuple = (), params_file: Optional[Path] = None,
-                 executable: Optional[list] = None, extra_env: Optional[dict] = None) -> _agent_process.AgentProcess:
-    """The node as its own process (the package's harness), started: ``params`` is a ros__parameters tree written
-    to a params file in ``tmp``, the log goes to ``tmp/<name>.log``, the environment is this test run's."""
-    if params_file is None:
-        params_file = tmp / f"{name}_params.yaml"
-        params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": params or {}}}, sort_keys=False))
-    return _agent_process.AgentProcess(
-        params_file, name=name, namespace=namespace, env={**os.environ, **(extra_env or {})}, log_path=tmp / f"{name}.log",
-        extra_args=["--plain"] if plain else [], extra_ros_args=extra_ros_args, executable=executable).start()
-
-
-class Probe:
-    """The test's rclpy node: publishes observations/controls, records beliefs/diagnostics, calls services."""
-
-    def __init__(self, name: str = "probe"):
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
-
-        from bayes_infer_ros.ros.spinning import SpinThread
-
-        self.node = rclpy.create_node(name)
-        self.executor = SingleThreadedExecutor()
-        self.executor.add_node(self.node)
-        self._lock = threading.Lock()
-        self.received: dict[str, list] = {}
-        self._spinner = SpinThread(self.executor, name=f"{name}_spin", period_s=0.02)
-        self._pubs: dict = {}
-        self._clients: dict = {}
-
-    def close(self) -> None:
-        self._spinner.stop()
-        self.executor.remove_node(self.node)
-        self.node.destroy_node()
-
-    # ---- subscriptions ----
-    def record(self, topic: str, msg_type: Any, qos: Any = 50) -> list:
-        with self._lock:
-            buf = self.received.setdefault(topic, [])
-
-        def cb(msg, buf=buf):
-            buf.append((time.monotonic(), msg))
-
-        self.node.create_subscription(msg_type, topic, cb, qos)
-        return buf
-
-    def publisher(self, topic: str, msg_type: Any, qos: Any = 10):
-        key = (topic, msg_type)
-        if key not in self._pubs:
-            self._pubs[key] = self.node.create_publisher(msg_type, topic, qos)
-        return self._pubs[key]
-
-    def wait_subscribers(self, topic: str, msg_type: Any, count: int = 1, timeout: float = 20.0) -> bool:
-        pub = self.publisher(topic, msg_type)
-        return wait_for(lambda: pub.get_subscription_count() >= count, timeout)
-
-    # ---- services ----
-    def call(self, srv_type: Any, name: str, request: Any, timeout: float = 60.0, idempotent: bool = False):
-        """Call a service. Clients are kept per name: a brand-new client can lose the first response while
-        DDS is still matching its reply reader (wait_for_service only covers the request side), so a new
-        client also waits a moment; idempotent calls are re-sent when no answer came."""
-        key = (srv_type, name)
-        client = self._clients.get(key)
-        if client is None:
-            client = self.node.create_client(srv_type, name)
-            if not client.wait_for_service(timeout_sec=min(timeout, 30.0)):
-                self.node.destroy_client(client)
-                raise TimeoutError(f"service {name} not available")
-            time.sleep(0.3)
-            self._clients[key] = client
-        end = time.monotonic() + timeout
-        while True:
-            future = client.call_async(request)
-            attempt = min(end - time.monotonic(), 5.0) if idempotent else end - time.monotonic()
-            if wait_for(future.done, max(attempt, 0.0)):
-                return future.result()
-            if not idempotent or time.monotonic() >= end:
-                raise TimeoutError(f"service {name} did not answer in {timeout} s")
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, period: float = 0.01) -> bool:
+    pubs = {m: probe.publisher(f"{ns}/observations/{m}", CategoricalObservation) for m in levels}
+    if not wait_for(lambda: all(p.get_subscription_count() >= 1 for p in pubs.values()), 20):
+        return False
     end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(period)
-    return bool(predicate())
+    while not beliefs and time.monotonic() < end:
+        for m, pub in pubs.items():
+            pub.publish(CategoricalObservation(level=levels[m]))
+        wait_for(lambda: len(beliefs) >= 1, 0.5)
+    return bool(beliefs)

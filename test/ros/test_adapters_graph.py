@@ -232,8 +232,8 @@ def test_every_line_of_readmes_adapter_table_works_on_its_message_type(ros_graph
 
 
 def test_a_type_is_checked_against_the_installed_packages_before_any_import(ros_graph):
-    """issue 31 F10: ``type: this/msg/Foo`` imported Python's ``this`` (its side effect in the log) before it was
-    refused. The ament index is asked first."""
+    """``type: this/msg/Foo`` is refused without importing Python's ``this`` (its side effect would show in the
+    log): the ament index is asked first."""
     import sys
 
     from bayes_infer_ros.adapters import AdapterConfigError

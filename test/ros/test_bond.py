@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from bayes_infer_ros.ros import bond
-from ros_harness import AgentProcess, default_params, wait_for
+from ros_harness import AgentProcess, change_state, default_params, wait_for
 
 
 class FakeBond:
@@ -96,12 +96,7 @@ def agent(ros_graph, tmp_path_factory, bondpy):
 
 
 def transition(probe, name: str) -> bool:
-    from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
-
-    req = ChangeState.Request()
-    req.transition.id = getattr(Transition, f"TRANSITION_{name.upper()}")
-    return probe.call(ChangeState, f"{FQN}/change_state", req, timeout=120).success
+    return change_state(probe, FQN, name)
 
 
 class ManagerBond:

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from ros_harness import AgentProcess, default_params, wait_for
+from ros_harness import AgentProcess, default_params, status_values, wait_for
 from tolerances import ROS_FLOAT32_ATOL
 
 pytestmark = pytest.mark.ros
@@ -92,14 +92,6 @@ def _reset(probe, service):
     assert res.success, res.message
 
 
-def _diag(diags, fqn):
-    for _, arr in reversed(diags):
-        for st in arr.status:
-            if st.name == f"{fqn}: inference":
-                return {kv.key: kv.value for kv in st.values}
-    return {}
-
-
 def test_three_agents_in_one_node_equal_single_agent_nodes(probe, nodes, repo_root):
     from diagnostic_msgs.msg import DiagnosticArray
 
@@ -123,14 +115,14 @@ def test_three_agents_in_one_node_equal_single_agent_nodes(probe, nodes, repo_ro
 
     # a refused input of agent c (a level out of range): counted for c alone
     bad = probe.publisher("/fleet/c/observations/voltage", CategoricalObservation)
-    wait_for(lambda: int(_diag(diags, "/fleet/agent").get("input.c/voltage.rejected", 0)) >= 1, 0.1)
+    wait_for(lambda: int(status_values(diags, "/fleet/agent").get("input.c/voltage.rejected", 0)) >= 1, 0.1)
     for _ in range(20):
         msg = CategoricalObservation()
         msg.level = 7
         bad.publish(msg)
-        if wait_for(lambda: int(_diag(diags, "/fleet/agent").get("input.c/voltage.rejected", 0)) >= 1, 0.5):
+        if wait_for(lambda: int(status_values(diags, "/fleet/agent").get("input.c/voltage.rejected", 0)) >= 1, 0.5):
             break
-    values = _diag(diags, "/fleet/agent")
+    values = status_values(diags, "/fleet/agent")
     assert int(values["input.c/voltage.rejected"]) >= 1
     assert values["input.a/voltage.rejected"] == "0" and values["input.b/voltage.rejected"] == "0"
     assert any(k.startswith("c/rejected.") for k in values) and not any(k.startswith(("a/rejected.", "b/rejected."))
@@ -145,7 +137,7 @@ def test_three_agents_in_one_node_equal_single_agent_nodes(probe, nodes, repo_ro
         if t == reset_b_at:
             _reset(probe, "/fleet/b/reset")
         for a in AGENTS:  # interleaved: every agent's step t before any agent's step t + 1
-            counted = lambda a=a: int(_diag(diags, "/fleet/agent").get(f"{a}/controls", 0))  # noqa: E731
+            counted = lambda a=a: int(status_values(diags, "/fleet/agent").get(f"{a}/controls", 0))  # noqa: E731
             got[a].append(_step(probe, f"/fleet/{a}", beliefs[a], seqs[a][t], controls[a][t], counted))
             got_fields[a].append(_fields(beliefs[a][-1][1]))
     # the single-agent node, one sequence after another (reset between; b's reset at the same step)
@@ -156,7 +148,7 @@ def test_three_agents_in_one_node_equal_single_agent_nodes(probe, nodes, repo_ro
         for t in range(steps):
             if a == "b" and t == reset_b_at:
                 _reset(probe, "/single/agent/reset")
-            counted = lambda: int(_diag(diags, "/single/agent").get("controls", 0))  # noqa: E731
+            counted = lambda: int(status_values(diags, "/single/agent").get("controls", 0))  # noqa: E731
             want[a].append(_step(probe, "/single", single_beliefs, seqs[a][t], controls[a][t], counted))
             want_fields[a].append(_fields(single_beliefs[-1][1]))
     for a in AGENTS:
@@ -164,7 +156,7 @@ def test_three_agents_in_one_node_equal_single_agent_nodes(probe, nodes, repo_ro
         assert diff <= ROS_FLOAT32_ATOL, (a, diff)
         assert got_fields[a] == want_fields[a], a
     assert got_fields["a"][0]["device"] == "cpu:0"  # where the tick runs, in both paths
-    fleet_values, single_values = _diag(diags, "/fleet/agent"), _diag(diags, "/single/agent")
+    fleet_values, single_values = status_values(diags, "/fleet/agent"), status_values(diags, "/single/agent")
     assert [int(fleet_values[f"{a}/controls"]) for a in AGENTS] == [steps] * 3
     assert int(single_values["controls"]) == 3 * steps
     assert not any("rejected.bad_control" in k or k.endswith("rejected.unknown_label")

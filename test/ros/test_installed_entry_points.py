@@ -6,17 +6,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ros_harness import default_params, wait_for
+from ros_harness import default_params, publish_until_beliefs
 
 pytestmark = pytest.mark.ros
 
 PACKAGE = "bayes_infer_ros"
+LEVELS = {"rfid_tag": 2, "voltage": 1, "lidar_gap": 0, "charging": 1}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_bayes_infer_runs_from_a_shell_with_no_venv(installed, ros_graph):
 def test_the_installed_agent_node_gives_beliefs_from_a_shell_with_no_venv(installed, probe, ros_graph, tmp_path):
     from lab.agent_process import AgentProcess
 
-    from bayes_infer_ros.msg import Beliefs, CategoricalObservation
+    from bayes_infer_ros.msg import Beliefs
 
     params = default_params()
     params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "autostart": True, "variant": "baseline",
@@ -74,15 +74,7 @@ def test_the_installed_agent_node_gives_beliefs_from_a_shell_with_no_venv(instal
     try:
         assert proc.wait_log("active: tick", 90), proc.log_text()
         beliefs = probe.record("/novenv/beliefs", Beliefs)
-        pubs = [probe.publisher(f"/novenv/observations/{m}", CategoricalObservation)
-                for m in ("rfid_tag", "voltage", "lidar_gap", "charging")]
-        assert wait_for(lambda: all(p.get_subscription_count() >= 1 for p in pubs), 20)
-        end = time.monotonic() + 20
-        while not beliefs and time.monotonic() < end:
-            for level, pub in zip((2, 1, 0, 1), pubs):
-                pub.publish(CategoricalObservation(level=level))
-            wait_for(lambda: len(beliefs) >= 1, 0.5)
-        assert beliefs, proc.log_text()
+        assert publish_until_beliefs(probe, "/novenv", beliefs, LEVELS, 20), proc.log_text()
         assert beliefs[0][1].tick == 1 and len(beliefs[0][1].factors) == 3
     finally:
         code = proc.stop()

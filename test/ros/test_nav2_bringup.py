@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
+import ros_harness
 from ros_harness import REPO_ROOT, AgentProcess, default_params, wait_for
 
 pytestmark = pytest.mark.ros
@@ -64,12 +65,7 @@ def agent(ros_graph, tmp_path_factory):
 
 
 def change_state(probe, transition: str) -> bool:
-    from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
-
-    req = ChangeState.Request()
-    req.transition.id = getattr(Transition, f"TRANSITION_{transition.upper()}")
-    return probe.call(ChangeState, f"{FQN}/change_state", req, timeout=120).success
+    return ros_harness.change_state(probe, FQN, transition)
 
 
 def get_state(probe) -> str:

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from ros_harness import AgentProcess, default_params, wait_for
+from ros_harness import AgentProcess, change_state, default_params, wait_for
 
 from lab import pymdp_oracle
 from bayes_infer_ros.inference.native import numba_available
@@ -91,12 +91,7 @@ def active(probe, agent, io):
 # helpers
 # ---------------------------------------------------------------------------------------------
 def lifecycle(probe, transition: str):
-    from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
-
-    req = ChangeState.Request()
-    req.transition.id = getattr(Transition, f"TRANSITION_{transition.upper()}")
-    return probe.call(ChangeState, f"{NS}/{NAME}/change_state", req, timeout=120).success
+    return change_state(probe, f"{NS}/{NAME}", transition)
 
 
 def lifecycle_state(probe) -> str:
@@ -141,19 +136,24 @@ def now_ns() -> int:
     return time.time_ns()
 
 
-def publish_step(probe, io, observations, timeout=20.0, check=True):
-    """Publish one observation per modality (level or distribution); return the Beliefs of the tick (None when
-    none came within ``timeout`` and not ``check``)."""
+def publish_observations(probe, ns, step: dict, stamp: int) -> None:
+    """One observation per modality of ``step`` (a level or a distribution) under ``ns``, stamped ``stamp``."""
     from bayes_infer_ros.msg import CategoricalObservation
 
-    n = len(io["beliefs"])
-    stamp = now_ns()
-    for name, obs in observations.items():
-        pub = probe.publisher(f"{NS}/observations/{name}", CategoricalObservation)
+    io = {"Obs": CategoricalObservation}
+    for name, obs in step.items():
+        pub = probe.publisher(f"{ns}/observations/{name}", CategoricalObservation)
         if isinstance(obs, (int, np.integer)):
             pub.publish(make_obs(io, level=obs, stamp=stamp))
         else:
             pub.publish(make_obs(io, probs=obs, stamp=stamp))
+
+
+def publish_step(probe, io, observations, timeout=20.0, check=True):
+    """Publish one observation per modality (level or distribution); return the Beliefs of the tick (None when
+    none came within ``timeout`` and not ``check``)."""
+    n = len(io["beliefs"])
+    publish_observations(probe, NS, observations, now_ns())
     if not wait_for(lambda: len(io["beliefs"]) > n, timeout):
         assert not check, "no beliefs for the step"
         return None

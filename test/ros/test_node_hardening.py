@@ -1,6 +1,6 @@
 """What a careless or hostile client sends, through the node over real DDS (one node process for most of the
-module, plus small ones for sim time without /clock and a model-file alias bomb). Each test names the attack
-it replays; the pure layer of each defence is tested in test/node/test_defences.py and test/model/test_limits.py.
+module, plus small ones for sim time without /clock, a model-file alias bomb and start-up failures). Each test is
+named by the defence it checks; the pure layer of each defence is tested in test/node/ and test/model/test_limits.py.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from ros_harness import AgentProcess, default_params, wait_for
+from ros_harness import AgentProcess, change_state, default_params, wait_for
 
 pytestmark = pytest.mark.ros
 
@@ -59,12 +59,7 @@ def io(probe, agent):
 
 
 def lifecycle(probe, transition: str, name: str = f"{NS}/{NAME}"):
-    from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
-
-    req = ChangeState.Request()
-    req.transition.id = getattr(Transition, f"TRANSITION_{transition.upper()}")
-    return probe.call(ChangeState, f"{name}/change_state", req, timeout=180).success
+    return change_state(probe, name, transition, timeout=180)
 
 
 def ensure_active(probe, agent, name: str = f"{NS}/{NAME}"):
@@ -157,8 +152,8 @@ def counter(d: dict, key: str) -> int:
 # tests (module order matters: they share one node process)
 # ---------------------------------------------------------------------------------------------
 def test_configure_is_reported_and_integer_labels_are_published_as_strings(probe, agent, io):
-    """Attack 2 (labels YAML reads as non-strings abort the process at the first tick) and attack 8 (configure
-    parses and compiles silently on the executor): diagnostics say "configuring" while it works."""
+    """State labels that YAML reads as integers are published as strings (the tick goes on), and diagnostics say
+    "configuring" while configure parses and compiles off the executor."""
     assert agent.wait_log("parameter 'rate_hz' = 1e-10 from the command line / params file refused", 30), agent.log_text()
     assert wait_for(lambda: statuses(io), 30)
     n = len(io["diags"])
@@ -180,7 +175,8 @@ def test_configure_is_reported_and_integer_labels_are_published_as_strings(probe
 
 
 def test_rate_hz_that_overflows_a_timer_is_refused_and_the_node_lives(probe, agent, io):
-    """Attack 1: rate_hz 1e-10 (inside the declared range) killed the process when set at runtime."""
+    """rate_hz 1e-10 set at runtime (its timer period would overflow rclpy's int64 nanoseconds) is refused with
+    the reason, and the node goes on."""
     res = set_params(probe, rate_hz=1e-10)
     assert not res[0].successful and "at least 0.001 Hz" in res[0].reason, res[0].reason
     assert all(r.successful for r in set_params(probe, rate_hz=0.001))  # the slowest timer: a period of 1000 s
@@ -193,7 +189,7 @@ def test_rate_hz_that_overflows_a_timer_is_refused_and_the_node_lives(probe, age
 
 
 def test_one_future_stamp_does_not_shut_a_sensor_out(probe, agent, io):
-    """Attack 3: one observation stamped a day ahead made the next 99 valid ones out_of_order."""
+    """One observation stamped a day ahead is refused (`future`) and the next 99 valid ones are all accepted."""
     ensure_active(probe, agent)
     before, _, _ = diag(io)
     p = pubs(probe)
@@ -214,7 +210,8 @@ def test_one_future_stamp_does_not_shut_a_sensor_out(probe, agent, io):
 
 
 def test_zero_negative_and_extreme_stamps(probe, agent, io):
-    """Attack 3: zero and negative stamps skipped every check; sec 2^31-1 / nanosec 2^32-1 wrapped the output."""
+    """Zero stamps take the arrival time, negative and malformed ones are refused, and extreme ones (sec 2^31-1,
+    nanosec 2^32-1) never wrap the output stamp."""
     ensure_active(probe, agent)
     before, _, _ = diag(io)
     unstamped = {m: obs(level=0, sec=0, nanosec=0) for m in MODALITIES}
@@ -237,7 +234,7 @@ def test_zero_negative_and_extreme_stamps(probe, agent, io):
 
 
 def test_diagnostics_warn_while_a_modality_is_rejected(probe, agent, io):
-    """Attack 3: while every message of a sensor was refused, /diagnostics stayed OK."""
+    """While every message of a sensor is refused, /diagnostics is WARN and names the modality and the reason."""
     ensure_active(probe, agent)
     from diagnostic_msgs.msg import DiagnosticStatus
 
@@ -256,7 +253,7 @@ def test_diagnostics_warn_while_a_modality_is_rejected(probe, agent, io):
 
 
 def test_event_mode_does_not_wait_for_a_sender_of_bad_input(probe, agent, io):
-    """Attack 4: one modality sending only NaN at 20 Hz, the others valid: 1 tick in 10 s."""
+    """Event mode: one modality sending only NaN at 20 Hz is not waited for; the others' valid messages tick."""
     ensure_active(probe, agent)
     assert all(r.successful for r in set_params(probe, observation_timeout=0.5))
     p = pubs(probe)
@@ -286,8 +283,8 @@ def test_event_mode_does_not_wait_for_a_sender_of_bad_input(probe, agent, io):
 
 
 def test_memory_budget_applies_to_a_users_variant(probe, agent, io):
-    """Attack 7: an explicit variant bypassed the autotuner's memory budget (a 4.3 GB peak). Every variant, the
-    fused ones included, is held to the budget, and a refusal names the estimate."""
+    """An explicitly chosen variant is held to memory_budget_mb as `auto` is (the fused ones included), and a
+    refusal names the estimate."""
     from bayes_infer_ros.inference import VARIANTS
     from bayes_infer_ros.model import load_model
     from bayes_infer_ros.autotune.budget import estimated_bytes
@@ -317,7 +314,7 @@ def test_memory_budget_applies_to_a_users_variant(probe, agent, io):
 
 
 def test_one_set_parameters_request_is_one_build(probe, agent, io):
-    """Attack 9: a 5-parameter SetParameters started 5 builds; 30 quick num_iter changes compiled 30 times."""
+    """A SetParameters request of 5 parameters is one build, and 30 quick num_iter changes are coalesced."""
     ensure_active(probe, agent)
     before, _, _ = diag(io)
     res = set_params(probe, num_iter=12, tau=0.9, horizon=4, autotune_verify_top_k=0, variant="baseline")
@@ -362,7 +359,7 @@ def test_one_set_parameters_request_is_one_build(probe, agent, io):
 
 
 def test_compilation_cache_is_capped(probe, agent, cache_dir):
-    """Attack 9: the JAX compilation cache grew without a cap (here: 1 MiB, pruned after each build)."""
+    """The JAX compilation cache stays under jax_compilation_cache_max_mb (here 1 MiB, pruned after each build)."""
     from bayes_infer_ros.node.jax_cache import cache_bytes
 
     ensure_active(probe, agent)
@@ -370,7 +367,7 @@ def test_compilation_cache_is_capped(probe, agent, cache_dir):
 
 
 def test_switch_variant_answers_across_cleanup(probe, agent, io):
-    """Attack 5: a switch_variant waiting on a build when cleanup ran lost its service for the life of the process."""
+    """A switch_variant waiting on a build when cleanup runs is answered, and the service answers after it."""
     from bayes_infer_ros.srv import SwitchVariant
 
     ensure_active(probe, agent)
@@ -398,7 +395,8 @@ def test_switch_variant_answers_across_cleanup(probe, agent, io):
 
 
 def test_shutdown_during_a_long_build_is_prompt_and_quiet(probe, agent, io):
-    """Attack 6: SIGINT 3 s into a long build took 96 s (the non-daemon build thread) and logged after destroy."""
+    """SIGINT 3 s into a long build ends the process promptly (the build thread never holds up the exit) and
+    nothing is logged after the node is destroyed."""
     ensure_active(probe, agent)
     assert all(r.successful for r in set_params(probe, horizon=1024, num_iter=1024, autotune_verify_top_k=10,
                                                 algorithm="mmp", variant="auto"))
@@ -419,7 +417,7 @@ def test_shutdown_during_a_long_build_is_prompt_and_quiet(probe, agent, io):
 # small nodes of their own
 # ---------------------------------------------------------------------------------------------
 def test_sim_time_without_clock_is_reported(probe, ros_graph, io, tmp_path):
-    """Attack 9: use_sim_time:=true with no /clock publisher: zero beliefs and diagnostics OK."""
+    """use_sim_time:=true with no /clock publisher: diagnostics say so instead of OK."""
     from diagnostic_msgs.msg import DiagnosticStatus
 
     params = default_params()
@@ -438,7 +436,7 @@ def test_sim_time_without_clock_is_reported(probe, ros_graph, io, tmp_path):
 
 
 def test_alias_bomb_model_file_is_refused_by_the_node(probe, ros_graph, io, tmp_path):
-    """Attack 8: a 2.8 KB YAML alias bomb as model_file reached 3.2 GB before it was refused."""
+    """A 2.8 KB YAML alias bomb as model_file is refused before it expands, and the node stays unconfigured."""
     lines = ["a0: &a0 [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 12)]
     bomb = tmp_path / "bomb.yaml"
@@ -452,8 +450,8 @@ def test_alias_bomb_model_file_is_refused_by_the_node(probe, ros_graph, io, tmp_
 
 
 def test_shutdown_during_configure_exits_cleanly(probe, ros_graph, io, tmp_path):
-    """Attack 6, at start-up: SIGINT while configure compiles (its worker thread inside XLA) must neither wait for
-    the compile nor abort in interpreter finalisation."""
+    """SIGINT while configure compiles (its worker thread inside XLA) ends the process without waiting for the
+    compile and without an abort in interpreter finalisation."""
     params = default_params()
     params.update({"jax_compilation_cache_dir": str(tmp_path / "cache"), "autostart": True, "algorithm": "mmp",
                    "horizon": 1024, "num_iter": 1024, "variant": "auto", "autotune_verify_top_k": 10,
@@ -474,8 +472,8 @@ def test_shutdown_during_configure_exits_cleanly(probe, ros_graph, io, tmp_path)
 
 
 def test_an_empty_list_in_the_params_file_is_refused_by_name(ros_graph, tmp_path):
-    """F6: `model.states.door: []` crashed the node's constructor with a traceback naming nothing: now the
-    lifecycle node starts, stays unconfigured, and says which parameter."""
+    """`model.states.door: []` in the params file: the lifecycle node starts, stays unconfigured, and names the
+    parameter (rclpy cannot type an empty list)."""
     params = default_params()
     params["model"]["states"]["door"] = []
     params.update({"jax_compilation_cache_dir": ros_graph["jax_cache"], "autostart": True, "variant": "baseline"})
@@ -491,8 +489,8 @@ def test_an_empty_list_in_the_params_file_is_refused_by_name(ros_graph, tmp_path
 
 
 def test_a_wall_clock_stamp_before_the_first_clock_does_not_block_a_sensor(probe, ros_graph, io, tmp_path):
-    """F5: sim time, /clock late. One wall-clock-stamped observation before the first /clock used to make every
-    later sim-stamped message of that modality `out_of_order`."""
+    """Sim time, /clock late: one wall-clock-stamped observation before the first /clock never makes the later
+    sim-stamped messages of that modality `out_of_order`."""
     from bayes_infer_ros.msg import CategoricalObservation
     from rosgraph_msgs.msg import Clock
 
@@ -539,8 +537,8 @@ def test_a_wall_clock_stamp_before_the_first_clock_does_not_block_a_sensor(probe
 
 
 def test_two_nodes_of_one_name_are_warned_about(probe, ros_graph, io, tmp_path):
-    """F7: two nodes with one fully qualified name ran side by side silently (beliefs interleaved, diagnostics
-    merged, `reset` reached one of them). Each says so in its log and in /diagnostics."""
+    """Two nodes with one fully qualified name (their beliefs would interleave, their diagnostics merge, and
+    `reset` reach one of them): each says so in its log and in /diagnostics."""
     from diagnostic_msgs.msg import DiagnosticStatus
 
     procs = []
@@ -559,7 +557,8 @@ def test_two_nodes_of_one_name_are_warned_about(probe, ros_graph, io, tmp_path):
 
 
 def test_a_shut_down_node_says_it_is_finalized(probe, ros_graph, io, tmp_path):
-    """M2: after lifecycle shutdown, diagnostics and switch_variant said "waiting for configure"."""
+    """After lifecycle shutdown, diagnostics and switch_variant say the node is finalized, not that it waits for
+    configure."""
     from bayes_infer_ros.node.help_text import FINALIZED
 
     proc = AgentProcess(tmp_path, "finalized", {"autostart": False, "diagnostics_period": 0.2}, namespace="/fin")
@@ -588,7 +587,7 @@ def _agent_run(args, env_update=None, drop=()):
 
 
 def test_the_plain_mode_fatal_line_carries_the_nodes_own_name(ros_graph, tmp_path):
-    """M8: the FATAL line of a refused model was logged under [agent], whatever the node's name."""
+    """Plain mode: the FATAL line of a refused model is logged under the node's own (remapped) name."""
     run = _agent_run(["--plain", "--ros-args", "-r", "__node:=m8_robot", "-r", "__ns:=/m8",
                       "-p", f"model_file:={tmp_path / 'missing.yaml'}"])
     assert run.returncode == 1, run.stderr[-2000:]
@@ -597,7 +596,7 @@ def test_the_plain_mode_fatal_line_carries_the_nodes_own_name(ros_graph, tmp_pat
 
 
 def test_ros_logging_that_cannot_start_gets_its_own_hint(ros_graph, tmp_path):
-    """M9: with an unwritable HOME and no ROS_LOG_DIR, the FATAL hint pointed at the params file."""
+    """With an unwritable HOME and no ROS_LOG_DIR, the FATAL hint names ROS_LOG_DIR, not the params file."""
     run = _agent_run(["--ros-args", "-p", "autostart:=false"], {"HOME": "/proc/no_such_home"},
                      drop=("ROS_LOG_DIR", "ROS_HOME"))
     assert run.returncode == 2, run.stderr[-2000:]
@@ -606,7 +605,7 @@ def test_ros_logging_that_cannot_start_gets_its_own_hint(ros_graph, tmp_path):
 
 
 def test_a_namespace_too_long_for_ros_names_is_a_fatal_line_not_a_traceback(ros_graph):
-    """M4: a 240-character nested namespace gave a raw InvalidServiceNameException traceback."""
+    """A 240-character nested namespace: one FATAL line with a hint and exit status 1, no traceback."""
     namespace = "/" + "/".join(["abcdefghij"] * 22)
     assert len(namespace) > 240
     run = _agent_run(["--ros-args", "-r", f"__ns:={namespace}", "-p", "autostart:=false"])
@@ -617,9 +616,9 @@ def test_a_namespace_too_long_for_ros_names_is_a_fatal_line_not_a_traceback(ros_
 
 
 def test_a_burst_of_switch_requests_is_held_and_answered(probe, ros_graph, io, tmp_path):
-    """M7: of 200 asynchronous switch_variant calls, 11 were answered and 189 never were: the service's request
-    queue (ROS's default, 10 deep) dropped them while the first waited for its build. All 200 are answered
-    now; the first builds, the rest find the engine they ask for already active."""
+    """200 asynchronous switch_variant calls are all answered (the service's request queue holds them while the
+    first waits for its build; ROS's default queue of 10 would drop them): the first builds, the rest find the
+    engine they ask for already active."""
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     from bayes_infer_ros.srv import SwitchVariant
@@ -647,12 +646,11 @@ def test_a_burst_of_switch_requests_is_held_and_answered(probe, ros_graph, io, t
 
 @pytest.mark.parametrize("plain", [False, True], ids=["lifecycle", "plain"])
 def test_no_message_or_request_to_rclpys_own_callbacks_ends_the_process(probe, ros_graph, io, tmp_path, plain):
-    """Issue 31 F1 and the rule behind it: callbacks that rclpy registers for the node run in the node's executor
-    outside its own callbacks. A /clock at sec=50 then sec=-1 ended the process (`ValueError: Seconds value must
-    not be negative` in rclpy's time source); a set_parameters request whose value has no known type ended it
-    (rclpy's parameter service); on Humble and Jazzy a lifecycle transition not valid from the current state ended
-    it (rclpy's change_state service). Each is now logged and counted, the services answer, the node lives and
-    keeps its last valid clock."""
+    """The callbacks rclpy registers for the node run in its executor beside its own, under the same guard: a
+    /clock at sec=50 then sec=-1 (rclpy's time source raises), a set_parameters request whose value has no known
+    type (rclpy's parameter service), and a lifecycle transition not valid from the current state (rclpy's
+    change_state service on Humble and Jazzy) are each logged and counted, the services answer, and the node
+    lives and keeps its last valid clock."""
     from diagnostic_msgs.msg import DiagnosticStatus
     from lifecycle_msgs.msg import Transition
     from lifecycle_msgs.srv import ChangeState

@@ -12,10 +12,9 @@ import time
 
 import numpy as np
 import pytest
-import yaml
 
-from ros_harness import AgentProcess, agent_executable, default_params, wait_for
-from test_node_graph import make_controls, make_obs, max_diff, now_ns, obs_sequence, oracle_window
+from ros_harness import AgentProcess, agent_executable, default_params, status_values, wait_for
+from test_node_graph import make_controls, max_diff, now_ns, obs_sequence, oracle_window, publish_observations
 from tolerances import ROS_FLOAT32_ATOL
 
 pytestmark = [pytest.mark.ros]
@@ -54,18 +53,6 @@ def agent(ros_graph, tmp_path_factory):
     proc.stop()
 
 
-def _publish_observations(probe, ns, step: dict, stamp: int) -> None:
-    from bayes_infer_ros.msg import CategoricalObservation
-
-    io = {"Obs": CategoricalObservation}
-    for name, obs in step.items():
-        pub = probe.publisher(f"{ns}/observations/{name}", CategoricalObservation)
-        if isinstance(obs, (int, np.integer)):
-            pub.publish(make_obs(io, level=obs, stamp=stamp))
-        else:
-            pub.publish(make_obs(io, probs=obs, stamp=stamp))
-
-
 def _wait_ready(probe, ns):
     from bayes_infer_ros.msg import CategoricalObservation, Controls
 
@@ -77,11 +64,8 @@ def _wait_ready(probe, ns):
 
 def _controls_counted(diags) -> int:
     """The node's `controls` counter in its newest /diagnostics status (-1 before one arrived)."""
-    for _, arr in reversed(diags):
-        for st in arr.status:
-            if st.name == f"{NS}/{NAME}: inference":
-                return int({kv.key: kv.value for kv in st.values}.get("controls", 0))
-    return -1
+    values = status_values(diags, f"{NS}/{NAME}")
+    return int(values.get("controls", 0)) if values else -1
 
 
 def test_services_are_private_remappable_and_next_to_the_lifecycle_services(probe, agent):
@@ -113,7 +97,7 @@ def test_late_controls_land_on_their_step_in_the_window(probe, agent, model):
 
     def answered(timeout) -> bool:
         n = len(beliefs)
-        _publish_observations(probe, NS, {m: 0 for m in MODALITIES}, now_ns())
+        publish_observations(probe, NS, {m: 0 for m in MODALITIES}, now_ns())
         return wait_for(lambda: len(beliefs) > n, timeout)
 
     # best effort: the node's readers match our writers a moment after we see them, so steps are sent until one
@@ -133,7 +117,7 @@ def test_late_controls_land_on_their_step_in_the_window(probe, agent, model):
     got = []
     for t in range(steps):
         n = len(beliefs)
-        _publish_observations(probe, NS, seq[t], stamps[t])
+        publish_observations(probe, NS, seq[t], stamps[t])
         assert wait_for(lambda: len(beliefs) > n, 20), agent.log_text()[-2000:]
         got.append(beliefs[-1][1])
         if t >= 1:         # now that tick t is done, the controls into step t (stamped in [t-1, t)) arrive late
@@ -161,7 +145,7 @@ def test_late_joiner_gets_the_latest_beliefs(probe, agent, model):
     _wait_ready(probe, NS)
     stamp = now_ns()
     seen = probe.record(f"{NS}/beliefs", Beliefs)
-    _publish_observations(probe, NS, {m: 0 for m in MODALITIES}, stamp)
+    publish_observations(probe, NS, {m: 0 for m in MODALITIES}, stamp)
     assert wait_for(lambda: any(m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec == stamp
                                 for _, m in seen), 20)
     info = probe.node.get_publishers_info_by_topic(f"{NS}/beliefs")

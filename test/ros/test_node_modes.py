@@ -9,12 +9,13 @@ import sys
 import time
 import types
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 import yaml
 
-from ros_harness import REPO_ROOT, AgentProcess, default_params, wait_for
+from ros_harness import REPO_ROOT, AgentProcess, default_params, publish_until_beliefs, wait_for
 from tolerances import ROS_FLOAT32_ATOL
 
 pytestmark = pytest.mark.ros
@@ -49,19 +50,11 @@ def load_launch_description():
     stubs["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
     for name in ("LifecycleNode", "Node"):
         setattr(stubs["launch_ros.actions"], name, type(name, (_Recorder,), {}))
-    saved = {k: sys.modules.get(k) for k in stubs}
-    sys.modules.update(stubs)
-    try:
+    with mock.patch.dict(sys.modules, stubs):
         spec = importlib.util.spec_from_file_location("agent_launch", REPO_ROOT / "launch" / "agent.launch.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module.generate_launch_description()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
 
 
 def launch_actions(launch_args: dict) -> list:
@@ -250,7 +243,7 @@ def test_launched_node_autostarts_on_sim_time(probe, launched):
 def test_plain_mode_and_refused_models(probe, ros_graph, tmp_path):
     from lifecycle_msgs.srv import GetState
 
-    from bayes_infer_ros.msg import Beliefs, CategoricalObservation
+    from bayes_infer_ros.msg import Beliefs
 
     base = default_params()
     base["jax_compilation_cache_dir"] = ros_graph["jax_cache"]
@@ -297,18 +290,8 @@ def test_plain_mode_and_refused_models(probe, ros_graph, tmp_path):
                      "'device' = 'tpu' from the command line / params file refused", "using the default 'fpi'"):
             assert line in log, log
         beliefs = probe.record("/plain/beliefs", Beliefs)
-        pubs = [probe.publisher(f"/plain/observations/{m}", CategoricalObservation)
-                for m in ("rfid_tag", "voltage", "lidar_gap", "charging")]
-        assert wait_for(lambda: all(p.get_subscription_count() >= 1 for p in pubs), 20)
-        # best effort: the node's reader may not have matched a brand-new publisher yet, so repeat until a tick
-        end = time.monotonic() + 15
-        while not beliefs and time.monotonic() < end:
-            for level, pub in zip((2, 1, 0, 1), pubs):
-                msg = CategoricalObservation()
-                msg.level = level
-                pub.publish(msg)
-            wait_for(lambda: len(beliefs) >= 1, 0.5)
-        assert beliefs, plain.log_text()
+        levels = {"rfid_tag": 2, "voltage": 1, "lidar_gap": 0, "charging": 1}
+        assert publish_until_beliefs(probe, "/plain", beliefs, levels, 15), plain.log_text()
         msg = beliefs[0][1]
         assert msg.tick == 1 and all(abs(sum(f.probabilities) - 1) < ROS_FLOAT32_ATOL for f in msg.factors)
         assert int(np.argmax(msg.factors[0].probabilities)) == 2

@@ -229,12 +229,7 @@ def test_replay_and_record_commands(ros_graph, repo_root, tmp_path):
         try:
             rec_out, _ = rec.communicate(timeout=60)
         except subprocess.TimeoutExpired:
-            rec.send_signal(signal.SIGINT)  # our own child only: it prints what it recorded, then stops
-            try:
-                rec_out, _ = rec.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                rec.kill()
-                rec_out, _ = rec.communicate()
+            rec_out, _ = _stop(rec, signal.SIGINT)  # it prints what it recorded, then stops
             pytest.fail(f"the recorder did not stop after {2 * ep.num_steps} messages: {rec_out}")
     finally:
         if rec.poll() is None:
@@ -249,6 +244,17 @@ def test_replay_command_rejects_a_missing_bag(tmp_path):
     from bayes_infer_ros.cli.replay import main
 
     assert main([str(tmp_path / "nope")]) == 2
+
+
+def _stop(rec: subprocess.Popen, sig: signal.Signals, timeout: float = 30.0) -> tuple[bytes, bool]:
+    """Send ``sig`` to our own child ``rec``: (its output, True) when it exits within ``timeout``; else it is killed:
+    (its output, False)."""
+    rec.send_signal(sig)
+    try:
+        return rec.communicate(timeout=timeout)[0], True
+    except subprocess.TimeoutExpired:
+        rec.kill()
+        return rec.communicate()[0], False
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -272,12 +278,8 @@ def test_record_stops_on_a_signal_and_leaves_a_valid_bag(ros_graph, repo_root, t
             pub.publish(CategoricalObservation(level=level))
             time.sleep(0.05)
         time.sleep(1.0)
-        rec.send_signal(sig)  # our own child only
-        try:
-            rec_out, _ = rec.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            rec.kill()
-            rec_out, _ = rec.communicate()
+        rec_out, stopped = _stop(rec, sig)
+        if not stopped:
             pytest.fail(f"the recorder did not stop on {sig.name}: {rec_out}")
     finally:
         sender.close()

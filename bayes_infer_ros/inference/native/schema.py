@@ -2,7 +2,7 @@
 
 The entry points take positional arguments (``TUNING.md``, "The model's arrays as positional arguments": a tuple
 argument costs on every call). Their names live here instead: each entry point has a schema, a NamedTuple whose
-field order is the positional order (``test/inference/test_native_schema.py`` holds every kernel's signature to
+field order is the positional order (``test/inference/native/test_schema.py`` holds every kernel's signature to
 its schema), and every argument is documented once, below. Each entry point takes the model's arrays first (a
 :class:`~.arrays.NativeModel` binds them by name once: ``NativeModel.bind``), then the call's. Pure Python: the
 numba kernels (``fpi``, ``sequence``, ``transitions``, ``tick``) and the CUDA kernels (``cuda_kernels``,

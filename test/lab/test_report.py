@@ -27,6 +27,7 @@ def test_ratios_are_pymdp_over_variant(rows):
     assert s["configs"] == 20
 
 
+@pytest.mark.heavy
 def test_autotuner_is_last_and_report_files(rows, tmp_path):
     csv_path = tmp_path / "sweep.csv"
     h.write_rows(csv_path, rows)

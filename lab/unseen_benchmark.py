@@ -1,6 +1,6 @@
 """Is ``variant: auto`` with verify ever slower than ``baseline`` on models the autotuner never saw?
 
-    PYTHONPATH=. python benchmarks/unseen_vs_baseline.py [--models 12] [--seed 7] [--k 3] \
+    python -m lab bench-unseen [--models 12] [--seed 7] [--k 3] \
         --csv benchmarks/unseen_vs_baseline_cpu.csv > benchmarks/unseen_vs_baseline_cpu.md
 
 Models: the paper's generator with another seed than the training sweep's (``generator.DEFAULT_SEED``), one
@@ -22,12 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bayes_infer_ros import inference  # noqa: E402
-from bayes_infer_ros.autotune import EngineConfig, MemoryBudget, decide, rank_variants  # noqa: E402
-from bayes_infer_ros.autotune.select import engine_call  # noqa: E402
-from bayes_infer_ros.autotune.timing import time_round_robin  # noqa: E402
-from lab import generator  # noqa: E402
+from bayes_infer_ros import inference
+from bayes_infer_ros.autotune import EngineConfig, MemoryBudget, decide, rank_variants
+from bayes_infer_ros.autotune.select import engine_call
+from bayes_infer_ros.autotune.timing import time_round_robin
+from lab import generator
 
 ALGORITHMS = ("fpi", "vmp", "mmp")
 NOISE_FLOOR = 0.033  # the larger of the two noise-floor figures in benchmarks/noise_floor_engine_cpu.txt
@@ -45,7 +44,7 @@ def build(algorithm: str, model, variant: str, num_iter: int):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m lab bench-unseen", description=__doc__.split("\n")[0])
     p.add_argument("--models", type=int, default=12)
     p.add_argument("--seed", type=int, default=7, help="generator seed (the training sweep used 0)")
     p.add_argument("--k", type=int, default=3)
@@ -86,7 +85,7 @@ def main(argv=None) -> int:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
-    cmd = "PYTHONPATH=. python benchmarks/unseen_vs_baseline.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    cmd = "python -m lab bench-unseen " + " ".join(argv if argv is not None else sys.argv[1:])
     print(f"# `{cmd}` ({started}, {os.cpu_count()} CPUs)\n")
     print(f"Generator seed {args.seed} (training: {generator.DEFAULT_SEED}), {len(rows) // len(ALGORITHMS)} models, "
           f"verify top {args.k} + baseline, horizon {args.horizon}. Ratio = pick / baseline, timed again after the "

@@ -1,6 +1,6 @@
 """fused_numba's kernels at another commit against the working tree's, same engine arrays, round-robin in one process.
 
-    PYTHONPATH=. python benchmarks/numba_kernel_ab.py REV [--ids c0049,c0031,...] [--dtypes float32 float64]
+    PYTHONPATH=. python benchmarks/archive/numba_kernel_ab.py REV [--ids c0049,c0031,...] [--dtypes float32 float64]
 
 REV's kernels are loaded as a second copy: the kernel modules of ``bayes_infer_ros/inference/native/`` (every one
 but ``__init__``, the engines' modules ``engine``, ``arrays`` and ``host``, and the CUDA modules) as a package of
@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from bayes_infer_ros.autotune.timing import time_round_robin  # noqa: E402
 from lab import generator  # noqa: E402

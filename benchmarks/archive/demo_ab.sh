@@ -3,11 +3,11 @@
 # revision's bayes_infer_ros/ is checked out into this working tree (the installed package links to it) and the
 # demo runs once; the median inference_ms and end-to-end latency of each run are printed. Restores HEAD at the end.
 #
-#   bash benchmarks/demo_ab.sh ROUNDS REV [REV ...]     e.g. bash benchmarks/demo_ab.sh 4 04a2d31 HEAD
+#   bash benchmarks/archive/demo_ab.sh ROUNDS REV [REV ...]     e.g. bash benchmarks/archive/demo_ab.sh 4 04a2d31 HEAD
 #
 # Needs a clean bayes_infer_ros/ (it is overwritten), the ROS side set up (`make setup`) and a quiet machine.
 set -eo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 rounds=${1:?usage: demo_ab.sh ROUNDS REV [REV ...]}; shift
 if ! git diff --quiet HEAD -- bayes_infer_ros; then
     echo "demo_ab: bayes_infer_ros/ has uncommitted changes; commit or stash them first" >&2; exit 2

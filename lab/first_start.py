@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """The node's first start after an install, and a warm start: configure time and time to the first belief.
 
 Run inside a built workspace (its install/ sourced; loopback only; picks its own ROS_DOMAIN_ID), with HOME /
 XDG_CACHE_HOME pointing at the cache folders the install's warmup filled (or empty ones, for code without warmup):
     source .venv/bin/activate && source install/setup.bash && \\
-      python benchmarks/first_start.py --label after --prepare warmup --repeat 3 --out benchmarks/first_start_cpu.json
+      python -m lab first-start --label after --prepare warmup --repeat 3 --out benchmarks/first_start_cpu.jsonl
 
 Per repetition:
 1. ``--prepare``: ``clear`` empties the caches (XDG_CACHE_HOME or ~/.cache, NUMBA_CACHE_DIR, and numba's files in the
@@ -32,13 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the lab (not installed)
-sys.path.insert(0, str(REPO / "test" / "ros"))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import ros_harness  # noqa: E402
-from node_latency import ObservationStream  # noqa: E402
+from lab import ros_graph
 
 CONFIGURED = re.compile(r"configured in ([0-9.]+) s")
 
@@ -69,28 +62,15 @@ def warmup() -> float:
 
 
 def start(tmp: Path, probe, model, tag: str) -> dict:
-    from bayes_infer_ros.msg import Beliefs
-
-    ns = f"/first_{tag}"
-    params = ros_harness.default_params()
+    params = ros_graph.default_params()
     params.update({"rate_hz": 0.0, "autostart": True})
-    stream = ObservationStream(probe, ns, model).start()
-    beliefs = probe.record(f"{ns}/beliefs", Beliefs, 100)
-    t0 = time.monotonic()
-    proc = ros_harness.AgentProcess(tmp, f"agent_{tag}", params, namespace=ns)
-    try:
-        ok = ros_harness.wait_for(lambda: len(beliefs) > 0, 600, period=0.002)
-        first = beliefs[0][0] if ok else None
-        log = proc.log_text()
-        configured = [float(m.group(1)) for m in CONFIGURED.finditer(log)]
-        variant = re.findall(r"variant=(\w+)", log)
-        warnings = [line for line in log.splitlines() if "WARN" in line]
-        return {"configure_s": configured[0] if configured else None,
-                "first_belief_s": round(first - t0, 3) if first else None,
-                "variant": variant[0] if variant else None, "warnings": warnings}
-    finally:
-        stream.stop()
-        proc.stop()
+    first, log = ros_graph.time_to_first_belief(tmp, probe, model, f"/first_{tag}", f"agent_{tag}", params, 600)
+    configured = [float(m.group(1)) for m in CONFIGURED.finditer(log)]
+    variant = re.findall(r"variant=(\w+)", log)
+    warnings = [line for line in log.splitlines() if "WARN" in line]
+    return {"configure_s": configured[0] if configured else None,
+            "first_belief_s": round(first, 3) if first is not None else None,
+            "variant": variant[0] if variant else None, "warnings": warnings}
 
 
 def summary(values: list) -> dict:
@@ -101,7 +81,7 @@ def summary(values: list) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m lab first-start", description=__doc__.split("\n\n")[0])
     ap.add_argument("--label", required=True, help="what is measured, e.g. before / after")
     ap.add_argument("--prepare", choices=("clear", "warmup", "none"), default="warmup")
     ap.add_argument("--repeat", type=int, default=3)
@@ -113,11 +93,11 @@ def main(argv=None) -> int:
     from bayes_infer_ros.model import model_from_parameters
     from bayes_infer_ros.model.io import flatten_parameters
 
-    ros_harness.set_loopback_env(ros_harness.claim_domain_id())
+    ros_graph.set_loopback_env(ros_graph.claim_domain_id())
     rclpy.init()
-    model = model_from_parameters({k: v for k, v in flatten_parameters(ros_harness.default_params()).items()
+    model = model_from_parameters({k: v for k, v in flatten_parameters(ros_graph.default_params()).items()
                                    if k.startswith("model.")})
-    probe = ros_harness.Probe("first_start_probe")
+    probe = ros_graph.Probe("first_start_probe")
     runs = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -135,7 +115,8 @@ def main(argv=None) -> int:
         probe.close()
         rclpy.shutdown()
     out = {
-        "label": args.label, "prepare": args.prepare, "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "label": args.label, "prepare": args.prepare,
+        "command": " ".join(["python -m lab first-start"] + (sys.argv[1:] if argv is None else list(argv))),
         "when_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; load {os.getloadavg()[0]:.1f}",
         "cache_folders": [str(p) for p in cache_folders()],

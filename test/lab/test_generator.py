@@ -52,6 +52,7 @@ def test_dependency_lists(specs):
     assert np.corrcoef(k, n)[0, 1] < -0.2
 
 
+@pytest.mark.heavy
 def test_deterministic_and_seeded(specs):
     fresh = g._generate_specs.__wrapped__  # bypass the memo: a second, independent run
     one = fresh(0, 1, g.DEFAULT_DEP_RATE, g.DEFAULT_MAX_A_ELEMENTS, g.DEFAULT_NUM_CONTROLS)

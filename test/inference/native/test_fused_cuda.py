@@ -15,7 +15,7 @@ from conftest import enable_x64
 from lab import generator
 from oracle import max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
-from variant_cases import ONE_FACTOR, SKEWED_ZEROS, StructureCases, agent_rows, no_B_case
+from variant_cases import ONE_FACTOR, SKEWED_ZEROS, StructureCases, agent_rows, assert_tick_matches_pymdp, no_B_case
 
 pytestmark = pytest.mark.gpu_kernel
 
@@ -68,15 +68,7 @@ def test_tick_matches_pymdp(sid, dtype):
     (B with several dependencies in skewed_zeros)."""
     with enable_x64() if dtype == np.float64 else contextlib.nullcontext():
         case, action = tick_case(CASES.case(sid, "vmp", dtype=dtype), t=1, seed=5)
-        engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_cuda",
-                                 num_iter=NUM_ITER, dtype=dtype)
-        want = pymdp_reference_jit("fpi", case, NUM_ITER)
-        want_next = pymdp_expected_state(case, want, action)
-        q, nxt = engine.tick(engine.layout.pack_obs(case.obs), engine.layout.pack_states(case.prior), action)
-    assert q.dtype == nxt.dtype == dtype
-    atol = FLOAT32_ATOL if dtype == np.float32 else FLOAT64_ATOL
-    assert max_abs_diff(engine.layout.split_states(q), want) <= atol
-    assert max_abs_diff(engine.layout.split_states(nxt), want_next) <= atol
+        assert_tick_matches_pymdp(case, action, "fused_cuda", NUM_ITER, dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -1,6 +1,6 @@
 """The default model's fused_numba FPI tick as one numba dispatch against two, hot and after cache pollution.
 
-    PYTHONPATH=. python benchmarks/tick_dispatch_ab.py [--calls 2000] [--pollute-mb 8]
+    PYTHONPATH=. python benchmarks/archive/tick_dispatch_ab.py [--calls 2000] [--pollute-mb 8]
 
 ``one``: ``engine.tick`` (``fpi_tick``: beliefs and the next prior in one kernel call). ``two``: ``run_packed``
 then the prediction (two dispatches, as before ``fpi_tick``). ``filter``: ``BeliefFilter.infer``, the call the
@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # tick_inputs
 from bayes_infer_ros.inference import engine_for_model  # noqa: E402
 from bayes_infer_ros.inference.belief_filter import BeliefFilter  # noqa: E402
 from bayes_infer_ros.model.io import load_model  # noqa: E402

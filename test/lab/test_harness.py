@@ -48,6 +48,7 @@ def test_ids_keep_the_given_order_and_unknown_ids_are_refused():
         h.select_configs(args, specs)
 
 
+@pytest.mark.heavy
 def test_sweep_records_resumes_skips_and_limits(small_specs, tmp_path):
     out = tmp_path / "sweep.csv"
     settings = h.Settings(cache=str(tmp_path / "cache"), builder="fake_variants:build", rounds=3, max_time_s=0.05)
@@ -104,6 +105,7 @@ def test_merge_shards(tmp_path):
     assert rows == {"c0": "1", "c1": "3", "c2": "4"}
 
 
+@pytest.mark.heavy
 @pytest.mark.oracle
 def test_real_case_against_pymdp(small_specs, tmp_path):
     """pymdp and the baseline engine in one worker: both timed, results equal within float32 tolerance."""
@@ -118,6 +120,7 @@ def test_real_case_against_pymdp(small_specs, tmp_path):
     assert rows["baseline"]["timing"] == "round_robin" and rows["pymdp"]["exec_mode"] != ""
 
 
+@pytest.mark.heavy
 @pytest.mark.oracle
 def test_auto_case_is_the_nodes_decision_timed_beside_the_variants(small_specs, tmp_path):
     """``auto`` runs ``autotune.decide`` (every device here, verify step on): its row names its pick, which is one of

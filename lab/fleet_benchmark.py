@@ -1,16 +1,15 @@
-#!/usr/bin/env python3
 """Many agents in one node against one process per agent: inference time per tick, CPU and resident memory.
 
 Run inside the built workspace (loopback only; picks its own ROS_DOMAIN_ID):
     source .venv/bin/activate && source install/setup.bash && \
-        python benchmarks/fleet_benchmark.py --one-node 1 10 100 --separate 1 10 20 --out benchmarks/fleet_cpu.csv
+        python -m lab bench-fleet --one-node 1 10 100 --separate 1 10 20 --out benchmarks/fleet_cpu.csv
 
 Each configuration runs the default model (config/agent.yaml) with a 10 Hz timer and
 ``tick_without_observations: true`` (every agent steps every tick), ``--variant`` (default fused_numba, the
 autotuner's pick on the development VM), the JAX compilation cache warm:
 - one node: ``agents: [a0 .. a{N-1}]``: one batched engine call per tick for all N agents;
-- separate: N single-agent processes (100 of them, about 330 MiB each, do not fit the 24 GB development VM: the
-  committed CSV stops at 20).
+- separate: N single-agent processes (a hundred of them do not fit the 24 GB development VM: the committed CSV
+  stops at 20).
 After ``--warm`` s it samples ``--seconds`` s: ``Beliefs.inference_ms`` (one node: the batched call, read on a0;
 separate: every process's own tick), the processes' CPU time (utime + stime from /proc, as % of one core) and
 VmRSS (summed over the processes). Configurations run round-robin, ``--rounds`` times; the CSV has one row per
@@ -27,14 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the lab (not installed)
-sys.path.insert(0, str(REPO / "test" / "ros"))
+import numpy as np
+import yaml
 
-import numpy as np  # noqa: E402
-import yaml  # noqa: E402
-
-import ros_harness  # noqa: E402
+from lab import ros_graph
 
 FIELDS = ("mode", "agents", "processes", "round", "variant", "ticks_sampled", "inference_ms_median",
           "inference_ms_p90", "cpu_percent_of_one_core", "rss_mib_total", "rss_mib_per_agent", "machine")
@@ -48,13 +43,13 @@ def cpu_seconds(pid: int) -> float:
 
 def start(folder: Path, params: dict, namespace: str):
     folder.mkdir(parents=True, exist_ok=True)
-    return ros_harness.AgentProcess(folder, "agent", params, namespace=namespace)
+    return ros_graph.start_agent(folder, "agent", params, namespace=namespace)
 
 
 def run_config(probe, tmp: Path, mode: str, n: int, args, rnd: int) -> dict:
     from bayes_infer_ros.msg import Beliefs
 
-    base = ros_harness.default_params()
+    base = ros_graph.default_params()
     base.update({"jax_compilation_cache_dir": str(tmp / "jax_cache"), "variant": args.variant, "rate_hz": 10.0,
                  "tick_without_observations": True, "observation_timeout": 0.0, "autostart": True})
     procs: list = []
@@ -90,20 +85,20 @@ def run_config(probe, tmp: Path, mode: str, n: int, args, rnd: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m lab bench-fleet", description=__doc__.splitlines()[0])
     ap.add_argument("--one-node", type=int, nargs="*", default=[1, 10, 100])
     ap.add_argument("--separate", type=int, nargs="*", default=[1, 10, 20])
     ap.add_argument("--variant", default="fused_numba")
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--warm", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "fleet_cpu.csv")
+    ap.add_argument("--out", type=Path, default=ros_graph.REPO_ROOT / "benchmarks" / "fleet_cpu.csv")
     args = ap.parse_args(argv)
-    ros_harness.set_loopback_env(ros_harness.claim_domain_id())
+    ros_graph.set_loopback_env(ros_graph.claim_domain_id())
     import rclpy
 
     rclpy.init()
-    probe = ros_harness.Probe("fleet_bench")
+    probe = ros_graph.Probe("fleet_bench")
     configs = [("one_node", n) for n in args.one_node] + [("separate", n) for n in args.separate]
     rows = []
     try:
