@@ -291,14 +291,18 @@ def plan_decision(model: Any, config: EngineConfig, budget: MemoryBudget, *,
 
 
 # ---- start ---------------------------------------------------------------------------------------------------------
-def start_engine(plan: Plan, model: Any, checkpoint: Callable[[], None] = _no_checkpoint) -> tuple[Plan, Engine]:
-    """Build the plan's start. A start that refuses the model (over its own memory limits, a shape it cannot run)
-    gives way to the next candidate, which then starts unverified; the returned plan says so."""
+def start_engine(plan: Plan, model: Any, checkpoint: Callable[[], None] = _no_checkpoint,
+                 build: Optional[Callable[[str, Any], Engine]] = None) -> tuple[Plan, Engine]:
+    """Build the plan's start (``build(variant, device)``, default :func:`build_engine` with the plan's settings).
+    A start that refuses the model (over its own memory limits, a shape it cannot run) gives way to the next
+    candidate, which then starts unverified; the returned plan says so."""
     refused: list[tuple[Candidate, str]] = []
     for i, c in enumerate(plan.timed):
         checkpoint()
         try:
-            engine = build_engine(model, plan.config, c.variant, plan.devices.by_platform.get(c.platform))
+            device = plan.devices.by_platform.get(c.platform)
+            engine = build(c.variant, device) if build is not None else build_engine(model, plan.config, c.variant,
+                                                                                     device)
         except (MemoryError, ValueError) as exc:
             refused.append((c, f"refused the model: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}"))
             continue
@@ -353,7 +357,8 @@ def conclude(plan: Plan, timings: Mapping[str, CandidateTiming], errors: Mapping
     ran = {n: t for n, t in timings.items() if n in by_name}
     failed = "".join(f"; {n} did not run ({why})" for n, why in errors.items())
     if not ran:
-        return Outcome(plan.start, False, {}, dict(errors), f"runs {start}: no candidate ran in the verify step{failed}")
+        return Outcome(plan.start, False, {}, dict(errors),
+                       f"keeps {start}: no candidate ran in the verify step{failed}")
     best = min(ran, key=lambda n: ran[n].time_s)
     if start not in ran:
         run, why = best, f"{start} did not run in the verify step"

@@ -2,7 +2,8 @@
 fastest for a model on a device platform, in milliseconds, and the ones left out with the reason.
 
     rank = ranking("mmp", model, horizon=5, num_iter=16, backend="gpu")
-    rank.ranked, rank.dropped        # [("fused_dense", 0.61), ..., ("baseline", 0.0)], {"end_to_end": "size guard: ..."}
+    rank.ranked     # [("fused_dense", 0.61), ..., ("baseline", 0.0)]
+    rank.dropped    # {"end_to_end": "size guard: padded ...", ...}
 
 Guarantees: every ranked name is in ``VARIANTS``, buildable here (a native engine needs its library), within the
 memory budget by the structure-only estimate (``budget.MemoryBudget``) and allowed by the model's size guard

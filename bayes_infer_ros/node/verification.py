@@ -6,9 +6,9 @@ answer is kept in the decision cache) and hands the :class:`~bayes_infer_ros.aut
 ``on_done``, which swaps engines where it says so.
 
     job = Verification(model, plan, on_done, cache=cache, jax_cache_dir="~/.cache/bayes_infer_ros/jax").start()
-    job.status           # "verifying baseline@cpu against fused_numba@cpu off the tick path (child process 4242, 1.3 s)"
-    job.cancel()         # the node was cleaned up, or builds another engine: the child is killed, on_done never runs
-    job.wait(timeout)    # the Outcome (``bayes-infer warmup`` waits for it; the node never does)
+    job.status   # "verifying baseline@cpu against fused_numba@cpu off the tick path (child process 4242, 1.3 s)"
+    job.cancel()       # the node was cleaned up, or builds another engine: the child is killed, on_done never runs
+    job.wait(timeout)  # the Outcome (``bayes-infer warmup`` waits for it; the node never does)
 
 The child is ``python -c`` importing this module and calling :func:`serve`: it lowers its priority
 (``VERIFY_NICENESS``: the node's tick comes first), reads one pickled :class:`VerifyRequest` on stdin, sets up JAX
@@ -213,3 +213,57 @@ class Verification:
         if kind != "ok":
             raise RuntimeError(answer)
         return answer
+
+
+class BackgroundVerifier:
+    """The node's verify steps, one at a time, for the engine that runs: :meth:`engine_installed` after every engine
+    install (the previous step is cancelled: its candidates were for another engine), :meth:`close` at cleanup and
+    shutdown. A finished step is logged with its timings and counted (``verify_steps``, ``verify_swaps``); where it
+    swaps, ``swap(outcome, plan)`` asks for the winner's engine (the node builds it off the tick path and installs it
+    under its tick lock). ``status`` is what diagnostics show; ``in_process``: verify in a thread of this process
+    (tests with engines that behave differently on purpose)."""
+
+    def __init__(self, log: Any, count: Callable[..., None], swap: Callable[[Outcome, Plan], None],
+                 cache: Callable[[], Optional[DecisionCache]], jax_cache_dir: Callable[[], str],
+                 in_process: bool = False):
+        self._log, self._count, self._swap = log, count, swap
+        self._cache, self._jax_cache_dir, self.in_process = cache, jax_cache_dir, in_process
+        self._lock = threading.Lock()
+        self.job: Optional[Verification] = None
+
+    def engine_installed(self, model: Any, plan: Optional[Plan]) -> Optional[Verification]:
+        """The engine of ``plan`` runs now: verify its candidates off the tick path (nothing without any; a finished
+        step's outcome stays in ``status``, one still running is cancelled)."""
+        with self._lock:
+            if self.job is not None and not self.job.done:
+                self.job.cancel()
+                self.job = None
+            if plan is None or not plan.verify:
+                return None
+            cache = self._cache()
+            self.job = Verification(model, plan, lambda outcome: self._done(plan, outcome, cache), cache=cache,
+                                    jax_cache_dir=self._jax_cache_dir(), in_process=self.in_process)
+            job = self.job.start()
+        self._log.info(job.status)
+        self._count("verify_steps_started")
+        return job
+
+    def _done(self, plan: Plan, outcome: Outcome, cache: Optional[DecisionCache]) -> None:
+        self._count("verify_steps")
+        (self._log.warning if "verify step failed" in outcome.reason else self._log.info)(outcome.reason)
+        if cache is not None and cache.warning:
+            self._log.warning(cache.warning)
+        if outcome.swap:
+            self._count("verify_swaps")
+            self._swap(outcome, plan)
+
+    @property
+    def status(self) -> str:
+        job = self.job
+        return job.status if job is not None else ""
+
+    def close(self) -> None:
+        with self._lock:
+            if self.job is not None:
+                self.job.cancel()
+            self.job = None
