@@ -231,13 +231,15 @@ class BackgroundVerifier:
         self._lock = threading.Lock()
         self.job: Optional[Verification] = None
 
-    def engine_installed(self, model: Any, plan: Optional[Plan]) -> Optional[Verification]:
-        """The engine of ``plan`` runs now: verify its candidates off the tick path (nothing without any; a finished
-        step's outcome stays in ``status``, one still running is cancelled)."""
+    def engine_installed(self, model: Any, plan: Optional[Plan], swapped: bool = False) -> Optional[Verification]:
+        """The engine of ``plan`` runs now: verify its candidates off the tick path (nothing without any). A step still
+        running is cancelled; ``swapped``: this engine is the one the last step swapped to, whose outcome stays in
+        ``status``."""
         with self._lock:
-            if self.job is not None and not self.job.done:
-                self.job.cancel()
-                self.job = None
+            if self.job is not None:
+                self.job.cancel()  # no-op for a finished step
+                if not (swapped and self.job.done):
+                    self.job = None
             if plan is None or not plan.verify:
                 return None
             cache = self._cache()
