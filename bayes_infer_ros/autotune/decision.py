@@ -304,6 +304,8 @@ def start_engine(plan: Plan, model: Any, checkpoint: Callable[[], None] = _no_ch
             engine = build(c.variant, device) if build is not None else build_engine(model, plan.config, c.variant,
                                                                                      device)
         except (MemoryError, ValueError) as exc:
+            if len(plan.timed) == 1:
+                raise  # nothing to fall back to: the build's own error
             refused.append((c, f"refused the model: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}"))
             continue
         if not refused:
