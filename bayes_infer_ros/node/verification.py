@@ -11,11 +11,11 @@ answer is kept in the decision cache) and hands the :class:`~bayes_infer_ros.aut
     job.wait(timeout)  # the Outcome (``bayes-infer warmup`` waits for it; the node never does)
 
 The child is ``python -c`` importing this module and calling :func:`serve`: it lowers its priority
-(``VERIFY_NICENESS``: the node's tick comes first), reads one pickled :class:`VerifyRequest` on stdin, sets up JAX
-with the node's persistent compilation cache (a winner the node builds afterwards is compiled already), finds the
-devices, times the candidates and writes one pickled answer on stdout. numba's kernel cache is shared through the
-environment. It stops by itself when this process is gone. ``in_process=True`` does the same work in a thread of
-this process instead (tests with engines that behave differently on purpose).
+(``VERIFY_NICENESS``: the node and the rest of the robot come first), reads one pickled :class:`VerifyRequest` on
+stdin, sets up JAX with the node's persistent compilation cache (a winner the node builds afterwards is compiled
+already), finds the devices, times the candidates and writes one pickled answer on stdout. numba's kernel cache is
+shared through the environment. It stops by itself when this process is gone. ``in_process=True`` does the same
+work in a thread of this process instead (tests with engines that behave differently on purpose).
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ from bayes_infer_ros.autotune.timing import CandidateTiming
 
 from . import jax_cache
 
-#: The child's niceness: it takes the CPU only when the node's tick does not want it.
-VERIFY_NICENESS = 10
+#: The child's niceness (the lowest): it takes a CPU that the node, or anything else at normal priority, leaves idle.
+VERIFY_NICENESS = 19
 #: A verify step that has not answered after this long is stopped; the start keeps running.
 VERIFY_TIMEOUT_S = 900.0
 CHILD_CODE = "from bayes_infer_ros.node.verification import serve; serve()"
