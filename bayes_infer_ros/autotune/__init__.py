@@ -1,9 +1,11 @@
 """The autotuner and the one decision of what runs: device and variant for a model, from its structure, started at
-once and verified by timing off the tick path.
+once and verified by timing off the tick path (``decision``: candidates -> decision cache -> start -> verify ->
+record).
 
     from bayes_infer_ros.autotune import EngineConfig, MemoryBudget, decide, plan_decision, select_variant
-    plan = plan_decision(model, EngineConfig("vmp", horizon=5), MemoryBudget.from_mib(2048))  # what starts, what
-    decision = decide(model, EngineConfig("vmp", horizon=5), MemoryBudget.from_mib(2048))     # is verified; here
+    config, budget = EngineConfig("vmp", horizon=5), MemoryBudget.from_mib(2048)
+    plan = plan_decision(model, config, budget)   # what starts, what is verified, what is left out and why
+    decision = decide(model, config, budget)      # the whole pipeline in this thread: the engine that runs
     variant = select_variant("vmp", model, horizon=5, num_iter=16)      # the start's variant, in milliseconds
 
 Training lives in ``lab.train_autotuner`` (``python -m lab autotune-train``); see docs/autotune.md.
