@@ -312,8 +312,30 @@ def test_a_candidate_that_fails_its_first_call_drops_out_with_the_reason(model, 
 
 
 # ---- the pipeline: candidates -> decision cache -> start -> verification -> record ------------------------------
-def _timing(p10_ms, p90_ms):
-    return CandidateTiming(p10_ms * 1e-3, (p10_ms + p90_ms) * 5e-4, p90_ms * 1e-3, 0.0, 20, 1)
+def _timing(p10_ms, p90_ms, samples_ms=()):
+    return CandidateTiming(p10_ms * 1e-3, (p10_ms + p90_ms) * 5e-4, p90_ms * 1e-3, 0.0, 20, 1,
+                           tuple(x * 1e-3 for x in samples_ms))
+
+
+def _rounds(times_ms):
+    """A CandidateTiming whose statistics come from its per-round times (ms)."""
+    xs = np.asarray(times_ms, dtype=float)
+    return _timing(np.percentile(xs, 10), np.percentile(xs, 90), xs)
+
+
+def test_the_noise_rule_compares_round_by_round():
+    """Under load a preempted round is slow for whichever candidate ran in it: the spreads overlap, yet round by round
+    a candidate twice as fast wins every round. A tie (2% faster) or a coin toss (faster in half the rounds) does
+    not replace the start."""
+    rng = np.random.default_rng(0)
+    load = np.where(rng.random(40) < 0.3, 20.0, 1.0)  # 30% of the rounds preempted 20x
+    start = _rounds(2.0 * load)
+    twice = _rounds(1.0 * load)
+    assert twice.p90_s > start.time_s  # the spreads overlap: a percentile rule would call it noise
+    assert dec.wins_beyond_noise(twice, start)
+    assert not dec.wins_beyond_noise(_rounds(1.96 * load), start)  # faster in every round, by 2%: a tie
+    coin = _rounds(np.where(np.arange(40) % 2 == 0, 1.0, 3.0) * load)
+    assert not dec.wins_beyond_noise(coin, start)
 
 
 @pytest.mark.skipif(not numba_available(), reason="the numba install's rule")
