@@ -7,8 +7,8 @@ Run inside a built workspace on an otherwise idle machine (loopback only; it pic
     source .venv/bin/activate && source install/setup.bash && python -m lab generate --ids c0771 c0690 && \\
       python benchmarks/bringup.py --out benchmarks/bringup_cpu.csv
 
-Cases (``--cases MODEL:ALGORITHM``, default c0771:fpi c0690:fpi c0690:mmp; a MODEL is a generator config id, its
-arrays in ``--cache``, or a model file), each with every ``--settings`` (default ``auto fused_numba``), ``--repeat``
+Cases (``--cases MODEL:ALGORITHM``, default c0771:fpi c0690:fpi c0690:mmp and the default model's fpi, where auto
+has a candidate to verify; a MODEL is a generator config id, its arrays in ``--cache``, or a model file), each with every ``--settings`` (default ``auto fused_numba``), ``--repeat``
 times, the settings alternating; ``--agents 1 10 100`` repeats each with a fleet node of that many agents (how
 configure grows with them). First, one discarded start per model warms numba's kernel cache (the user's, as a
 robot's after ``bayes-infer warmup``). Per measured start: a fresh empty folder for JAX's compilation cache
@@ -44,12 +44,12 @@ VARIANT = re.compile(r"variant=(\w+)")
 OUTCOME = re.compile(r"(keeps|swaps to) (\S+@\w+)")
 FIELDS = ("when_utc", "model", "algorithm", "agents", "setting", "repeat", "variant", "configure_s", "first_belief_s",
           "rss_mib", "hwm_mib", "verify", "load_before", "load_after", "uptime", "machine")
-DEFAULT_CASES = ("c0771:fpi", "c0690:fpi", "c0690:mmp")
+DEFAULT_CASES = ("c0771:fpi", "c0690:fpi", "c0690:mmp", "config/agent.yaml:fpi")
 
 
 def model_file(name: str, cache: Path) -> Path:
     """A model file as given, else the generator's arrays of config id ``name`` in ``cache``."""
-    path = Path(name)
+    path = Path(name) if Path(name).is_absolute() else REPO / name
     if path.suffix in (".npz", ".yaml") and path.is_file():
         return path.resolve()
     path = cache / "npz" / f"{name}.npz"

@@ -194,11 +194,9 @@ def _device_candidates(model: Any, config: EngineConfig, budget: MemoryBudget, p
                   f"({trained.tag}_meta.json)")
         order, skipped = [constant] + natives, {}
         slowdown = slowdowns.predict(trained.entry.get("slowdowns"), model, FALLBACK)
-        if constant == FALLBACK:
-            pass
-        elif slowdown is not None and slowdown.wide:
+        if slowdown is not None and slowdown.wide:
             skipped[FALLBACK] = slowdown.describe()
-        else:
+        elif constant != FALLBACK:
             order.append(FALLBACK)
         return _DeviceCandidates(order, skipped, reason)
     rank = ranking(config.algorithm, model, config.horizon, config.num_iter, backend=platform, memory_budget=budget,
@@ -206,8 +204,8 @@ def _device_candidates(model: Any, config: EngineConfig, budget: MemoryBudget, p
     ranked = [v for v, _ in rank.ranked if platform in variant_devices(v)]
     skipped = dict(rank.dropped)
     top = ranked[:max(k, 1)]
-    skipped.update({v: f"not among the {k} best predicted by the ranking model" for v in ranked[len(top):]
-                    if v != FALLBACK})
+    why = f"not among the {k} best predicted by the ranking model" if k else "autotune_verify_top_k is 0: not verified"
+    skipped.update({v: why for v in ranked[len(top):] if v != FALLBACK})
     reason = (f"the ranking model's first pick ({trained.tag})" if trained is not None
               else "no ranking model for this device: the rule")
     return _DeviceCandidates(list(dict.fromkeys(top + natives + [FALLBACK])), skipped, reason)
