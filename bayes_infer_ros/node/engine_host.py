@@ -1,11 +1,11 @@
 """The model and the engines of a configured node (no rclpy): configure's work (JAX set-up, the model, the first
 build), builds off the tick path (a :class:`~.builder.Builder`: coalesced, cancellable), the verify step of the engine
-that runs (:class:`~.verification.BackgroundVerifier`: a child process; an engine it measured faster is built and
-handed to ``install``), which parameter changes the engine accepts, ``~/switch_variant``'s wait for the engine it asked for, and the compilation-cache cap. A finished
-build is handed to ``install`` (the runtime's atomic swap under its tick lock, ``runtime.py``), and the engine that
-runs is read back through ``installed()``. The runtime hands it the node's parameters (``param(name)``), the
-``model.*`` parameters, its logger and its counter. The caches' warnings (``kernel_cache``, ``jax_cache``: Python
-logging, once per process) are forwarded to the newest host's logger."""
+that runs (:class:`~.verification.BackgroundVerifier`: a child process; an engine it measured faster is built like
+any other), which parameter changes the engine accepts, ``~/switch_variant``'s wait for the engine it asked for, and
+the compilation-cache cap. A finished build is handed to ``install`` (the runtime's atomic swap under its tick lock,
+``runtime.py``), and the engine that runs is read back through ``installed()``. The runtime hands it the node's
+parameters (``param(name)``), the ``model.*`` parameters, its logger and its counter. The caches' warnings
+(``kernel_cache``, ``jax_cache``: Python logging, once per process) are forwarded to the newest host's logger."""
 from __future__ import annotations
 
 import logging
