@@ -32,3 +32,16 @@ def test_a_fleet_configure_builds_the_start_once_whatever_the_agents(model, monk
     assert plans == [1] and batched == [(slot.variant, agents)]
     assert slot.plan.start.variant == slot.variant
     assert all(c.variant != slot.variant for c in slot.plan.verify)  # left for the verify step, off the tick path
+
+
+def test_a_verified_swap_builds_the_winner_for_every_agent(model, monkeypatch):
+    """The engine a verify step measured faster (on one agent's engines) is built batched, for the node's agents."""
+    batched, real_batched = [], builder.batched_engine
+    monkeypatch.setattr(builder, "batched_engine",
+                        lambda m, c, variant, b, device=None: batched.append((variant, b)) or real_batched(
+                            m, c, variant, b, device))
+    config = EngineConfig("fpi", device="cpu")
+    pin = builder.Pinned(config, dec.Candidate("cpu", "baseline"), "swaps to baseline@cpu: faster ...")
+    slot = builder.build_slot(model, config, 1, 2048.0, agents=4, pin=pin)
+    assert batched == [("baseline", 4)] and slot.variant == "baseline" and slot.plan.verify == ()
+    assert "the verify step: swaps to baseline@cpu" in slot.note
