@@ -57,9 +57,10 @@ from .decision_cache import DecisionCache
 from .select import FALLBACK, engine_call, infeasible, model_variants, ranking, trained_model
 from .timing import CandidateTiming, time_round_robin
 
-#: The verify step's round-robin: at most this many rounds, stopping after this many seconds of timing.
-VERIFY_ROUNDS = 40
-VERIFY_MAX_TIME_S = 1.0
+#: The verify step's round-robin: at most this many rounds, stopping after this many seconds of timing (it runs off
+#: the tick path: rounds are cheap, and the more of them, the surer the round-by-round comparison under load).
+VERIFY_ROUNDS = 100
+VERIFY_MAX_TIME_S = 3.0
 #: A candidate replaces the start only when it was faster in at least this share of the rounds they were timed in
 #: together (a sign test: under load a preempted round slows either one, so rounds are compared pairwise) ...
 WIN_SHARE = 0.75
