@@ -103,6 +103,7 @@ class Plan:
     reason:    why ``start`` (one line)
     notes:     the devices' notes (a GPU left out, and why)
     cache_key: the decision cache's key ("" without a cache)
+    uncached:  where ``start`` comes from the decision cache, the plan without it (the kept choice no longer builds)
     """
 
     config: EngineConfig
@@ -113,6 +114,8 @@ class Plan:
     notes: tuple[str, ...] = ()
     cache_key: str = ""
     devices: device_lookup.Devices = field(default_factory=device_lookup.Devices, compare=False)
+    uncached: Optional["Plan"] = field(default=None, compare=False)
+    cache: Optional[DecisionCache] = field(default=None, compare=False)
 
     @property
     def timed(self) -> tuple[Candidate, ...]:
@@ -288,13 +291,33 @@ def plan_decision(model: Any, config: EngineConfig, budget: MemoryBudget, *,
     plan = dataclasses.replace(base, start=start, verify=rest, skipped=tuple(skipped), reason=reason)
     if cache is None or not rest:
         return plan
-    key = DecisionCache.key(_cache_parts(model, config, budget, platforms))
-    record = cache.load(key)
-    if record is not None and Candidate(record["device"], record["variant"]) in plan.timed:
-        kept = Candidate(record["device"], record["variant"])
-        return dataclasses.replace(plan, start=kept, verify=(), cache_key=key, reason=(
-            f"verified here at {record.get('created', '?')}: {_format(record.get('timings', {}))}; decision cache"))
-    return dataclasses.replace(plan, cache_key=key)
+    plan = dataclasses.replace(plan, cache_key=DecisionCache.key(_cache_parts(model, config, budget, platforms)),
+                               cache=cache)
+    record = cache.load(plan.cache_key)  # None for a record that cannot be used: refused, with a warning
+    if record is None:
+        return plan
+    kept = Candidate(record["device"], record["variant"])
+    problem = _record_problem(record, kept, plan)
+    if problem is not None:
+        cache.refuse(plan.cache_key, problem)
+        return plan
+    return dataclasses.replace(plan, start=kept, verify=(), uncached=plan, reason=(
+        f"timed here at {record['created']}: {_format(record['timings'])}; decision cache"))
+
+
+def _record_problem(record: Mapping[str, Any], chosen: Candidate, plan: Plan) -> Optional[str]:
+    """Why a well-formed kept ``record`` (``decision_cache.record_problem`` passed) does not fit ``plan`` (None: it
+    does): its choice must be a candidate here, its timings those of this plan's candidates, and its choice the start
+    or faster than the start in them (the verify step replaces the start only with a faster candidate)."""
+    names = [str(c) for c in plan.timed]
+    if chosen not in plan.timed:
+        return f"it names {chosen}, not a candidate here ({', '.join(names)})"
+    timings = record["timings"]
+    if set(timings) != set(names):
+        return f"its timings name {', '.join(sorted(timings)) or 'nothing'}, not this decision's candidates"
+    if chosen != plan.start and not timings[str(chosen)] < timings[str(plan.start)]:
+        return f"its choice {chosen} is not faster than {plan.start} in its own timings"
+    return None
 
 
 # ---- start ---------------------------------------------------------------------------------------------------------
@@ -304,6 +327,17 @@ def start_engine(plan: Plan, model: Any, checkpoint: Callable[[], None] = _no_ch
     A start that refuses the model (over its own memory limits, a shape it cannot run) gives way to the next
     candidate, which then starts unverified; the returned plan says so."""
     refused: list[tuple[Candidate, str]] = []
+    if plan.uncached is not None:  # the decision cache's choice: one that does not build here is a miss
+        checkpoint()
+        try:
+            device = plan.devices.by_platform.get(plan.start.platform)
+            return plan, (build(plan.start.variant, device) if build is not None
+                          else build_engine(model, plan.config, plan.start.variant, device))
+        except Exception as exc:  # noqa: BLE001 - not a failure: the plan without the kept choice runs
+            if plan.cache is not None:
+                plan.cache.refuse(plan.cache_key, f"its choice {plan.start} does not build here ({type(exc).__name__}: "
+                                                  f"{' '.join(str(exc).split())[:120]})")
+            return start_engine(plan.uncached, model, checkpoint, build)
     for i, c in enumerate(plan.timed):
         checkpoint()
         try:
@@ -390,10 +424,11 @@ def conclude(plan: Plan, timings: Mapping[str, CandidateTiming], errors: Mapping
         run, why = start, ("the fastest" if best == start else f"{best} is not faster beyond the noise")
     swap = run != start
     measured = ", ".join(f"{n} {t.time_s * 1e3:.3g} ms (p90 {t.p90_s * 1e3:.3g})" for n, t in ran.items())
-    reason = f"{'swaps to' if swap else 'keeps'} {run}: {why}; verified off the tick path: {measured}{failed}"
+    reason = f"{'swaps to' if swap else 'keeps'} {run}: {why}; timed here: {measured}{failed}"
     if cache is not None and plan.cache_key:
         winner = by_name[run]
-        cache.store(plan.cache_key, winner.platform, winner.variant, {n: t.time_s for n, t in ran.items()})
+        cache.store(plan.cache_key, winner.platform, winner.variant,
+                    {n: ran[n].time_s if n in ran else float("inf") for n in by_name})  # inf: did not run
     return Outcome(by_name[run], swap, dict(ran), dict(errors), reason)
 
 
@@ -414,10 +449,11 @@ def decide(model: Any, config: EngineConfig, budget: MemoryBudget, *, build: boo
 
     Raises as :func:`plan_decision` does.
     """
+    cache_warnings = len(cache.warnings) if cache is not None else 0  # this decision's: those added from here
     plan = plan_decision(model, config, budget, found=found, model_dir=model_dir, cache=cache)
 
     def done(c: Candidate, engine: Optional[Engine], reason: str, timings: Optional[dict] = None) -> Decision:
-        warnings = (cache.warning,) if cache is not None and cache.warning else ()
+        warnings = tuple(cache.warnings[cache_warnings:]) if cache is not None else ()
         return Decision(c.platform, c.variant, device_lookup.describe(plan.devices.by_platform.get(c.platform)),
                         engine, reason, timings or {}, warnings)
 

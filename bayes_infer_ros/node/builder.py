@@ -118,6 +118,7 @@ def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: flo
     ``budget_mb`` before anything is allocated. ``cache``: kept decisions (default: the environment's,
     ``autotune.decision_cache``); ``pin``: build that candidate."""
     cache = cache if cache is not None else DecisionCache.from_environment()
+    cache_warnings = len(cache.warnings)  # this build's: those added from here
     t0 = time.perf_counter()
     budget = node_budget(budget_mb)
 
@@ -137,7 +138,7 @@ def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: flo
     BeliefFilter(engine, model.D, config.horizon, has_B=model.B is not None, dtype=engine.dtype).warm()
     return EngineSlot(config, plan.start.variant, engine, time.perf_counter() - t0, generation, plan.describe(),
                       describe(plan.devices.by_platform.get(plan.start.platform)),
-                      (cache.warning,) if cache.warning else (), plan)
+                      tuple(cache.warnings[cache_warnings:]), plan)
 
 
 @dataclass(eq=False)

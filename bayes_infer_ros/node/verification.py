@@ -243,18 +243,19 @@ class BackgroundVerifier:
             if plan is None or not plan.verify:
                 return None
             cache = self._cache()
-            self.job = Verification(model, plan, lambda outcome: self._done(plan, outcome, cache), cache=cache,
+            seen = len(cache.warnings) if cache is not None else 0
+            self.job = Verification(model, plan, lambda outcome: self._done(plan, outcome, cache, seen), cache=cache,
                                     jax_cache_dir=self._jax_cache_dir(), in_process=self.in_process)
             job = self.job.start()
         self._log.info(job.status)
         self._count("verify_steps_started")
         return job
 
-    def _done(self, plan: Plan, outcome: Outcome, cache: Optional[DecisionCache]) -> None:
+    def _done(self, plan: Plan, outcome: Outcome, cache: Optional[DecisionCache], seen: int) -> None:
         self._count("verify_steps")
         (self._log.warning if "verify step failed" in outcome.reason else self._log.info)(outcome.reason)
-        if cache is not None and cache.warning:
-            self._log.warning(cache.warning)
+        for warning in cache.warnings[seen:] if cache is not None else ():  # the record could not be kept
+            self._log.warning(warning)
         if outcome.swap:
             self._count("verify_swaps")
             self._swap(outcome, plan)

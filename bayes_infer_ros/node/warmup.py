@@ -64,8 +64,8 @@ def warm(params_file: Path) -> dict[str, Any]:
         log.info(job.status)
         outcome = job.wait(VERIFY_TIMEOUT_S)
         verified = outcome.reason if outcome is not None else f"the verify step did not end in {VERIFY_TIMEOUT_S:g} s"
-        if cache.warning:
-            log.warning(cache.warning)
+        for warning in cache.warnings:
+            log.warning(warning)
     used, numba_folder = resolved_folder()
     return {"seconds": time.perf_counter() - t0, "configure_s": configure_s, "variant": slot.variant,
             "note": slot.note, "verified": verified,
