@@ -169,21 +169,29 @@ def gpu_table(summary_csv: Path, variants_csv: Path) -> str:
 
 
 def unseen_table(unseen_csv: Path) -> str:
-    """``variant: auto`` on unseen models: what it picked, the pick's time over baseline's, configure time."""
+    """``variant: auto`` on unseen models (``python -m lab bench-unseen``): how many verify steps ran and swapped,
+    what it ended on, that run's time over baseline's and over the fastest candidate's (timed again afterwards), and
+    what configure waits for (the plan and the start's build)."""
     rows = _rows(unseen_csv)
     f = models_facts(rows)
     lines = [f"{f['configs']} models from another generator seed, F and M up to {f['max_fm']}:", "",
-             "| algorithm | models | picks | pick / baseline: median | worst | configure s: median | max |",
-             "|---|---|---|---|---|---|---|"]
+             "| algorithm | models | verify steps | swaps | ends on | run / baseline: median | worst | "
+             "run / fastest candidate: worst | configure s: median | max |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for alg in ALGORITHMS:
         rs = [r for r in rows if r["algorithm"] == alg]
-        picks: dict[str, int] = {}
+        if not rs:
+            continue
+        runs: dict[str, int] = {}
         for r in rs:
-            picks[r["pick"]] = picks.get(r["pick"], 0) + 1
-        ratio = np.array([float(r["pick_over_baseline"]) for r in rs])
+            runs[r["run"]] = runs.get(r["run"], 0) + 1
+        ratio = np.array([float(r["run_over_baseline"]) for r in rs])
+        fastest = np.array([float(r["run_over_fastest"]) for r in rs])
         conf = np.array([float(r["configure_s"]) for r in rs])
-        lines.append(f"| {alg} | {len(rs)} | " + ", ".join(f"{v} {n}" for v, n in sorted(picks.items()))
-                     + f" | {np.median(ratio):.2f} | {ratio.max():.2f} | {np.median(conf):.1f} | {conf.max():.1f} |")
+        lines.append(f"| {alg} | {len(rs)} | {sum(bool(r['verified']) for r in rs)} | "
+                     f"{sum(int(r['swap']) for r in rs)} | " + ", ".join(f"{v} {n}" for v, n in sorted(runs.items()))
+                     + f" | {np.median(ratio):.2f} | {ratio.max():.2f} | {fastest.max():.2f} | {np.median(conf):.2f} | "
+                       f"{conf.max():.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -361,6 +369,42 @@ def gpu_summary(latency_txt: Path, throughput_csv: Path) -> str:
                    "second beat the host CPU's.\n")
 
 
+#: benchmarks/bringup.py's targets: configure and first belief in seconds, auto's memory over the pinned node's.
+BRINGUP_TARGETS = {"configure_s": 2.0, "first_belief_s": 3.0, "memory_ratio": 1.15}
+
+
+def bringup_table(path: Path) -> str:
+    """``benchmarks/bringup.py``'s starts: per model, algorithm and setting, the median configure time, spawn -> first
+    belief and resident memory (with auto's over the pinned node's), what the verify step did, and the load."""
+    rows = _rows(path)
+    groups: dict[tuple[str, str, str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["algorithm"], r["agents"], r["setting"]), []).append(r)
+
+    def med(rs: Sequence[dict], key: str) -> float:
+        return float(np.median([float(r[key]) for r in rs]))
+
+    def mark(ok: bool, setting: str) -> str:
+        return "" if ok or setting == "fused_numba" else " (over target)"  # the pinned node is the reference
+
+    lines = ["| model | algorithm | agents | setting | starts | configure s | first belief s (from spawn) | "
+             "resident MiB | vs pinned | verify step | load (1 min) |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---|---|"]
+    for (model, alg, agents, setting), rs in groups.items():
+        pinned = groups.get((model, alg, agents, "fused_numba"))
+        ratio = med(rs, "rss_mib") / med(pinned, "rss_mib") if pinned else float("nan")
+        conf, first = med(rs, "configure_s"), med(rs, "first_belief_s")
+        loads = [float(r[k]) for r in rs for k in ("load_before", "load_after")]
+        verify = ", ".join(sorted({r["verify"] for r in rs}))
+        lines.append(f"| {model} | {alg} | {agents} | `{setting}` | {len(rs)} | "
+                     f"{conf:.2f}{mark(conf <= BRINGUP_TARGETS['configure_s'], setting)} | "
+                     f"{first:.2f}{mark(first <= BRINGUP_TARGETS['first_belief_s'], setting)} | {med(rs, 'rss_mib'):.0f} | "
+                     f"{'-' if not pinned else f'{ratio:.2f}x'}"
+                     f"{mark(not pinned or ratio <= BRINGUP_TARGETS['memory_ratio'], setting)} | "
+                     f"{verify} | {min(loads):.1f}-{max(loads):.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 H200_LATENCY = (("pymdp (GPU)", "pymdp", "pymdp"), ("fused_dense (GPU)", "fused_dense", "fused_dense"),
                 ("fused_cuda (GPU, one launch)", "fused_cuda", "fused_cuda"),
                 ("fused_numba (host CPU)", "fused_numba", "fused_numba"))
@@ -373,6 +417,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "gpu_summary_h200": lambda d: gpu_summary(d / "default_model_latency_fused_cuda_nvidia_h200.txt",
                                               d / "agents_throughput_nvidia_h200.csv"),
     "first_start": lambda d: first_start_table(d / "first_start_cpu.jsonl"),
+    "bringup": lambda d: bringup_table(d / "bringup_cpu.csv"),
     "gpu_variants_h200": lambda d: latency_rows_table(d / "default_model_latency_nvidia_h200.txt"),
     "launch_floor_h200": lambda d: launch_floor_table(d / "launch_floor_nvidia_h200.txt"),
     "fleet": lambda d: fleet_table(d / "fleet_cpu.csv"),
@@ -384,6 +429,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "variants": lambda d: variants_table(d / "variants_cpu.csv"),
     "gpu_h100": lambda d: gpu_table(d / "summary_nvidia_h100_80gb_hbm3.csv", d / "variants_nvidia_h100_80gb_hbm3.csv"),
     "unseen": lambda d: unseen_table(d / "unseen_vs_baseline_cpu.csv"),
+    "unseen_portable": lambda d: unseen_table(d / "unseen_vs_baseline_portable_cpu.csv"),
     "regret": lambda d: regret_table(),
     "auto_variants": lambda d: auto_variants_table(),
 }

@@ -43,7 +43,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from bayes_infer_ros.autotune import guard
+from bayes_infer_ros.autotune import guard, slowdowns
 from bayes_infer_ros.autotune.features import feature_names, structure_features
 from bayes_infer_ros.autotune.select import DEFAULT_MODEL_DIR
 from bayes_infer_ros.inference import VARIANTS
@@ -481,6 +481,8 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
         path = out_dir / f"{backend}_{alg}.json"
         if isinstance(model, _Constant):
             entry["constant"] = ds.variants[model.cls]
+            entry["slowdowns"] = slowdowns.table(slowdowns.points_from_features(ds.X, feature_names()), ds.L,
+                                                 ds.variants, entry["constant"], ds.config_ids)
             path.unlink(missing_ok=True)
         else:
             model.model.save_model(path)

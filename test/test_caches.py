@@ -316,26 +316,40 @@ def test_configure_with_unwritable_caches_keeps_fused_numba_and_warns_once_per_c
 
 @pytest.mark.numba
 def test_configure_on_a_disk_that_fills_keeps_fused_numba_and_warns_once_per_cache(tmp_path):
-    """Every numba and JAX cache write fails with ENOSPC after the folders were found writable."""
-    result, warns, out = configure({"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": ""}, prelude=FULL_DISK)
+    """Every numba and JAX cache write fails with ENOSPC after the folders were found writable. variant auto compiles
+    no JAX program in the node (its verify step runs in a child process): numba's cache warns, JAX's has nothing to
+    write; a JAX variant's configure warns once for JAX's."""
+    import yaml
+
+    env = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": ""}
+    result, warns, out = configure(env, prelude=FULL_DISK)
     assert result["variant"] == "fused_numba", out[-3000:]
-    numba_warns, jax_warns = only(warns, "NUMBA_CACHE_DIR"), only(warns, "jax_compilation_cache_dir")
+    numba_warns = only(warns, "NUMBA_CACHE_DIR")
     assert len(numba_warns) == 1 and "disk is full" in numba_warns[0], warns
-    assert len(jax_warns) == 1 and "No space left" in jax_warns[0], warns
+    assert only(warns, "jax_compilation_cache_dir") == [], warns
+    doc = yaml.safe_load((REPO / "config" / "agent.yaml").read_text())
+    doc["/**"]["ros__parameters"]["variant"] = "baseline"
+    (tmp_path / "baseline.yaml").write_text(yaml.safe_dump(doc))
+    result, warns, out = configure(env, prelude=FULL_DISK, params=tmp_path / "baseline.yaml")
+    jax_warns = only(warns, "jax_compilation_cache_dir")
+    assert result["variant"] == "baseline" and len(jax_warns) == 1 and "No space left" in jax_warns[0], warns
     assert "Error writing persistent compilation cache entry" not in out.replace(jax_warns[0], "")
 
 
 @pytest.mark.numba
 def test_configure_with_a_damaged_decision_record_and_kernel_index_keeps_fused_numba(tmp_path):
-    """A kept decision whose timings are a list, and kernel indexes whose pickle protocol byte is damaged. ``variant: auto`` times again and still runs fused_numba; ``variant: fused_numba`` configures. Each
-    damaged file is named in one WARN, and nothing else warns."""
+    """A kept decision whose timings are a list and kernel indexes whose pickle protocol byte is damaged.
+    ``variant: auto`` still starts fused_numba, its candidates to verify again; ``variant: fused_numba``
+    configures. Each damaged file is named in one WARN, and nothing else warns."""
     import yaml
 
     env = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": "", "NUMBA_CACHE_DIR": "",
            "BAYES_INFER_DECISION_CACHE": ""}
     caches = tmp_path / "home" / ".cache" / "bayes_infer_ros"
-    result, warns, out = configure(env)
-    assert result["variant"] == "fused_numba" and not warns, out[-3000:]
+    # warmup keeps the verified decision (the node's configure starts fused_numba and verifies in the background)
+    proc = subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "warmup"],
+                          env={**os.environ, "JAX_PLATFORMS": "cpu", **env}, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and "WARNING" not in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
 
     def damage_indexes() -> list[Path]:
         indexes = sorted((caches / "numba").rglob("*.nbi"))
@@ -458,3 +472,21 @@ def test_warmup_reports_a_broken_params_file_with_exit_1(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "warmup", "--params-file", str(params)],
                           env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and "no model" in proc.stderr
+
+
+@pytest.mark.numba
+def test_warmup_verifies_and_keeps_the_decision_so_the_next_configure_verifies_nothing(tmp_path):
+    """warmup waits for variant auto's verify step (a child process) and keeps its answer: the node's next configure
+    (same decision cache) starts the verified engine with nothing left to verify."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "BAYES_INFER_DECISION_CACHE": str(tmp_path / "decisions")}
+    params = REPO / "config" / "agent.yaml"  # fpi: the default model is near training models where baseline is close
+    proc = subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "warmup", "--params-file", str(params)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "verifying baseline@cpu off the tick path" in proc.stdout, proc.stdout
+    assert "timed here: fused_numba@cpu" in proc.stdout, proc.stdout
+    assert len(list((tmp_path / "decisions").glob("*.json"))) == 1
+    again = subprocess.run([sys.executable, "-c", CONFIGURE, str(params)], env=env, capture_output=True, text=True,
+                           timeout=600)
+    result = json.loads(again.stdout.strip().splitlines()[-1])
+    assert "decision cache" in result["note"] and "verifying" not in result["note"], result

@@ -44,6 +44,8 @@ class CandidateTiming:
     first_call_s: the first call (trace + compile + one run)
     rounds:       how many rounds were timed
     calls:        calls per round (a round is the mean of that many back-to-back calls)
+    samples:      the per-call seconds of each round, in order (round r of every candidate of one round-robin was
+                  timed within the same round: comparisons can be paired)
     """
 
     time_s: float
@@ -52,6 +54,7 @@ class CandidateTiming:
     first_call_s: float
     rounds: int
     calls: int
+    samples: tuple[float, ...] = ()
 
     @property
     def spread(self) -> float:
@@ -113,6 +116,7 @@ def time_round_robin(
         out[name] = CandidateTiming(
             time_s=float(np.percentile(xs, PERCENTILE)), median_s=float(np.median(xs)),
             p90_s=float(np.percentile(xs, 90)), first_call_s=first[name], rounds=len(xs), calls=calls[name],
+            samples=tuple(float(x) for x in xs),
         )
     return out
 

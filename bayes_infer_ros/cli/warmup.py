@@ -41,9 +41,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except Exception as exc:  # noqa: BLE001 - reported; the caller decides whether it matters
         print(f"warmup: FAILED for {params_file}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print(f"warmup: configured {params_file} in {out['seconds']:.2f} s: variant {out['variant']}"
-          f"{' (' + out['note'] + ')' if out['note'] else ''}; numba cache {out['numba_cache']}, "
-          f"JAX cache {out['jax_cache']}")
+    print(f"warmup: configured {params_file} in {out['configure_s']:.2f} s: variant {out['variant']}"
+          f"{' (' + out['note'] + ')' if out['note'] else ''}"
+          f"{'; then ' + out['verified'] if out['verified'] else ''}; {out['seconds']:.2f} s in all; "
+          f"numba cache {out['numba_cache']}, JAX cache {out['jax_cache']}")
     return 0
 
 

@@ -6,8 +6,10 @@ off the tick path with coalesced requests and cooperative cancellation.
   one agent's engine; for ``b > 1`` the engine is the model's with a leading batch axis of one row per agent (one
   tick is one batched call), built on the decided device, and the memory budget holds ``b`` copies.
 
-- **The decision** is ``autotune.decide``'s (devices and the GPU self-test, candidates, the verify step, the kept
-  decisions, the fallback): the node, ``select_variant`` and the benchmarks share it.
+- **The decision** is ``autotune.decision``'s (devices and the GPU self-test, candidates, the kept decisions, the
+  fallback): a build starts the plan's start at once and keeps the plan, whose verify step runs afterwards off the
+  tick path on one agent's engines (``verification.py``); the engine a verify step measured faster is built pinned
+  (:class:`Pinned`).
 - **Coalesced.** A request replaces any request still waiting, and cancels the build in progress: only the
   newest request runs to the end. Waiters on a replaced request follow it to the newest (``Ticket.wait``).
 - **Cancellable.** ``build(config, checkpoint)`` calls ``checkpoint()`` between its phases (decide, construct,
@@ -26,9 +28,11 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..autotune import Decision, EngineConfig, MemoryBudget, MemoryBudgetExceeded, decide, find_devices
+from ..autotune import EngineConfig, MemoryBudget, MemoryBudgetExceeded, find_devices
 from ..autotune.budget import estimated_bytes, format_bytes
+from ..autotune.decision import Candidate, Plan, plan_decision, start_engine
 from ..autotune.decision_cache import DecisionCache
+from ..autotune.devices import describe
 from ..inference import Engine, build_inference
 from ..inference.belief_filter import BeliefFilter
 
@@ -48,7 +52,8 @@ def node_budget(budget_mb: float) -> MemoryBudget:
 class EngineSlot:
     """A compiled engine and what it was built from. Replaced as a whole (atomic swap).
 
-    ``device``: where its calls run (``cpu:0``, ``gpu:0``); ``note``: the decision's reason."""
+    ``device``: where its calls run (``cpu:0``, ``gpu:0``); ``note``: the decision's reason; ``plan``: the decision
+    (what its verify step times; None for an engine built otherwise)."""
 
     config: EngineConfig
     variant: str          # resolved (never "auto")
@@ -58,10 +63,28 @@ class EngineSlot:
     note: str = ""
     device: str = ""
     warnings: tuple[str, ...] = field(default=())
+    plan: Optional[Plan] = None
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A build of one candidate, as a verify step measured it (``note``: its outcome), for the settings ``config``."""
+
+    config: EngineConfig
+    candidate: Candidate
+    note: str
 
 
 def _no_checkpoint() -> None:
     return None
+
+
+def slot_plan(model: Any, config: EngineConfig, budget_mb: float, cache: Optional[DecisionCache] = None,
+              pin: Optional[Pinned] = None) -> Plan:
+    """The decision a build starts from: ``autotune.plan_decision``'s, or ``pin``'s candidate alone."""
+    if pin is not None:
+        return Plan(config, pin.candidate, reason=f"the verify step: {pin.note}", devices=find_devices(config.device))
+    return plan_decision(model, config, node_budget(budget_mb), cache=cache)
 
 
 def batched_engine(model: Any, config: EngineConfig, variant: str, agents: int, device: Any = None) -> Engine:
@@ -88,23 +111,24 @@ def check_agents_budget(variant: str, model: Any, agents: int, budget: MemoryBud
 
 def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: float,
                checkpoint: Callable[[], None] = _no_checkpoint, cache: Optional[DecisionCache] = None,
-               agents: int = 1) -> EngineSlot:
-    """Decide, build and compile with tick-shaped calls (so a tick never traces) the engine of ``agents`` agents.
-    ``checkpoint()`` between the phases raises BuildCancelled once the build is no longer wanted. Every variant (a
-    user's choice as well as auto's) is held to ``budget_mb`` before anything is allocated. ``cache``: kept
-    decisions (default: the environment's, ``autotune.decision_cache``)."""
+               agents: int = 1, pin: Optional[Pinned] = None) -> EngineSlot:
+    """Decide, build the start and compile it with tick-shaped calls (so a tick never traces), the engine of
+    ``agents`` agents; its verify step is the caller's (``slot.plan``). ``checkpoint()`` between the phases raises
+    BuildCancelled once the build is no longer wanted. Every variant (a user's choice as well as auto's) is held to
+    ``budget_mb`` before anything is allocated. ``cache``: kept decisions (default: the environment's,
+    ``autotune.decision_cache``); ``pin``: build that candidate."""
     cache = cache if cache is not None else DecisionCache.from_environment()
+    cache_warnings = len(cache.warnings)  # this build's: those added from here
     t0 = time.perf_counter()
     budget = node_budget(budget_mb)
-    decision: Decision = decide(model, config, budget, checkpoint=checkpoint, cache=cache)
+
+    def batched(variant: str, device: Any) -> Engine:
+        check_agents_budget(variant, model, agents, budget)
+        return batched_engine(model, config, variant, agents, device)
+
+    plan, engine = start_engine(slot_plan(model, config, budget_mb, cache, pin), model, checkpoint,
+                                batched if agents > 1 else None)
     checkpoint()
-    engine = decision.engine
-    if agents > 1:
-        check_agents_budget(decision.variant, model, agents, budget)
-        checkpoint()
-        engine = batched_engine(model, config, decision.variant, agents,
-                                find_devices(config.device).by_platform.get(decision.platform))
-        checkpoint()
     if config.algorithm == "fpi":
         engine.warmup()
     else:
@@ -112,8 +136,9 @@ def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: flo
     checkpoint()
     # the calls a tick makes beside those: the one-dispatch fpi tick and the prediction of a prior
     BeliefFilter(engine, model.D, config.horizon, has_B=model.B is not None, dtype=engine.dtype).warm()
-    return EngineSlot(config, decision.variant, engine, time.perf_counter() - t0, generation, decision.reason,
-                      decision.device, decision.warnings)
+    return EngineSlot(config, plan.start.variant, engine, time.perf_counter() - t0, generation, plan.describe(),
+                      describe(plan.devices.by_platform.get(plan.start.platform)),
+                      tuple(cache.warnings[cache_warnings:]), plan)
 
 
 @dataclass(eq=False)

@@ -1,10 +1,11 @@
 """The model and the engines of a configured node (no rclpy): configure's work (JAX set-up, the model, the first
-build), builds off the tick path (a :class:`~.builder.Builder`: coalesced, cancellable), which parameter changes the
-engine accepts, ``~/switch_variant``'s wait for the engine it asked for, and the compilation-cache cap. A finished
-build is handed to ``install`` (the runtime's atomic swap under its tick lock, ``runtime.py``), and the engine that
-runs is read back through ``installed()``. The runtime hands it the node's parameters (``param(name)``), the
-``model.*`` parameters, its logger and its counter. The caches' warnings (``kernel_cache``, ``jax_cache``: Python
-logging, once per process) are forwarded to the newest host's logger."""
+build), builds off the tick path (a :class:`~.builder.Builder`: coalesced, cancellable), the verify step of the engine
+that runs (:class:`~.verification.BackgroundVerifier`: a child process; an engine it measured faster is built like
+any other), which parameter changes the engine accepts, ``~/switch_variant``'s wait for the engine it asked for, and
+the compilation-cache cap. A finished build is handed to ``install`` (the runtime's atomic swap under its tick lock,
+``runtime.py``), and the engine that runs is read back through ``installed()``. The runtime hands it the node's
+parameters (``param(name)``), the ``model.*`` parameters, its logger and its counter. The caches' warnings
+(``kernel_cache``, ``jax_cache``: Python logging, once per process) are forwarded to the newest host's logger."""
 from __future__ import annotations
 
 import logging
@@ -14,12 +15,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from bayes_infer_ros.autotune import EngineConfig
+from bayes_infer_ros.autotune.decision import Outcome, Plan
+from bayes_infer_ros.autotune.decision_cache import DecisionCache
 from bayes_infer_ros.inference import VARIANTS
 from bayes_infer_ros.model import load_model, model_from_parameters
 
 from . import jax_cache
-from .builder import Builder, BuildCancelled, EngineSlot, Ticket, build_slot, node_budget
+from .builder import Builder, BuildCancelled, EngineSlot, Pinned, Ticket, build_slot, node_budget
 from .parameters import ENGINE_PARAMETERS, allowed_model_keys, validate_change
+from .verification import BackgroundVerifier
 
 
 CACHE_LOGGERS = ("bayes_infer_ros.inference.kernel_cache", "bayes_infer_ros.node.jax_cache")
@@ -78,13 +82,27 @@ class EngineHost:
         self.stage = ""  # what configure is doing ("" when it is not)
         self.configure_thread: Optional[threading.Thread] = None
         self.agents: list[str] = []  # the ``agents`` parameter at configure: one batch row each (empty: one agent)
+        self._request_lock = threading.Lock()  # a verify step's swap request never replaces a user's
+        self.verifier = BackgroundVerifier(log, count, self._swap_to_verified, DecisionCache.from_environment,
+                                           self.jax_cache_dir)
         forward_cache_warnings(log)
 
-    def _build(self, config: EngineConfig, generation: int,
+    def _build(self, request: EngineConfig | Pinned, generation: int,
                checkpoint: Callable[[], None] = lambda: None) -> EngineSlot:
-        """The engine of ``config`` for the node's agents (one unless ``agents`` is set)."""
+        """The engine of ``request`` (the settings, or a candidate a verify step measured faster) for the node's
+        agents (one unless ``agents`` is set)."""
+        config, pin = (request.config, request) if isinstance(request, Pinned) else (request, None)
         return build_slot(self.model, config, generation, float(self._param("memory_budget_mb")), checkpoint,
-                          agents=max(len(self.agents), 1))
+                          agents=max(len(self.agents), 1), pin=pin)
+
+    def jax_cache_dir(self) -> str:
+        """The JAX compilation cache folder the node uses ("": none); a verify step's process compiles into it."""
+        return os.path.expanduser(str(self._param("jax_compilation_cache_dir") or ""))
+
+    @property
+    def verification(self) -> str:
+        """What the verify step of the running engine is doing, or how it ended ("": none ran)."""
+        return self.verifier.status
 
     # ---- configure ----------------------------------------------------------------------------------
     def load_and_build(self, check_model: Callable[[Any], None] = lambda model: None) -> EngineSlot:
@@ -196,6 +214,8 @@ class EngineHost:
         runs and the values it runs (the node puts them back)."""
         self._install, self._installed, self._on_failed = install, installed, on_failed
         self.builder = Builder(self._build_in_worker, self._install_built, self._build_failed)
+        running = installed()
+        self.verifier.engine_installed(self.model, running.plan if running is not None else None)
 
     def switch(self, changes: dict[str, str], set_parameters: Callable[[dict[str, str]], tuple[bool, str]],
                cleaned_up: Callable[[], bool], not_configured: Callable[[], str]) -> SwitchOutcome:
@@ -248,7 +268,8 @@ class EngineHost:
         return f"; parameters put back to {back}" if ok else f"; parameters could not be put back: {reason}"
 
     def close(self, reason: str) -> None:
-        """Cancel builds (waiters get ``reason``) and drop the model."""
+        """Cancel builds (waiters get ``reason``) and the verify step, and drop the model."""
+        self.verifier.close()
         if self.builder is not None:
             self.builder.close(reason)
             self.builder = None
@@ -285,13 +306,25 @@ class EngineHost:
         config = self.config_from_parameters()
         self._log.info(f"building {config} off the tick path (the active engine keeps ticking)")
         self._count("engine_builds_requested")
-        self.builder.request(config)
+        with self._request_lock:
+            self.builder.request(config)
+
+    def _swap_to_verified(self, outcome: Outcome, plan: Plan) -> None:
+        """A verify step measured ``outcome.run`` faster than the engine of ``plan``: build it off the tick path and
+        swap it in, unless that engine no longer runs or another build is under way (a user's request comes first)."""
+        with self._request_lock:
+            running, builder = self._installed(), self.builder
+            if running is None or running.plan is not plan or builder is None or builder.busy:
+                self._log.info(f"verify step of {plan.start} ended while another engine is built or runs: not swapped")
+                return
+            self._count("engine_builds_requested")
+            builder.request(Pinned(plan.config, outcome.run, outcome.reason))
 
     @property
     def busy(self) -> bool:
         return self.builder is not None and self.builder.busy
 
-    def _build_in_worker(self, config: EngineConfig, checkpoint: Callable[[], None]) -> EngineSlot:
+    def _build_in_worker(self, config: EngineConfig | Pinned, checkpoint: Callable[[], None]) -> EngineSlot:
         self._count("engine_builds_started")
         with self._generation_lock:
             self._generation += 1
@@ -313,6 +346,7 @@ class EngineHost:
         self.build_error = ""
         self._log.info(f"compiled {slot.config.algorithm}/{slot.variant} on {slot.device}"
                        f"{' (' + slot.note + ')' if slot.note else ''} off the tick path in {slot.compile_s:.2f} s; swapped in")
+        self.verifier.engine_installed(self.model, slot.plan, swapped=isinstance(ticket.config, Pinned))
 
     def _build_failed(self, ticket: Ticket, exc: BaseException) -> None:
         if self._closed():

@@ -29,6 +29,7 @@ class Health:
     switch_pending: bool
     build_error: str
     sim_time_without_clock: bool
+    verification: str = ""
 
 
 def sim_time_without_clock(use_sim_time: bool, clock_ns: int, since_start_s: float) -> bool:
@@ -49,7 +50,7 @@ def node_status(name: str, fqn: str, runtime: AgentRuntime, config_error: str, *
                                                   error=bool(config_error) and not host.stage), duplicate)
     health = Health(active=runtime.active, device=slot.device, rate_hz=float(param("rate_hz")),
                     observation_timeout=float(param("observation_timeout")), switch_pending=host.busy,
-                    build_error=host.build_error,
+                    build_error=host.build_error, verification=host.verification,
                     sim_time_without_clock=sim_time_without_clock(param("use_sim_time"), clock_ns, since_start_s))
     now = time.monotonic()
     return with_duplicate(inference_status(name, fqn, health, slot, loop.stats, loop.modalities,
@@ -91,7 +92,7 @@ def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stat
     values: dict[str, Any] = {
         "active": health.active, "device": health.device,
         "algorithm": slot.config.algorithm, "variant": slot.variant,
-        "variant_requested": slot.config.variant, "variant_note": slot.note,
+        "variant_requested": slot.config.variant, "variant_note": slot.note, "verification": health.verification,
         "engine_compile_s": f"{slot.compile_s:.3f}", "switch_pending": health.switch_pending,
         "last_build_error": health.build_error, "tick_period_ms": f"{period_ms:.3f}",
     }

@@ -1,10 +1,12 @@
 """Training (paper protocol, tiny search), the numpy evaluator, regret, and select_variant's guarantees."""
 import json
 
+import jax
 import numpy as np
 import pytest
 
 from bayes_infer_ros.autotune import decision as dec
+from bayes_infer_ros.autotune import devices
 from bayes_infer_ros.autotune import select as sel
 from bayes_infer_ros.autotune.budget import MemoryBudget
 from lab import train_autotuner as tr
@@ -120,34 +122,22 @@ def test_without_numba_the_portable_model_ranks_and_the_native_engine_is_never_o
         assert dec.select_variant(alg, spec, horizon=5) != "fused_numba"
 
 
-def _builders(model, algorithm, variants, num_iter=16):
-    from bayes_infer_ros.inference import engine_for_model
-
-    return {v: (lambda v=v: engine_for_model(model, algorithm, variant=v, num_iter=num_iter)) for v in variants}
-
-
 @pytest.mark.heavy
 def test_verify_builds_and_times_candidates():
-    """The verify step on real engines: every candidate timed, the fastest returned with its engine, refusals
-    timed as inf, nothing running gives no answer."""
+    """The verify step on real engines: every candidate that runs is timed, a refusal is reported with its reason,
+    and the engines built are handed back."""
     spec = min(g.generate_specs(), key=lambda s: sum(s.a_elements()))
     model = g.build_model(spec)
-    built = {}
-
-    def tracked(v):
-        def build():
-            built[v] = _builders(model, "vmp", [v], num_iter=4)[v]()
-            return built[v]
-        return build
-
-    calls = {v: tracked(v) for v in ("baseline", "hybrid_block", "no_such_variant")}
-    best, engine, timings = dec.verify_engines(calls, "vmp", 3)
-    assert set(timings) == {"baseline", "hybrid_block", "no_such_variant"}
-    assert timings["no_such_variant"] == float("inf")
-    assert best in ("baseline", "hybrid_block") and timings[best] == min(timings.values())
-    assert engine is built[best] and set(built) == {"baseline", "hybrid_block"}
-    assert dec.verify_engines(_builders(model, "vmp", ["no_such_variant"]), "vmp", 3) == (
-        None, None, {"no_such_variant": float("inf")})
+    config = dec.EngineConfig("vmp", num_iter=4, horizon=3)
+    found = devices.Devices({"cpu": jax.devices("cpu")[0]})
+    timed = [dec.Candidate("cpu", v) for v in ("baseline", "hybrid_block", "no_such_variant")]
+    engines = {}
+    timings, errors = dec.verify_candidates(model, config, timed, found, engines=engines)
+    assert set(timings) == set(engines) == {"baseline@cpu", "hybrid_block@cpu"}
+    assert list(errors) == ["no_such_variant@cpu"] and "no_such_variant" in errors["no_such_variant@cpu"]
+    assert all(t.time_s <= t.median_s <= t.p90_s and t.rounds >= 5 for t in timings.values())
+    assert dec.verify_candidates(model, config, timed[2:], found) == ({}, {"no_such_variant@cpu": errors[
+        "no_such_variant@cpu"]})
 
 
 @pytest.mark.heavy

@@ -1,5 +1,6 @@
-"""The one decision (``autotune.decide``): devices and the GPU self-test, (device, variant) candidates, the verify
-step across devices, the kept decisions, the memory budget. This machine has no GPU: a "GPU" here is either a
+"""The one decision (``autotune.decision``): devices and the GPU self-test, (device, variant) candidates, what starts
+and what is verified or left out (and why), the verify step across devices and its noise rule, the kept decisions,
+the memory budget. This machine has no GPU: a "GPU" here is either a
 faked failure of the real lookup or a second JAX CPU device standing in for one (labelled "gpu"), which is what
 the policy sees of a device: a name, a self-test, and timings."""
 import json
@@ -10,13 +11,15 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.autotune import decision as dec
-from bayes_infer_ros.autotune import devices
+from bayes_infer_ros.autotune import devices, select
 from bayes_infer_ros.autotune.budget import MemoryBudget, MemoryBudgetExceeded
 from bayes_infer_ros.autotune.decision_cache import DecisionCache
+from bayes_infer_ros.autotune.timing import CandidateTiming
 from bayes_infer_ros.inference import VariantUnsupported
 from bayes_infer_ros.inference.native import numba_available
 from bayes_infer_ros.model import GenerativeModel, load_model
 from engine_stubs import Broken, Slowed
+from lab import generator as g
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET = MemoryBudget.from_mib(2048, "memory_budget_mb")
@@ -83,7 +86,7 @@ def test_a_working_gpu_passes_the_self_test(fake_gpu):
 
 # ---- candidates and the verify step across devices ---------------------------------------------------------
 def test_candidates_are_device_variant_pairs(model):
-    pool = dec.candidates(model, dec.EngineConfig("fpi"), BUDGET, ["cpu", "gpu"], untrained=True)
+    pool = dec.candidates(model, dec.EngineConfig("fpi"), BUDGET, ["cpu", "gpu"])
     platforms = {c.platform for c in pool}
     assert platforms == {"cpu", "gpu"}
     # fused_numba runs only on the host CPU; the GPU's candidates are JAX variants
@@ -293,8 +296,7 @@ def test_a_gpu_only_numba_sees_runs_only_the_native_gpu_engines(model, monkeypat
     monkeypatch.setattr(CudaEngine, "available", staticmethod(lambda: True))  # numba sees a CUDA device
     found = devices.find_devices("auto")
     assert isinstance(found.by_platform["gpu"], devices.NumbaCudaDevice) and "fused_cuda" in found.note
-    pool = dec.candidates(model, dec.EngineConfig("fpi"), BUDGET, list(found.by_platform), untrained=True,
-                          native_only=["gpu"])
+    pool = dec.candidates(model, dec.EngineConfig("fpi"), BUDGET, list(found.by_platform), native_only=["gpu"])
     assert [c.variant for c in pool if c.platform == "gpu"] == ["fused_cuda"]
     assert dec.candidates(model, dec.EngineConfig("fpi", "hybrid"), BUDGET, ["cpu", "gpu"], native_only=["gpu"]) == [
         dec.Candidate("cpu", "hybrid")]
@@ -315,3 +317,110 @@ def test_a_candidate_that_fails_its_first_call_drops_out_with_the_reason(model, 
     assert decision.variant == "baseline" and decision.engine is not None
     assert "did not run (RuntimeError: NvvmSupportError" in decision.reason
     assert all(t == float("inf") for name, t in decision.timings.items() if not name.startswith("baseline"))
+
+
+# ---- the pipeline: candidates -> decision cache -> start -> verification -> record ------------------------------
+def _timing(p10_ms, p90_ms, samples_ms=()):
+    return CandidateTiming(p10_ms * 1e-3, (p10_ms + p90_ms) * 5e-4, p90_ms * 1e-3, 0.0, 20, 1,
+                           tuple(x * 1e-3 for x in samples_ms))
+
+
+def _rounds(times_ms):
+    """A CandidateTiming whose statistics come from its per-round times (ms)."""
+    xs = np.asarray(times_ms, dtype=float)
+    return _timing(np.percentile(xs, 10), np.percentile(xs, 90), xs)
+
+
+def test_the_noise_rule_compares_round_by_round():
+    """Under load a preempted round is slow for whichever candidate ran in it: the spreads overlap, yet round by round
+    a candidate twice as fast wins every round. A tie (2% faster) or a coin toss (faster in half the rounds) does
+    not replace the start."""
+    rng = np.random.default_rng(0)
+    load = np.where(rng.random(40) < 0.3, 20.0, 1.0)  # 30% of the rounds preempted 20x
+    start = _rounds(2.0 * load)
+    twice = _rounds(1.0 * load)
+    assert twice.p90_s > start.time_s  # the spreads overlap: a percentile rule would call it noise
+    assert dec.wins_beyond_noise(twice, start)
+    assert not dec.wins_beyond_noise(_rounds(1.96 * load), start)  # faster in every round, by 2%: a tie
+    coin = _rounds(np.where(np.arange(40) % 2 == 0, 1.0, 3.0) * load)
+    assert not dec.wins_beyond_noise(coin, start)
+
+
+@pytest.mark.skipif(not numba_available(), reason="the numba install's rule")
+def test_with_numba_fused_numba_starts_without_a_ranking(model, monkeypatch):
+    """No choice to rank on the CPU where numba is installed: fused_numba starts, read from the install's model file,
+    and neither the structure features nor a classifier are computed."""
+    monkeypatch.setattr(select, "structure_features", lambda *a, **k: pytest.fail("features were computed"))
+    monkeypatch.setattr(select, "ranking", lambda *a, **k: pytest.fail("a ranking was computed"))
+    monkeypatch.setattr(dec, "ranking", lambda *a, **k: pytest.fail("a ranking was computed"))
+    plan = dec.plan_decision(model, dec.EngineConfig("fpi", device="cpu"), BUDGET)
+    assert plan.start == dec.Candidate("cpu", "fused_numba") and "training models" in plan.reason
+    assert set(plan.verify) | {c for c, _ in plan.skipped} == {dec.Candidate("cpu", "baseline")}
+    assert plan.describe().startswith("runs fused_numba@cpu (")
+
+
+@pytest.mark.skipif(not numba_available(), reason="the numba install's rule")
+def test_a_candidate_predicted_to_lose_by_a_wide_margin_is_never_compiled(monkeypatch):
+    """The large generated model c0771 is nearest to training models on which baseline lost 3.8x or more to
+    fused_numba: baseline is left out with that reason, and nothing but fused_numba is built."""
+    spec = next(s for s in g.generate_specs() if s.config_id == "c0771")
+    plan = dec.plan_decision(spec, dec.EngineConfig("fpi", device="cpu"), BUDGET)
+    assert plan.start.variant == "fused_numba" and plan.verify == ()
+    (left_out, why), = plan.skipped
+    assert left_out.variant == "baseline" and "predicted at least" in why and "slower than fused_numba" in why
+    assert f"not compiled: baseline@cpu ({why})" in plan.describe()
+    built = []
+    monkeypatch.setattr(dec, "build_engine", lambda m, c, variant, device: built.append(variant))
+    monkeypatch.setattr(dec, "time_round_robin", lambda *a, **k: pytest.fail("nothing is left to time"))
+    dec.decide(spec, dec.EngineConfig("fpi", device="cpu"), BUDGET, found=plan.devices)
+    assert built == ["fused_numba"]
+
+
+def test_verify_top_k_zero_verifies_nothing_and_says_so(model):
+    plan = dec.plan_decision(model, dec.EngineConfig("fpi", autotune_verify_top_k=0, device="cpu"), BUDGET)
+    assert plan.verify == () and plan.skipped
+    assert all("autotune_verify_top_k is 0" in why or "predicted" in why for _, why in plan.skipped)
+
+
+def test_the_start_is_replaced_only_beyond_the_measured_noise(tmp_path):
+    start, other = dec.Candidate("cpu", "fused_numba"), dec.Candidate("cpu", "baseline")
+    plan = dec.Plan(dec.EngineConfig("fpi"), start, (other,), cache_key="k")
+    overlap = dec.conclude(plan, {"fused_numba@cpu": _timing(1.0, 1.4), "baseline@cpu": _timing(0.8, 1.1)}, {})
+    assert not overlap.swap and overlap.run == start and "not faster beyond the noise" in overlap.reason
+    cache = DecisionCache(tmp_path)
+    clear = dec.conclude(plan, {"fused_numba@cpu": _timing(1.0, 1.4), "baseline@cpu": _timing(0.5, 0.9)}, {}, cache)
+    assert clear.swap and clear.run == other and clear.reason.startswith("swaps to baseline@cpu")
+    assert cache.load("k")["variant"] == "baseline"  # recorded: the next start runs it at once
+    broken = dec.conclude(plan, {"baseline@cpu": _timing(3.0, 4.0)}, {"fused_numba@cpu": "RuntimeError: no"})
+    assert broken.swap and broken.run == other and "fused_numba@cpu did not run (RuntimeError: no)" in broken.reason
+    none = dec.conclude(plan, {}, {"fused_numba@cpu": "a", "baseline@cpu": "b"})
+    assert not none.swap and none.run == start and "no candidate ran" in none.reason
+
+
+def test_a_recorded_decision_starts_at_once_with_nothing_to_verify(model, tmp_path):
+    cache = DecisionCache(tmp_path)
+    config = dec.EngineConfig("fpi", device="cpu")
+    plan = dec.plan_decision(model, config, BUDGET, cache=cache)
+    if not plan.verify:
+        pytest.skip("nothing to verify for this model on this install")
+    assert plan.cache_key and cache.load(plan.cache_key) is None
+    winner = plan.verify[-1]
+    dec.conclude(plan, {str(plan.start): _timing(2.0, 2.2), str(winner): _timing(1.0, 1.1)}, {}, cache)
+    again = dec.plan_decision(model, config, BUDGET, cache=cache)
+    assert again.start == winner and again.verify == () and "decision cache" in again.reason
+
+
+def test_a_start_that_refuses_the_model_gives_way_to_the_next_candidate(model, monkeypatch):
+    real = dec.build_engine
+
+    def build(m, config, variant, device):
+        if variant == "fused_numba":
+            raise MemoryError("the packed model is over the engine's own limit")
+        return real(m, config, variant, device)
+
+    monkeypatch.setattr(dec, "build_engine", build)
+    plan = dec.Plan(dec.EngineConfig("fpi"), dec.Candidate("cpu", "fused_numba"), (dec.Candidate("cpu", "baseline"),),
+                    devices=devices.Devices({"cpu": jax.devices("cpu")[0]}))
+    started, engine = dec.start_engine(plan, model)
+    assert started.start.variant == "baseline" and started.verify == () and engine.variant == "baseline"
+    assert "refused the model: MemoryError" in started.describe()

@@ -41,7 +41,7 @@ def agent(ros_graph, tmp_path_factory, cache_dir):
     params.update({
         "model_file": str(model_file), "jax_compilation_cache_dir": str(cache_dir), "jax_compilation_cache_max_mb": 1,
         "autostart": False, "rate_hz": 1e-10,  # refused at start-up (the default, event-driven, is used)
-        "variant": "auto", "autotune_verify_top_k": 3,  # a configure that takes a while: diagnostics say so
+        "variant": "baseline",  # a configure that compiles a JAX program takes a while: diagnostics say so
         "diagnostics_period": 0.1, "observation_timeout": 10.0})
     proc = AgentProcess(tmp, NAME, params, namespace=NS)
     yield proc
@@ -371,14 +371,14 @@ def test_switch_variant_answers_across_cleanup(probe, agent, io):
     from bayes_infer_ros.srv import SwitchVariant
 
     ensure_active(probe, agent)
-    # a long build (auto timing its 10 best candidates on a 1024-step window): cleanup comes while it runs; the
-    # builder stops it at its next checkpoint (between candidates), so the worker is not left busy for long
-    assert all(r.successful for r in set_params(probe, horizon=1024, num_iter=1024, autotune_verify_top_k=10))
+    # a long build (baseline's MMP compiled for a 1024-step window): cleanup comes while it runs; the builder drops
+    # it at its next checkpoint, so the worker is not left busy for long
+    assert all(r.successful for r in set_params(probe, horizon=1024, num_iter=1024))
     client = probe._clients.get((SwitchVariant, f"{NS}/{NAME}/switch_variant"))
     if client is None:
         switch(probe)  # creates and matches the client ("nothing to change")
         client = probe._clients[(SwitchVariant, f"{NS}/{NAME}/switch_variant")]
-    future = client.call_async(switch_request(algorithm="mmp", variant="auto"))
+    future = client.call_async(switch_request(algorithm="mmp", variant="baseline"))
     assert agent.wait_log("building EngineConfig(algorithm='mmp'", 30), agent.log_text()
     assert lifecycle(probe, "deactivate") and lifecycle(probe, "cleanup")
     assert wait_for(future.done, 30), "the call in flight got no answer"
@@ -398,9 +398,9 @@ def test_shutdown_during_a_long_build_is_prompt_and_quiet(probe, agent, io):
     """SIGINT 3 s into a long build ends the process promptly (the build thread never holds up the exit) and
     nothing is logged after the node is destroyed."""
     ensure_active(probe, agent)
-    assert all(r.successful for r in set_params(probe, horizon=1024, num_iter=1024, autotune_verify_top_k=10,
-                                                algorithm="mmp", variant="auto"))
-    assert agent.wait_log("building EngineConfig(algorithm='mmp', variant='auto', num_iter=1024", 30)
+    assert all(r.successful for r in set_params(probe, horizon=1024, num_iter=1024, algorithm="mmp",
+                                                variant="baseline"))
+    assert agent.wait_log("building EngineConfig(algorithm='mmp', variant='baseline', num_iter=1024", 30)
     assert wait_for(lambda: diag(io)[0].get("switch_pending") == "True", 10)
     cut = len(agent.log_text())
     agent.proc.send_signal(2)  # SIGINT
@@ -454,7 +454,7 @@ def test_shutdown_during_configure_exits_cleanly(probe, ros_graph, io, tmp_path)
     compile and without an abort in interpreter finalisation."""
     params = default_params()
     params.update({"jax_compilation_cache_dir": str(tmp_path / "cache"), "autostart": True, "algorithm": "mmp",
-                   "horizon": 1024, "num_iter": 1024, "variant": "auto", "autotune_verify_top_k": 10,
+                   "horizon": 1024, "num_iter": 1024, "variant": "baseline",
                    "diagnostics_period": 0.1})
     proc = AgentProcess(tmp_path, "slowstart", params, namespace="/slowstart")
     try:
