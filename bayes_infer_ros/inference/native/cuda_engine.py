@@ -23,6 +23,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ...model.generative_model import ModelStructure
+from ..api import FreeEnergy, split_tick_evidence
 from ..errors import VariantUnsupported
 from .engine import NativeEngine, numba_available
 
@@ -140,6 +141,32 @@ class CudaEngine(NativeEngine):
         """``tick`` for inputs in the engine's dtype, unchecked (the copy into the pinned buffer converts)."""
         q, nxt = self._agents_out(obs[None], prior[None], action[None])
         return q[0], nxt[0]
+
+    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
+                      gates: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FreeEnergy]:
+        """``tick`` with its evidence (see :meth:`~.api.Engine.tick_evidence`): the surprise and the gates on the host
+        (fused_numba's kernel), the tick in one launch, the free energy of its beliefs on the host."""
+        if self.algorithm != "fpi":
+            raise ValueError(f"tick_evidence: fpi only (this engine runs {self.algorithm}; use surprise and "
+                             "free_energy around run_packed)")
+        row = self.tick_evidence_prepared(obs_packed, prior_packed, action, self._gates(gates))
+        return split_tick_evidence(row, self.layout, self.structure.num_modalities)
+
+    def tick_evidence_prepared(self, obs: Any, prior: Any, action: Any, gates: np.ndarray) -> np.ndarray:
+        """``tick_evidence``'s packed row ``([b,] 2 S + M + E)`` (``api.split_tick_evidence`` splits it)."""
+        single = np.ndim(obs) == 1 and not self.batched
+        if single:
+            obs, prior, action = (np.asarray(x)[None] for x in (obs, prior, action))
+        obs, prior, act = self._agents_inputs(obs, prior, action)
+        if np.any(act < 0) or np.any(act >= self._ncontrols):
+            raise ValueError(f"tick_evidence: action: expected controls in [0, num_controls) = "
+                             f"{self._ncontrols.tolist()}")
+        surprise = self.surprise(obs, prior)
+        refused = surprise > gates
+        kept = np.where(np.repeat(refused, self.structure.num_obs, axis=-1), 0, obs).astype(self.dtype)
+        q, nxt = self._agents_out(kept, prior, act)
+        row = np.concatenate([q, nxt, surprise, self.free_energy(kept, prior, q).terms], axis=-1)
+        return row[0] if single else row
 
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> np.ndarray:

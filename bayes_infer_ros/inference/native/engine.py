@@ -37,7 +37,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ...model.generative_model import ModelStructure
-from ..api import EngineFlags, PackedLayout
+from ..api import EngineFlags, FreeEnergy, PackedLayout, free_energy_size, split_tick_evidence
 from ..errors import VariantUnsupported
 from ..kernel_cache import enable_disk_cache
 from ..numerics import MINVAL, log_stable_np
@@ -74,10 +74,10 @@ def _kernels() -> SimpleNamespace:
     """The numba kernels' entry points (each compiles on first use): cached on disk in
     ``kernel_cache.numba_cache_folder()``, or in memory only when no folder can be written (logged once)."""
     try:  # imported here: the kernels need numba, an optional dependency
-        from . import common, contractions, fp_mode, fpi, sequence, tick, transitions
+        from . import common, contractions, evidence, fp_mode, fpi, sequence, tick, transitions
     except ImportError as exc:
         raise ImportError(NUMBA_HINT) from exc
-    modules = (fp_mode, common, contractions, transitions, fpi, sequence, tick)
+    modules = (fp_mode, common, contractions, transitions, fpi, sequence, tick, evidence)
     # every kernel's cache is keyed by all these sources: numba's own key is the kernel's file alone, and the kernels
     # inline helpers from the other files
     sources = [m.__file__ for m in modules]
@@ -85,7 +85,11 @@ def _kernels() -> SimpleNamespace:
         enable_disk_cache(module, sources)
     return SimpleNamespace(fpi=fpi.fpi, sequence=sequence.sequence, predict=transitions.predict,
                            pack_tick_model=tick.pack_tick_model, fpi_tick_entry=tick.fpi_tick_entry,
-                           fpi_tick_batched_entry=tick.fpi_tick_batched_entry)
+                           fpi_tick_batched_entry=tick.fpi_tick_batched_entry, surprise=evidence.surprise_rows,
+                           free_energy=evidence.free_energy_rows,
+                           fpi_tick_evidence_entry=evidence.fpi_tick_evidence_entry,
+                           pack_evidence_model=evidence.pack_evidence_model,
+                           fpi_tick_evidence_batched_entry=evidence.fpi_tick_evidence_batched_entry)
 
 
 class NativeEngine(EngineFlags):
@@ -171,6 +175,14 @@ class NativeEngine(EngineFlags):
         self._tick_shapes = ((self.layout.obs_size,), (self.layout.state_size,), (len(ns),))
         self._tick_call = None  # fpi_tick's entry point, resolved at the first tick
         self._agents_call = None  # fpi_tick_batched's, at the first tick_agents
+        self._evidence_call = None  # fpi_tick_evidence's, at the first tick_evidence
+        self._evidence_agents_call = None  # fpi_tick_evidence_batched's
+        self._no_gates = np.full(structure.num_modalities, np.inf, self.dtype)
+        self._A_b = A_b  # by reference: the evidence's A clipped at MINVAL is made at its first call (_clipped_A)
+        self._A_clip: Optional[np.ndarray] = None
+        self._evidence_model = None  # fpi_tick_evidence's (ints, floats, n_log_A, n_B), at the first call
+        self._evidence_width = 2 * self.layout.state_size + structure.num_modalities + free_energy_size(
+            structure.num_modalities, len(ns))
         self._tick_out_shape = (2, *self._tick_shapes[1])  # fpi_tick's out: beliefs and the next prior
         # the route to fpi_tick without tick's conversions, where tick calls fpi_tick (BeliefFilter's own buffers)
         self.tick_prepared = self._tick_prepared if algorithm == "fpi" and batch_size is None and self._has_B else self.tick
@@ -311,6 +323,138 @@ class NativeEngine(EngineFlags):
         out = np.empty(self._tick_out_shape, self.dtype)
         self._tick_call(*self._tick_model, obs, prior, self.num_iter, self._minval, action, out)
         return out[0], out[1]
+
+    # ---- evidence: free energy and surprise (``evidence``'s kernels; ``..free_energy`` the definitions) -----------
+    def _rows(self, x: Any, lead: int, name: str) -> tuple[np.ndarray, bool]:
+        """``x`` with one leading row axis, C-contiguous in the engine's dtype, and whether it had none. A batched
+        engine's rows are its models (``batch_size`` of them); an unbatched engine's rows all read its one model."""
+        x = np.ascontiguousarray(x, dtype=self.dtype)
+        single = x.ndim == lead
+        if single and self.batched or x.ndim not in (lead, lead + 1):
+            want = f"({self.batch_size}, ...)" if self.batched else "no leading axis, or one of agents"
+            raise ValueError(f"{name}: expected {lead} axes after the leading one ({want}), got shape {x.shape}")
+        x = x[None] if single else x
+        if self.batched and x.shape[0] != self.batch_size:
+            raise ValueError(f"{name}: expected {self.batch_size} rows (the engine's batch), got {x.shape[0]}")
+        return x, single
+
+    def _clipped_A(self) -> np.ndarray:
+        """(b, NA): A clipped at MINVAL in log A's layout (exp of log A, without its rounding), made once."""
+        if self._A_clip is None:
+            b = self._log_A.shape[0]
+            self._A_clip = np.ascontiguousarray(np.concatenate(
+                [np.clip(np.asarray(a, np.float64), MINVAL, None).reshape(b, -1) for a in self._A_b], axis=1),
+                dtype=self.dtype)
+        return self._A_clip
+
+    def _gates(self, gates: Optional[np.ndarray]) -> np.ndarray:
+        if gates is None:
+            return self._no_gates
+        g = np.ascontiguousarray(gates, dtype=self.dtype)
+        if g.shape != self._no_gates.shape:
+            raise ValueError(f"gates: expected shape {self._no_gates.shape} (one per modality), got {g.shape}")
+        return g
+
+    def surprise(self, obs_packed: Any, prior_packed: Any) -> np.ndarray:
+        """Each reading's surprise under the prior predictive: obs ([b,] O), prior ([b,] S) -> ([b,] M)."""
+        obs, single = self._rows(obs_packed, 1, "obs")
+        prior, _ = self._rows(prior_packed, 1, "prior")
+        if obs.shape[1:] != (self.layout.obs_size,) or prior.shape != (obs.shape[0], self.layout.state_size):
+            raise ValueError(f"surprise: expected obs (…, {self.layout.obs_size}) and prior (…, "
+                             f"{self.layout.state_size}) with the same rows, got {obs.shape} and {prior.shape}")
+        out = np.empty((obs.shape[0], self.structure.num_modalities), self.dtype)
+        self._k.surprise(self._log_A, self._clipped_A(), self._a_off, self._ll_off, self._deps, self._dims, self._ks,
+                         self._o_off, self._s_off, obs, prior, self._minval, out)
+        return out[0] if single else out
+
+    def free_energy(self, obs_packed: Any, prior_packed: Any, posterior_packed: Any, actions: Optional[Any] = None,
+                    valid_steps: Optional[int] = None) -> FreeEnergy:
+        """pymdp ``calc_vfe`` of ``posterior_packed`` (see :meth:`~.api.Engine.free_energy`); numpy arrays."""
+        window = self.algorithm != "fpi"
+        steps = 2 if window else 1
+        obs, single = self._rows(obs_packed, steps, "obs")
+        q, _ = self._rows(posterior_packed, steps, "posterior")
+        prior, _ = self._rows(prior_packed, 1, "prior")
+        b, O, S, F = obs.shape[0], self.layout.obs_size, self.layout.state_size, self.structure.num_factors
+        if not window:
+            obs, q = obs[:, None], q[:, None]
+        T = obs.shape[1]
+        if obs.shape[2] != O or q.shape != (b, T, S) or prior.shape != (b, S):
+            raise ValueError(f"free_energy: expected obs (…, O={O}), posterior (…, S={S}) and prior (…, S) with the "
+                             f"same rows and steps, got {obs.shape}, {q.shape} and {prior.shape}")
+        if window:
+            if actions is None and T > 1 and any(u != 1 for u in self.structure.num_controls):
+                raise ValueError("actions: required (shape (T-1, F)) when B has more than one control state and T > 1")
+            acts = np.zeros((b, max(T - 1, 0), F), np.int64) if actions is None else np.asarray(actions)
+            acts = acts[None] if single and acts.ndim == 2 else acts
+            if acts.shape != (b, max(T - 1, 0), F):
+                raise ValueError(f"actions: expected shape {(b, max(T - 1, 0), F)[1 if single else 0:]}, got "
+                                 f"{np.shape(actions)}")
+            acts = np.ascontiguousarray(acts, np.int64)
+        else:
+            acts = np.zeros((b, 0, F), np.int64)
+        out = np.empty((b, T, free_energy_size(self.structure.num_modalities, F)), self.dtype)
+        vs = -1 if valid_steps is None else int(valid_steps)
+        self._k.free_energy(self._log_A, self._a_off, self._ll_off, self._deps, self._dims, self._ks, self._ns,
+                            self._o_off, self._s_off, self._log_B, self._b_off, self._bdeps, self._bdims, self._bks,
+                            self._ncontrols, self._has_B and window, obs, prior, q, acts, vs, self._minval, out)
+        terms = out if window else out[:, 0]
+        return FreeEnergy(terms[0] if single else terms, self.structure.num_modalities, F, window)
+
+    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
+                      gates: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FreeEnergy]:
+        """``tick`` (or ``tick_agents``, with a leading axis) with each reading's surprise, the gates and the free
+        energy in one numba dispatch (``evidence.fpi_tick_evidence``); see :meth:`~.api.Engine.tick_evidence`."""
+        if self.algorithm != "fpi":
+            raise ValueError(f"tick_evidence: fpi only (this engine runs {self.algorithm}; use surprise and "
+                             "free_energy around run_packed)")
+        if np.ndim(obs_packed) == 1 and not self.batched:
+            obs = np.ascontiguousarray(obs_packed, dtype=self.dtype)
+            prior = np.ascontiguousarray(prior_packed, dtype=self.dtype)
+            act = np.ascontiguousarray(action, dtype=np.int32)
+            if (obs.shape, prior.shape, act.shape) != self._tick_shapes:
+                raise ValueError(f"tick_evidence: expected obs, prior, action of shapes {self._tick_shapes}, got "
+                                 f"{(obs.shape, prior.shape, act.shape)}")
+            if np.any(act < 0) or np.any(act >= self._ncontrols):
+                raise ValueError(f"tick_evidence: action: expected controls in [0, num_controls) = "
+                                 f"{self._ncontrols.tolist()}, got {act.tolist()}")
+            out = self.tick_evidence_prepared(obs, prior, act, self._gates(gates))
+        else:
+            out = self._agents_evidence(*self._agents_inputs(obs_packed, prior_packed, action), self._gates(gates))
+        return split_tick_evidence(out, self.layout, self.structure.num_modalities)
+
+    def tick_evidence_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray,
+                               gates: np.ndarray) -> np.ndarray:
+        """``tick_evidence`` for one agent's inputs in the kernel's form, unchecked (as ``tick_prepared``): obs (O,),
+        prior (S,), gates (M,) C-contiguous of the engine's dtype, action (F,) C-contiguous int32 of valid controls.
+        Returns the packed row (2 S + M + E,): beliefs, next prior, surprise, free-energy terms
+        (``api.split_tick_evidence`` splits it)."""
+        if self._evidence_call is None:
+            self._evidence_call = self._k.fpi_tick_evidence_entry(self.dtype)
+            floats = self._k.pack_evidence_model(self._log_A, self._B, self._clipped_A())
+            self._evidence_model = (self._tick_model[0], floats, self._log_A.shape[1], self._B.shape[1])
+        out = np.empty(self._evidence_width, self.dtype)
+        self._evidence_call(*self._evidence_model, obs, prior, self.num_iter, self._minval, action, gates, out)
+        if not self._has_B:  # no transitions: the next prior is the beliefs (as tick)
+            S = self.layout.state_size
+            out[S:2 * S] = out[:S]
+        return out
+
+    def _agents_evidence(self, obs: np.ndarray, prior: np.ndarray, act: np.ndarray, gates: np.ndarray) -> np.ndarray:
+        """obs (b, O), prior (b, S), act (b, F) int32, gates (M,), in the kernel's form -> (b, 2 S + M + E)
+        (``evidence.fpi_tick_evidence_batched``)."""
+        if self._evidence_agents_call is None:
+            self._evidence_agents_call = self._k.fpi_tick_evidence_batched_entry(self.dtype)
+        out = np.empty((obs.shape[0], self._evidence_width), self.dtype)
+        bad = self._evidence_agents_call(self._tick_model[0], self._log_A, self._B, self._clipped_A(), obs, prior,
+                                         self.num_iter, self._minval, act, gates, out)
+        if bad >= 0:
+            raise ValueError(f"tick_evidence: action[{bad}]: expected controls in [0, num_controls) = "
+                             f"{self._ncontrols.tolist()}, got {act[bad].tolist()}")
+        if not self._has_B:
+            S = self.layout.state_size
+            out[:, S:2 * S] = out[:, :S]
+        return out
 
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile (or load the cached) kernels and run once; returns the seconds it took."""
