@@ -105,12 +105,14 @@ def align_to_steps(series: BeliefSeries, step_stamps_ns: np.ndarray) -> tuple[li
 
 @dataclass
 class EvidenceTrack:
-    """What the surprise track draws, per step: surprise (T, M) nats, outliers (T, M) bool, free energy (T,)."""
+    """What the surprise track draws, per step: surprise (T, M) nats, outliers (T, M) bool, free energy (T,), and
+    the faulty readings of a fault bag (T, M) bool, shaded (None: no faults known)."""
 
     modalities: list[str]
     surprise: np.ndarray
     outliers: np.ndarray
     free_energy: np.ndarray
+    faulty: Optional[np.ndarray] = None
 
 
 def evidence_track(series: BeliefSeries, step_stamps_ns: Optional[np.ndarray] = None) -> Optional[EvidenceTrack]:
@@ -173,14 +175,21 @@ def plot_beliefs(path: Path, beliefs: Sequence[np.ndarray], stamps_ns: np.ndarra
 def _plot_evidence(ax_surprise, ax_free_energy, t: np.ndarray, evidence: EvidenceTrack) -> None:
     """The surprise track: each modality's surprise (nats) over time, its refused readings marked x; the free
     energy below it."""
+    dt = float(t[1] - t[0]) if len(t) > 1 else 1.0
     for m, name in enumerate(evidence.modalities):
         line, = ax_surprise.plot(t, evidence.surprise[:, m], lw=1.0, label=name)
         refused = evidence.outliers[:, m]
         if refused.any():
             ax_surprise.plot(t[refused], evidence.surprise[refused, m], "x", color=line.get_color(), ms=5)
+        if evidence.faulty is not None and evidence.faulty[:, m].any():  # a fault bag's faulty stretch, shaded
+            steps = np.flatnonzero(evidence.faulty[:, m])
+            for run in np.split(steps, np.flatnonzero(np.diff(steps) > 1) + 1):
+                ax_surprise.axvspan(t[run[0]] - dt / 2, t[run[-1]] + dt / 2, color=line.get_color(), alpha=0.12, lw=0)
     ax_surprise.set_ylabel("surprise (nats)")
+    notes = (["x: refused as an outlier"] if evidence.outliers.any() else []) + (
+        ["shaded: a faulty sensor"] if evidence.faulty is not None and evidence.faulty.any() else [])
     ax_surprise.legend(loc="upper right", fontsize=7, ncol=min(len(evidence.modalities), 4), framealpha=0.8,
-                       title="x: refused as an outlier" if evidence.outliers.any() else None, title_fontsize=7)
+                       title="; ".join(notes) or None, title_fontsize=7)
     ax_free_energy.plot(t, evidence.free_energy, color="black", lw=1.0)
     ax_free_energy.set_ylabel("free energy\n(nats)")
 

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+
 from bayes_infer_ros import plot
 from bayes_infer_ros.plot import accuracy, align_to_steps, demo_title, evidence_track, plot_beliefs, read_beliefs
 
@@ -39,6 +41,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             stamps, states = episode.stamps_ns, episode.states
             acc = accuracy(beliefs, states, got)
             evidence = evidence_track(series, episode.stamps_ns)
+            if evidence is not None:  # a fault bag (make-bag --fault): its faulty readings are shaded
+                from bayes_infer_ros.bags.faults import fault_mask  # optional dependency: rosbags, as read_episode
+
+                mask = fault_mask(episode.custom_data, episode.num_steps, episode.modality_names)
+                evidence.faulty = np.stack([mask[:, episode.modality_names.index(n)] if n in episode.modality_names
+                                            else np.zeros(episode.num_steps, bool) for n in evidence.modalities], axis=1)
             title = demo_title(series.algorithm, series.variant, int(got.sum()), episode.num_steps,
                                series.factor_names, acc)
         else:

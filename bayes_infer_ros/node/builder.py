@@ -87,8 +87,9 @@ def check_agents_budget(variant: str, model: Any, agents: int, budget: MemoryBud
 
 def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: float,
                checkpoint: Callable[[], None] = _no_checkpoint, cache: Optional[DecisionCache] = None,
-               agents: int = 1) -> EngineSlot:
-    """Decide, build and compile with tick-shaped calls (so a tick never traces) the engine of ``agents`` agents.
+               agents: int = 1, evidence: bool = False) -> EngineSlot:
+    """Decide, build and compile with tick-shaped calls (so a tick never traces) the engine of ``agents`` agents
+    (``evidence``: also the calls of a tick with its evidence: surprise, gates, free energy).
     ``checkpoint()`` between the phases raises BuildCancelled once the build is no longer wanted. Every variant (a
     user's choice as well as auto's) is held to ``budget_mb`` before anything is allocated. ``cache``: kept
     decisions (default: the environment's, ``autotune.decision_cache``)."""
@@ -110,7 +111,7 @@ def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: flo
         engine.warmup(T=config.horizon, valid_steps=True)
     checkpoint()
     # the calls a tick makes beside those: the one-dispatch fpi tick and the prediction of a prior
-    BeliefFilter(engine, model.D, config.horizon, has_B=model.B is not None, dtype=engine.dtype).warm()
+    BeliefFilter(engine, model.D, config.horizon, has_B=model.B is not None, dtype=engine.dtype).warm(evidence)
     return EngineSlot(config, decision.variant, engine, time.perf_counter() - t0, generation, decision.reason,
                       decision.device, decision.warnings)
 

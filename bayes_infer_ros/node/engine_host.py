@@ -84,7 +84,7 @@ class EngineHost:
                checkpoint: Callable[[], None] = lambda: None) -> EngineSlot:
         """The engine of ``config`` for the node's agents (one unless ``agents`` is set)."""
         return build_slot(self.model, config, generation, float(self._param("memory_budget_mb")), checkpoint,
-                          agents=max(len(self.agents), 1))
+                          agents=max(len(self.agents), 1), evidence=bool(self._param("evidence")))
 
     # ---- configure ----------------------------------------------------------------------------------
     def load_and_build(self, check_model: Callable[[Any], None] = lambda model: None) -> EngineSlot:

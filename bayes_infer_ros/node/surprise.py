@@ -108,10 +108,12 @@ class SurpriseMonitor:
         decides it)."""
         return np.asarray(present, bool) & (np.asarray(surprise, self.gates.dtype) > self.gates)
 
-    def record(self, surprise: np.ndarray, present: np.ndarray) -> np.ndarray:
+    def record(self, surprise: np.ndarray, present: np.ndarray, refused: Optional[np.ndarray] = None) -> np.ndarray:
         """Add one tick's surprise (M,) of the modalities ``present`` (M,) bool (those with a reading); returns the
-        refused ones (M,) bool, counted as outliers."""
-        refused = self.refused(surprise, present)
+        refused ones (M,) bool, counted as outliers: ``refused`` when given (the engine's decision), else
+        :meth:`refused`'s."""
+        refused = (self.refused(surprise, present) if refused is None
+                   else np.asarray(refused, bool) & np.asarray(present, bool))
         W, N = self._window, self._recent
         rows = zip(np.asarray(surprise, np.float64).tolist(), np.asarray(present, bool).tolist(), refused.tolist())
         for m, (x, here, out) in enumerate(rows):
