@@ -94,9 +94,10 @@ def _surprise_into(A, a_off, ll, ll_off, deps, dims, ks, o, o_off, prior, s_off,
 
 
 @inline
-def _step_into(ll, ll_off, deps, dims, ks, ns, s_off, q, prior, with_prior, scale, idx, minval, out):
-    """One step's terms into out (M + 3 F + 1,): accuracy per modality, neg entropy and (``with_prior``) the prior
-    cross entropy per factor, all times ``scale``; the transition terms and vfe are left to the caller."""
+def _step_into(ll, ll_off, deps, dims, ks, ns, s_off, q, prior, with_prior, with_entropy, scale, idx, minval, out):
+    """One step's terms into out (M + 3 F + 1,): accuracy per modality, neg entropy (``with_entropy``) and
+    (``with_prior``) the prior cross entropy per factor, all times ``scale``; the transition terms and vfe are left to
+    the caller."""
     zero = minval - minval
     M, F = ks.shape[0], ns.shape[0]
     for m in range(M):
@@ -107,11 +108,34 @@ def _step_into(ll, ll_off, deps, dims, ks, ns, s_off, q, prior, with_prior, scal
         for a in range(s_off[f], s_off[f] + ns[f]):
             v = q[a]
             if v != zero:
-                ent += v * np.log(v if v > minval else minval)
+                if with_entropy:
+                    ent += v * np.log(v if v > minval else minval)
                 p = prior[a]
                 ce -= v * np.log(p if p > minval else minval)
-        out[M + f] = scale * ent
+        if with_entropy:
+            out[M + f] = scale * ent
         out[M + F + f] = scale * ce if with_prior else zero
+
+
+@inline
+def _entropy_from_logits(logits, Q, ns, minval, out):
+    """out[f] = sum_a q_a ln q_a for the posteriors Q (F, n_max) = softmax of ``logits`` (F, n_max) row by row: with
+    a* the row's largest logit, ln q_a = logits_a - logits_a* + ln q_a* (q_a* = 1 / the softmax's sum), one log per
+    factor instead of one per state. It differs from ln max(q_a, minval) only where q_a < minval, by less than
+    q_a * ln(minval / q_a): beyond the tolerances."""
+    zero = minval - minval
+    for f in range(ns.shape[0]):
+        top = 0
+        for a in range(1, ns[f]):
+            if logits[f, a] > logits[f, top]:
+                top = a
+        base = np.log(Q[f, top]) - logits[f, top]
+        ent = zero
+        for a in range(ns[f]):
+            v = Q[f, a]
+            if v != zero:
+                ent += v * (logits[f, a] + base)
+        out[f] = ent
 
 
 @inline
@@ -179,7 +203,8 @@ def free_energy_rows(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, log
             row = out[i, t]
             scale = one if obs_valid[t] else zero
             log_likelihoods(log_A, ab, a_off, ll_off, obs[i, t], o_off, nobs, ll, 0)
-            _step_into(ll, ll_off, deps, dims, ks, ns, s_off, q[i, t], prior[i], start[t], scale, idx, minval, row)
+            _step_into(ll, ll_off, deps, dims, ks, ns, s_off, q[i, t], prior[i], start[t], True, scale, idx, minval,
+                       row)
             for f in range(F):
                 ce = zero
                 if trans_ok[t]:
@@ -237,7 +262,10 @@ def _tick_evidence_into(ints, log_A, B, A, obs, prior, num_iter, minval, action,
                   num_iter, minval, out[i:i + 1, :S], nobs, idx, ll, dbuf, wv, c, x, Q)
         _predict_into(B, ab, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, action[i], nxt, Qp, tmp, idx_b)
         terms = row[M:]
-        _step_into(ll, ll_off, deps, dims, ks, ns, s_off, q, prior[i], True, one, idx, minval, terms)
+        _step_into(ll, ll_off, deps, dims, ks, ns, s_off, q, prior[i], True, False, one, idx, minval, terms)
+        # the entropy from the last softmax's logits, which _fpi_into leaves in x (several factors: x = c + the
+        # messages of the last iteration) or c (one factor: pymdp's one pass, softmax(c))
+        _entropy_from_logits(x if F > 1 else c, Q, ns, minval, terms[M:M + F])
         for f in range(F):
             terms[M + 2 * F + f] = zero
         _vfe_into(M, F, terms)
