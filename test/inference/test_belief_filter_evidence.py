@@ -2,13 +2,16 @@
 free energy of its beliefs, and the gates, which refuse a reading before it enters the step and the window; for one
 agent and for several, fpi and vmp/mmp. The maths is the engine's (``test_free_energy.py`` holds it to pymdp): here,
 that the filter asks it the right question."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from bayes_infer_ros.inference import build_inference, engine_for_model
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 from bayes_infer_ros.model import load_model
-from conftest import REPO_ROOT
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 ATOL = 1e-5  # float32 beliefs of the same engine, with and without evidence (the same tick program or kernel)
 VARIANTS = ["baseline", pytest.param("fused_numba", marks=pytest.mark.numba)]

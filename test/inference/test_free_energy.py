@@ -12,17 +12,20 @@ a modality on three factors, exact zeros in A, non-default B-dependencies, negat
 import dataclasses
 
 import jax.numpy as jnp
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from bayes_infer_ros.inference import VARIANTS, build_inference, engine_for_model
 from bayes_infer_ros.inference.api import FreeEnergy
 from bayes_infer_ros.model import load_model
-from conftest import REPO_ROOT
 from lab import pymdp_oracle
 from oracle import Case, random_case, structured_case, unbatch
 from tolerances import free_energy_tolerance
 from variant_cases import ONE_FACTOR, ONE_MODALITY, SKEWED_ZEROS
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 NAMES = ("accuracy", "neg_entropy", "prior_cross_entropy", "transition_cross_entropy")
 # a modality on three factors (the general contraction), two on pairs, pymdp's default B-dependencies

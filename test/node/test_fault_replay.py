@@ -3,6 +3,8 @@ default model's surprise settings (config/agent_surprise.yaml): the warning name
 ``surprise_warn_ticks`` readings of its fault, nothing warns before the first fault, the gates refuse faulty readings
 as outliers (counted as refused inputs of their modality), and the posterior-mode accuracy over the faulty stretch
 beats the ungated run's."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,8 @@ from bayes_infer_ros.model import load_model
 from bayes_infer_ros.model.io import read_parameters_yaml
 from bayes_infer_ros.node.surprise import GATE_PREFIX, settings_from_parameters
 from bayes_infer_ros.node.tick_loop import TickLoop
-from conftest import REPO_ROOT
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 VARIANTS = ["baseline", pytest.param("fused_numba", marks=pytest.mark.numba)]
 
