@@ -1,14 +1,16 @@
 """What the free energy and the surprise cost on the default model's tick, per engine: the tick alone against the
 tick with its evidence, all timed round-robin in one process, hot and cold.
 
-    PYTHONPATH=. python benchmarks/free_energy_cost.py [--out benchmarks/free_energy_cost_cpu.csv] [--rounds 300]
+    PYTHONPATH=. python benchmarks/free_energy_cost.py --engines fused_numba
+    PYTHONPATH=. python benchmarks/free_energy_cost.py --engines baseline,fused_dense,fused_pairwise --append
 
 FPI: ``tick`` is ``engine.tick_prepared`` (what the node's BeliefFilter calls each tick without evidence);
 ``evidence`` is ``engine.tick_evidence_prepared`` with a gate per modality (each reading's surprise, the gates, the
-beliefs, the next prior and the free energy: one dispatch; what it calls with evidence). VMP / MMP (a full window of ``horizon`` 5 steps): ``tick`` is ``run_packed`` of the
-window; ``evidence`` adds the newest reading's surprise under the predicted prior and the window's free energy
-(``surprise`` and ``free_energy``: two more dispatches). Every candidate of every engine runs in the same rounds (the
-order rotates each round). ``hot``: a round is the mean of enough back-to-back calls to last about 2 ms (the
+beliefs, the next prior and the free energy: one dispatch; what it calls with evidence). VMP / MMP (a full window
+of ``horizon`` 5 steps): ``tick`` is ``run_packed`` of the window; ``evidence`` adds the newest reading's surprise
+under the predicted prior and the window's free energy (``surprise`` and ``free_energy``: two more dispatches). Every
+candidate of the engines of one run is timed in the same rounds (the order rotates each round); the numba engine runs
+apart from the JAX ones (``--append``), whose thread-pool programs slow the calls timed next to them. ``hot``: a round is the mean of enough back-to-back calls to last about 2 ms (the
 ``autotune.timing`` round-robin). ``cold``: one call per candidate and round, each after a pass over an 8 MB buffer
 and some Python work that evict the caches, as the node's executor, the middleware and the replay do between two
 ticks (``tick_dispatch_ab.py``). Per candidate: the median over rounds with its p10 and p90 (microseconds);
@@ -104,11 +106,14 @@ def main(argv=None) -> int:
     p.add_argument("--max-time", type=float, default=240.0, help="seconds of timed rounds at most")
     p.add_argument("--cold-rounds", type=int, default=400)
     p.add_argument("--algorithms", default="fpi,vmp,mmp")
+    p.add_argument("--engines", default=",".join(ENGINES), help="variants to time (default: %(default)s)")
+    p.add_argument("--append", action="store_true", help="add the rows to --out (a run of other engines, whose "
+                   "programs stay out of this run's rounds: XLA's pool threads slow the numba calls next to them)")
     args = p.parse_args(argv)
     model = load_model(ROOT / "config" / "agent.yaml")
     calls = {}
     for algorithm in args.algorithms.split(","):
-        for variant in ENGINES:
+        for variant in args.engines.split(","):
             for name, fn in candidates(model, algorithm, variant).items():
                 calls[(algorithm, variant, name)] = fn
     keys = list(calls)
@@ -125,9 +130,11 @@ def main(argv=None) -> int:
             else:
                 timed = [spread(cold[c]) for c in (tick, ev)]
             rows.append(row(mode, algorithm, variant, *timed, env, load))
-    with open(args.out, "w", newline="") as fh:
+    append = args.append and Path(args.out).is_file()
+    with open(args.out, "a" if append else "w", newline="") as fh:
         writer = csv.DictWriter(fh, FIELDS)
-        writer.writeheader()
+        if not append:
+            writer.writeheader()
         writer.writerows(rows)
     for r in rows:
         print(f"{r['mode']:4s} {r['algorithm']:4s} {r['variant']:15s} tick {r['tick_median_us']:9.2f} us  evidence "

@@ -221,8 +221,9 @@ def _cost_cell(r: dict) -> str:
 
 
 # README's columns of the free-energy cost: (algorithm, variant, heading)
+# (fused_numba: what `variant: auto` runs on a CPU; every engine, cold calls too: benchmarks/README.md)
 FREE_ENERGY_README = (("fpi", "fused_numba", "fused_numba fpi (the node's tick)"), ("vmp", "fused_numba", "fused_numba vmp"),
-                      ("mmp", "fused_numba", "fused_numba mmp"), ("fpi", "baseline", "baseline (JAX) fpi"))
+                      ("mmp", "fused_numba", "fused_numba mmp"))
 COST_MODES = (("hot", "back to back"), ("cold", "caches evicted before each call"))
 
 

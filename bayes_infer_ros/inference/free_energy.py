@@ -27,8 +27,8 @@ costs at most ``-ln MINVAL`` (36 nats). A modality without a reading (an all-zer
 
 Shapes (one model; the engines map over a leading batch axis): observations ``obs[m]`` (m_m,) or (T, m_m), the
 packed posterior ``q`` (S,) or (T, S) and prior (S,) (S = sum n_f, factor sizes ``num_states``, static), actions
-(T-1, F) int. ``log_A[m]`` (m_m, n_deps...), ``log_B[f]`` (n_f, n_deps..., u_f): ``log_stable`` of A and B. Terms come packed in one array, ``(..., M + 3 F + 1)``,
-as :class:`~.api.FreeEnergy` reads them.
+(T-1, F) int. ``log_A[m]`` (m_m, n_deps...), ``log_B[f]`` (n_f, n_deps..., u_f): ``log_stable`` of A and B. Terms
+come packed in one array, ``(..., M + 3 F + 1)``, as :class:`~.api.FreeEnergy` reads them.
 """
 from __future__ import annotations
 
