@@ -8,6 +8,12 @@
 4. ends with a summary (ticks, end-to-end latency median and p99, inference time, posterior-mode accuracy
    against the true states in the bag) and a PNG plot of the beliefs over time against the true states.
 
+``--fault``: a fault you can see. Makes the fault bag (``bayes-infer make-bag --fault``: the lidar sector stuck at
+``gap`` for 5 s, then the battery driver's readings random for 5 s), replays it twice, without and with the surprise
+gates of ``config/agent_surprise.yaml`` (the warning thresholds in both runs), and shows the /diagnostics warning
+naming each faulty sensor, the readings refused as outliers and the posterior-mode accuracy on the faulty stretch
+of each run, with a figure per run (beliefs, the surprise track, the faulty stretches shaded).
+
 Outputs go to ``log/demo/<time>/`` (``log/`` is git-ignored). No rclpy import here: the ROS side is
 ``bayes_infer_ros.ros.replay``; this module only starts processes and prints.
 """
@@ -48,6 +54,7 @@ def package_data(relative: str) -> Path:
 
 DEFAULT_PARAMS = package_data("config/agent.yaml")
 DEFAULT_BAG = package_data("bags/agent_sample")
+SURPRISE_PARAMS = package_data("config/agent_surprise.yaml")
 
 
 # the node as a process: lab.agent_process (shared with the tests)
@@ -134,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-live", action="store_true", help="summary only")
     p.add_argument("--keep-rate", action="store_true",
                    help="keep the params file's rate_hz (default: event-driven, one tick per bag step)")
+    p.add_argument("--fault", action="store_true",
+                   help="a fault you can see: the fault bag replayed without and with the surprise gates of "
+                        "config/agent_surprise.yaml (--bag is ignored)")
     return p
 
 
@@ -152,6 +162,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"demo: the ROS side is not set up ({exc}).\n      `make demo` sets it up; by hand: "
               "`make setup && source .venv/bin/activate && source install/setup.bash`", file=sys.stderr)
         return 2
+    if args.fault:
+        return fault_demo(args, env)
     if not (args.bag / "metadata.yaml").is_file():
         print(f"demo: no bag at {args.bag}; make one with `bayes-infer make-bag`", file=sys.stderr)
         return 2
@@ -233,6 +245,113 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"outputs               plot {png}\n                      beliefs bag {out_dir / 'beliefs'} {recorded}\n"
           f"                      node log {out_dir / 'agent_node.log'}")
     print(f"again from the bag   bayes-infer plot {out_dir / 'beliefs'} --truth {args.bag}")
+    return 0
+
+
+# ---- a fault you can see ------------------------------------------------------------------------
+def run_replay(params_file: Path, bag: Path, parameters: dict, env: dict, out_dir: Path, rate: float,
+               startup_timeout: float):
+    """One node started with ``params_file`` and ``parameters``, the bag played into it in lockstep: (its Beliefs,
+    its /diagnostics statuses with the bag step each arrived at, the node's exit status); None when it failed (said)."""
+    from lab.replay_session import ReplaySession
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    node = AgentProcess(params_file, parameters=parameters, env=env, log_path=out_dir / "agent_node.log")
+    t_start = time.monotonic()
+    node.start()
+    try:
+        with ReplaySession(bag, record_to=out_dir / "beliefs", diagnostics=True) as session:
+            while not session.wait_ready(1.0):
+                if not node.alive() or time.monotonic() - t_start > startup_timeout:
+                    print(f"demo: agent_node not ready:\n{node.log_tail()}", file=sys.stderr)
+                    return None
+            stats = session.play(rate=rate, wait_for="beliefs", wait_timeout=5.0)
+            session.drain(stats.steps, timeout=5.0)
+            samples = list(session.beliefs)
+            # each status's bag step: the newest Beliefs received before it (statuses come on the steady clock)
+            received = [(s.received, s.stamp_ns) for s in samples]
+            diagnostics = []
+            for d in session.diagnostics:
+                before = [ns for r, ns in received if r <= d.received]
+                if before:
+                    diagnostics.append((before[-1], d))
+    finally:
+        status = node.stop()
+    return samples, diagnostics, status
+
+
+def fault_demo(args, env: dict) -> int:
+    """``--fault``: see the module docstring."""
+    from bayes_infer_ros.bags import read_episode
+    from bayes_infer_ros.bags.faults import DEFAULT_FAULTS, fault_mask
+    from bayes_infer_ros.bags.make_bag import make_sample_bag
+    from bayes_infer_ros.model import load_model
+    from bayes_infer_ros.model.io import read_parameters_yaml
+    from bayes_infer_ros.node.surprise import GATE_PREFIX
+    from bayes_infer_ros.plot import EvidenceTrack, accuracy, demo_title, plot_beliefs
+
+    out_dir = args.out_dir or Path.cwd() / "log" / "demo" / (time.strftime("%Y%m%d-%H%M%S") + "-fault")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    bag = make_sample_bag(out_dir / "agent_fault", args.params_file, faults=DEFAULT_FAULTS)
+    model, episode = load_model(args.params_file), read_episode(bag)
+    names = episode.modality_names
+    mask = fault_mask(episode.custom_data, episode.num_steps, names)
+    faulty_steps = mask.any(axis=1)
+    factor_names = [model.factor_name(f) for f in range(model.num_factors)]
+    labels = [model.state_label_list(f) for f in range(model.num_factors)]
+    surprise = read_parameters_yaml(SURPRISE_PARAMS)
+    step_of = {int(ns): t for t, ns in enumerate(episode.stamps_ns)}
+    t0 = int(episode.stamps_ns[0])
+    print(f"demo --fault: {bag} ({episode.num_steps} steps); faults: " + "; ".join(
+        f"{f.modality} {f.kind}{' at ' + f.level if f.level else ''} {f.start_s:g}-{f.start_s + f.duration_s:g} s"
+        for f in DEFAULT_FAULTS) + f"; surprise settings {SURPRISE_PARAMS.name}", flush=True)
+    rows = {}
+    for gated in (False, True):
+        run = "gated" if gated else "ungated"
+        parameters = {k: v for k, v in surprise.items() if gated or not k.startswith(GATE_PREFIX)}
+        parameters.update({"use_sim_time": True, "autostart": True, "rate_hz": 0.0, "diagnostics_period": 0.1})
+        print(f"demo --fault: {run} run ...", flush=True)
+        got = run_replay(args.params_file, bag, parameters, env, out_dir / run, args.rate, args.startup_timeout)
+        if got is None:
+            return 1
+        samples, diagnostics, _ = got
+        beliefs, answered = align_beliefs(samples, episode, model.num_states)
+        evidence = EvidenceTrack(list(names), np.full(mask.shape, np.nan), np.zeros(mask.shape, bool),
+                                 np.full(episode.num_steps, np.nan), mask)
+        for s in samples:
+            t = step_of.get(s.stamp_ns)
+            if t is not None and s.surprise is not None:
+                evidence.surprise[t], evidence.outliers[t], evidence.free_energy[t] = s.surprise, s.outliers, s.free_energy
+        warned = {}  # modality -> (bag step, the status message that named it)
+        for ns, d in diagnostics:
+            if d.message.startswith("surprising input"):
+                for name in d.values.get("surprise_warnings", "").split(", "):
+                    if name and name not in warned:
+                        warned[name] = (step_of.get(ns, -1), d.message)
+        acc_faulty = accuracy(beliefs, episode.states, answered & faulty_steps)
+        acc_clean = accuracy(beliefs, episode.states, answered & ~faulty_steps)
+        rows[run] = (acc_faulty, acc_clean, evidence.outliers, warned)
+        title = demo_title(samples[0].algorithm, samples[0].variant, int(answered.sum()), episode.num_steps,
+                           factor_names, accuracy(beliefs, episode.states, answered)) + f" ({run})"
+        plot_beliefs(out_dir / f"{run}.png", beliefs, episode.stamps_ns, episode.states, factor_names, labels, title,
+                     evidence)
+    print("\n==== a fault you can see ====")
+    for run, (acc_faulty, acc_clean, outliers, warned) in rows.items():
+        print(f"{run}:")
+        print(f"  posterior-mode accuracy, faulty stretch {acc_faulty.mean():6.1%} ("
+              + ", ".join(f"{n} {a:.0%}" for n, a in zip(factor_names, acc_faulty)) + f"); clean stretch "
+              f"{acc_clean.mean():6.1%}")
+        print("  refused as outliers: " + ", ".join(
+            f"{n} {int(outliers[mask[:, i], i].sum())}/{int(mask[:, i].sum())} faulty, "
+            f"{int(outliers[~mask[:, i], i].sum())}/{int((~mask[:, i]).sum())} clean" for i, n in enumerate(names)
+            if outliers[:, i].any() or mask[:, i].any()))
+        for name, (t, message) in sorted(warned.items(), key=lambda kv: kv[1][0]):
+            faulty = mask[:, names.index(name)] if name in names else np.zeros(0, bool)
+            fault = f"its fault from step {int(np.flatnonzero(faulty)[0])}" if faulty.any() else "no fault there"
+            print(f"  /diagnostics warned about {name} from step {t} (t = {(int(episode.stamps_ns[t]) - t0) * 1e-9:.1f}"
+                  f" s; {fault}): {message}")
+    print(f"outputs: {out_dir}/ungated.png, {out_dir}/gated.png, the beliefs bags under ungated/ and gated/; again "
+          f"from a bag: bayes-infer plot {out_dir / 'gated' / 'beliefs'} --truth {bag}")
     return 0
 
 

@@ -6,6 +6,11 @@ pymdp selects each factor's transition matrix by the action taken with a private
 builds its ``valid_steps`` masks with another (``_build_sequence_validity_masks``). Both are imported here
 only, so a pymdp release that renames them breaks one module.
 
+The free energy is pymdp's ``maths.calc_vfe`` with the masks pymdp's ``update_posterior_states(...,
+return_info=True)`` passes it; its terms per modality and per factor come from ``calc_vfe`` itself, each with the
+other modalities' (factors') contributions switched off (:func:`free_energy_terms`). The surprise of a reading is
+built from pymdp's likelihood and ``factor_dot`` (:func:`surprise`).
+
 Needs pymdp (the ``[bench]`` extra); the installed package never imports the lab.
 """
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from pymdp import algos, control
+from pymdp import algos, control, maths
 
 from pymdp.inference import (
     _build_sequence_validity_masks,
@@ -121,3 +126,98 @@ def masked_window_program(algorithm: str, A: Sequence[Any], B: Sequence[Any], pr
 def as_jax(arrays: Optional[Sequence[Any]], dtype: Any = None) -> Optional[list]:
     """A list of arrays as jax arrays (None stays None)."""
     return None if arrays is None else [jnp.asarray(np.asarray(a), dtype=dtype) for a in arrays]
+
+
+def free_energy(qs: Sequence[Any], prior: Sequence[Any], obs: Sequence[Any], A: Sequence[Any],
+                A_dependencies: Sequence[Sequence[int]], B: Optional[Sequence[Any]] = None,
+                B_dependencies: Optional[Sequence[Sequence[int]]] = None, actions: Any = None,
+                valid_steps: Optional[int] = None) -> tuple[Any, Any, dict]:
+    """``maths.calc_vfe(..., return_decomposition=True)``: ``(vfe_t, vfe, decomposition)``. One step: ``qs[f]``
+    (n_f,), ``obs[m]`` (m_m,); a window: ``qs[f]`` (T, n_f), ``obs[m]`` (T, m_m), B unconditioned with ``actions``
+    (T-1, F), and ``valid_steps`` masks built as pymdp's ``update_posterior_states`` builds them."""
+    kwargs: dict = {"obs": list(obs), "A": list(A), "A_dependencies": _deps(A_dependencies)}
+    if np.ndim(qs[0]) > 1:
+        if B is not None:
+            kwargs.update(B=list(B), B_dependencies=_deps(B_dependencies), past_actions=actions)
+        if valid_steps is not None:
+            kwargs.update(validity_masks(obs, actions, valid_steps))
+    return maths.calc_vfe(list(qs), list(prior), return_decomposition=True, **kwargs)
+
+
+def free_energy_terms(qs: Sequence[Any], prior: Sequence[Any], obs: Sequence[Any], A: Sequence[Any],
+                      A_dependencies: Sequence[Sequence[int]], B: Optional[Sequence[Any]] = None,
+                      B_dependencies: Optional[Sequence[Sequence[int]]] = None, actions: Any = None,
+                      valid_steps: Optional[int] = None) -> dict:
+    """``calc_vfe``'s terms one modality / factor at a time, each from ``calc_vfe`` with the others switched off: an
+    A (a B, a prior) of ones has log 0, so it adds nothing; a factor's entropy is ``calc_vfe`` of that factor alone.
+    Returns arrays ``([T,] M)`` (``accuracy``) and ``([T,] F)`` (``neg_entropy``, ``prior_cross_entropy``,
+    ``transition_cross_entropy``), and ``vfe_t``, ``vfe`` (in the inputs' dtype). Jitted once per structure."""
+    deps = tuple(map(tuple, A_dependencies))
+    bdeps = None if B is None else tuple(map(tuple, B_dependencies))
+    run = _terms_program(deps, bdeps, np.ndim(qs[0]) > 1, valid_steps)
+    out = run(list(qs), list(prior), list(obs), list(A), None if B is None else list(B), actions)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def _terms_program(A_dependencies: tuple, B_dependencies: Optional[tuple], window: bool,
+                   valid_steps: Optional[int]) -> Callable:
+    def terms(qs, prior, obs, A, B, actions):
+        M, F = len(A), len(qs)
+        vfe_t, vfe, _ = free_energy(qs, prior, obs, A, A_dependencies, B, B_dependencies, actions, valid_steps)
+
+        def decomposition(**changes) -> dict:
+            args = {"qs": qs, "prior": prior, "obs": obs, "A": A, "A_dependencies": A_dependencies, "B": B,
+                    "B_dependencies": B_dependencies, "actions": actions, "valid_steps": valid_steps, **changes}
+            return free_energy(**args)[2]
+
+        def only(xs: list, keep: int) -> list:
+            return [x if i == keep else jnp.ones_like(x) for i, x in enumerate(xs)]
+
+        accuracy = [decomposition(A=only(A, m))["accuracy_t"] for m in range(M)]
+        prior_ce = [decomposition(prior=only(prior, f))["prior_cross_entropy_t"] for f in range(F)]
+        transition_ce = [decomposition(B=only(B, f))["transition_cross_entropy_t"] if B is not None and window
+                         else jnp.zeros_like(vfe_t) for f in range(F)]
+        # a factor's entropy: calc_vfe of that factor alone (no A, no B), with the window's observation mask
+        masks = {}
+        if window and valid_steps is not None:
+            masks = {"obs_valid_mask": validity_masks(obs, actions, valid_steps)["obs_valid_mask"]}
+        neg_entropy = [maths.calc_vfe([qs[f]], [prior[f]], return_decomposition=True, **masks)[2]["neg_entropy_t"]
+                       for f in range(F)]
+        stack = lambda xs: jnp.stack([jnp.asarray(x) for x in xs], axis=-1)  # noqa: E731
+        return {"accuracy": stack(accuracy), "neg_entropy": stack(neg_entropy), "prior_cross_entropy": stack(prior_ce),
+                "transition_cross_entropy": stack(transition_ce), "vfe_t": vfe_t, "vfe": vfe}
+
+    return jax.jit(terms)
+
+
+def posterior_free_energy(algorithm: str, A: Sequence[Any], B: Sequence[Any], obs: Sequence[Any], prior: Sequence[Any],
+                          actions: Any, A_dependencies: Sequence[Sequence[int]], B_dependencies: Sequence[Sequence[int]],
+                          num_iter: int, valid_steps: Optional[int] = None) -> tuple[list, Any]:
+    """pymdp's own window inference with its free energy: ``update_posterior_states(..., return_info=True)`` ->
+    (qs, vfe)."""
+    qs, info = update_posterior_states(list(A), list(B), list(obs), actions, prior=list(prior),
+                                       A_dependencies=_deps(A_dependencies), B_dependencies=_deps(B_dependencies),
+                                       num_iter=num_iter, method=algorithm, valid_steps=valid_steps, return_info=True)
+    return qs, info["vfe"]
+
+
+def surprise(obs: Sequence[Any], prior: Sequence[Any], A: Sequence[Any],
+             A_dependencies: Sequence[Sequence[int]]) -> np.ndarray:
+    """Each reading's surprise under the prior predictive, (M,): ``-ln factor_dot(exp(ll_m), prior)`` with pymdp's
+    likelihood ``ll_m = xlogy(o_m, clip(A_m))`` (for a one-hot reading, ``-ln`` of ``control.compute_expected_obs``
+    at its level, A clipped at MINVAL); 0 for an all-zero (missing) reading."""
+    out = []
+    for o, a, deps in zip(obs, A, A_dependencies):
+        if not np.any(np.asarray(o)):
+            out.append(0.0)
+            continue
+        ll = maths.compute_log_likelihood_single_modality(jnp.asarray(o), jnp.asarray(a))
+        out.append(float(-jnp.log(maths.factor_dot(jnp.exp(ll), [jnp.asarray(prior[f]) for f in deps]))))
+    return np.asarray(out)
+
+
+def expected_obs(qs: Sequence[Any], A: Sequence[Any], A_dependencies: Sequence[Sequence[int]]) -> list:
+    """``control.compute_expected_obs``: the predictive distribution of each modality under beliefs ``qs``."""
+    return control.compute_expected_obs([jnp.asarray(q) for q in qs], [jnp.asarray(a) for a in A],
+                                        _deps(A_dependencies))

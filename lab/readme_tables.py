@@ -267,6 +267,46 @@ def agents_table(throughput_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cost_cell(r: dict) -> str:
+    return (f"{float(r['tick_median_us']):.2f} -> {float(r['evidence_median_us']):.2f} us "
+            f"({float(r['cost_us']):+.2f} us, {100 * float(r['cost_ratio']):+.0f}%)")
+
+
+# README's columns of the free-energy cost: (algorithm, variant, heading)
+# (fused_numba: what `variant: auto` runs on a CPU; every engine, cold calls too: benchmarks/README.md)
+FREE_ENERGY_README = (("fpi", "fused_numba", "fused_numba fpi (the node's tick)"), ("vmp", "fused_numba", "fused_numba vmp"),
+                      ("mmp", "fused_numba", "fused_numba mmp"))
+COST_MODES = (("hot", "back to back"), ("cold", "caches evicted before each call"))
+
+
+def free_energy_table(cost_csv: Path, columns: Sequence[tuple[str, str, str]] = FREE_ENERGY_README,
+                      modes: Sequence[tuple[str, str]] = COST_MODES[:1]) -> str:
+    """``benchmarks/free_energy_cost.py``'s output: the tick alone -> with its evidence (free energy, surprise, gates),
+    median us and the difference, per mode (rows; README: back to back) and (algorithm, engine) (columns)."""
+    rows = {(r["mode"], r["algorithm"], r["variant"]): r for r in _rows(cost_csv)}
+    load = max((float(r["load"]) for r in rows.values()), default=math.nan)
+    lines = [f"| the evidence's cost (`benchmarks/free_energy_cost.py`; default model, float32, load {load:g}) | "
+             + " | ".join(h for _, _, h in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
+    for mode, label in modes:
+        cells = [_cost_cell(rows[(mode, a, v)]) if (mode, a, v) in rows else "-" for a, v, _ in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def free_energy_full_table(cost_csv: Path) -> str:
+    """Every row of ``benchmarks/free_energy_cost.py``'s output: tick -> with evidence, p10-p90, per mode."""
+    lines = ["| mode | algorithm | engine | tick: median (p10-p90) us | with evidence: median (p10-p90) us | cost |",
+             "|---|---|---|---:|---:|---:|"]
+    for r in _rows(cost_csv):
+        lines.append(f"| {r['mode']} | {r['algorithm']} | {r['variant']} | {float(r['tick_median_us']):.2f} "
+                     f"({float(r['tick_p10_us']):.2f}-{float(r['tick_p90_us']):.2f}) | "
+                     f"{float(r['evidence_median_us']):.2f} ({float(r['evidence_p10_us']):.2f}-"
+                     f"{float(r['evidence_p90_us']):.2f}) | {float(r['cost_us']):+.2f} us "
+                     f"({100 * float(r['cost_ratio']):+.0f}%) |")
+    return "\n".join(lines) + "\n"
+
+
 LATENCY_LINE = re.compile(r"^(?P<alg>fpi|vmp|mmp)\s+(?P<name>\S+)\s+median\s+(?P<median>[0-9.]+) us\s+p10\s+(?P<p10>[0-9.]+)"
                           r"\s+p90\s+(?P<p90>[0-9.]+)", re.M)
 
@@ -421,6 +461,8 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "gpu_variants_h200": lambda d: latency_rows_table(d / "default_model_latency_nvidia_h200.txt"),
     "launch_floor_h200": lambda d: launch_floor_table(d / "launch_floor_nvidia_h200.txt"),
     "fleet": lambda d: fleet_table(d / "fleet_cpu.csv"),
+    "free_energy_cost": lambda d: free_energy_table(d / "free_energy_cost_cpu.csv"),
+    "free_energy_cost_full": lambda d: free_energy_full_table(d / "free_energy_cost_cpu.csv"),
     "agents_throughput": lambda d: agents_table(d / "agents_throughput_cpu.csv"),
     "readme_speed": readme_speed_table,
     "sweep": lambda d: sweep_table(d / "summary_engine_cpu.csv", d / "sweep_engine_cpu.csv"),

@@ -38,6 +38,19 @@ class BeliefSample:
     names: list[str]
     probabilities: list  # per factor, np.ndarray (n_f,) float32
     latency_s: Optional[float] = None  # receive time - publish time of the step's last observation
+    free_energy: float = float("nan")  # the evidence (NaN / None when the node computes none)
+    surprise: Optional[np.ndarray] = None  # (M,) nats
+    outliers: Optional[np.ndarray] = None  # (M,) bool
+
+
+@dataclass
+class DiagnosticSample:
+    """One of the agent's /diagnostics statuses: receive time (monotonic), level, message, key/values."""
+
+    received: float
+    level: int
+    message: str
+    values: dict
 
 
 class ReplaySession:
@@ -51,7 +64,7 @@ class ReplaySession:
 
     def __init__(self, bag: Path, *, namespace: Optional[str] = None, record_to: Optional[Path] = None,
                  node_name: str = "bayes_infer_replay", on_beliefs: Optional[Callable[[BeliefSample], None]] = None,
-                 keep_beliefs: bool = True):
+                 keep_beliefs: bool = True, diagnostics: bool = False):
         self.bag = Path(bag)
         self.namespace = namespace
         self.record_to = record_to
@@ -65,6 +78,8 @@ class ReplaySession:
         self.player: Optional[BagPlayer] = None
         self.recorder = None
         self.stats: Optional[ReplayStats] = None
+        self.collect_diagnostics = diagnostics  # keep the agent's /diagnostics statuses (``self.diagnostics``)
+        self.diagnostics: list[DiagnosticSample] = []
         self._lock = threading.Lock()
 
     @property
@@ -80,6 +95,10 @@ class ReplaySession:
         self._sub = self.node.create_subscription(
             message_class(BELIEFS_TYPE), self.beliefs_topic, self._on_beliefs,
             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+        if self.collect_diagnostics:
+            self._diag_sub = self.node.create_subscription(
+                message_class("diagnostic_msgs/msg/DiagnosticArray"), "/diagnostics", self._on_diagnostics,
+                QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
         self._spin = SpinThread(self.executor, name="replay")
         if self.record_to is not None:
             self.recorder = BagRecorder(self.node, self.record_to)
@@ -98,7 +117,10 @@ class ReplaySession:
             stamp_ns=msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec,
             tick=int(msg.tick), algorithm=msg.algorithm, variant=msg.variant, inference_ms=float(msg.inference_ms),
             names=[b.name for b in msg.factors],
-            probabilities=[np.asarray(b.probabilities, dtype=np.float32) for b in msg.factors])
+            probabilities=[np.asarray(b.probabilities, dtype=np.float32) for b in msg.factors],
+            free_energy=float(msg.free_energy),
+            surprise=np.asarray(msg.surprise, dtype=np.float32) if len(msg.surprise) else None,
+            outliers=np.asarray(msg.outliers, dtype=bool) if len(msg.outliers) else None)
         player = self.player
         if player is not None:  # the step this tick answers is the latest published one with that stamp
             published = player.stats.step_published_at.get(sample.stamp_ns)
@@ -114,6 +136,16 @@ class ReplaySession:
                     self.latencies.append(sample.latency_s)
         if self.on_beliefs is not None:
             self.on_beliefs(sample)
+
+    def _on_diagnostics(self, msg) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for status in msg.status:
+                if status.name.endswith(": inference"):
+                    self.diagnostics.append(DiagnosticSample(now, int.from_bytes(bytes(status.level), "little")
+                                                             if isinstance(status.level, (bytes, bytearray))
+                                                             else int(status.level), str(status.message),
+                                                             {kv.key: kv.value for kv in status.values}))
 
     def wait_ready(self, timeout: float, observation_topics: Optional[Sequence[str]] = None) -> bool:
         """Wait until the agent subscribes every observation topic of the bag and publishes ``beliefs``

@@ -1,5 +1,6 @@
-"""``bayes-infer plot BAG``: beliefs bags (this version's and one recorded with the Belief message before it had
-the most-likely/entropy fields) -> the demo's figure, aligned to the episode's steps when the truth is given."""
+"""``bayes-infer plot BAG``: beliefs bags (this version's, with the evidence fields, and one recorded with the
+messages before the Belief's most-likely/entropy fields and the Beliefs' evidence fields) -> the demo's figure,
+aligned to the episode's steps when the truth is given, with the surprise track when the Beliefs carry it."""
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,9 @@ def write_beliefs_bag(path, stamps_ns, probabilities, store, typename="bayes_inf
             factors = [t["bayes_infer_ros/msg/Belief"](header=header, name=n, state_labels=lab,
                                                        probabilities=np.asarray(p[k], np.float32), **(extra or {}))
                        for n, lab, p in zip(names, labels, probabilities)]
+            more = beliefs_extra(k) if callable(beliefs_extra) else beliefs_extra or {}
             msg = t[typename](header=header, tick=k + 1, algorithm="fpi", variant="baseline", inference_ms=0.5,
-                              factors=factors, **(beliefs_extra or {}))
+                              factors=factors, **more)
             writer.write(conn, int(ns) + 1000, store.serialize_cdr(msg, typename))
 
 
@@ -65,7 +67,10 @@ def test_plot_reads_beliefs_bags_and_draws_the_demo_figure(tmp_path, repo_root, 
     episode = read_episode(sample)
     stamps = episode.stamps_ns[:50]
     probs = fake_beliefs(len(stamps))
-    if old:  # the message definitions before most_likely_index/most_likely_label/entropy
+    modalities = ["rfid_tag", "voltage", "lidar_gap", "charging"]
+    surprise = np.random.default_rng(1).gamma(2.0, 0.5, size=(len(stamps), 4)).astype(np.float32)
+    outliers = surprise > 2.0
+    if old:  # the message definitions before most_likely_index/most_likely_label/entropy and the evidence
         store = get_typestore(Stores.ROS2_KILTED)
         types = get_types_from_msg(OLD_BELIEF, "bayes_infer_ros/msg/Belief")
         types.update(get_types_from_msg(BELIEFS, "bayes_infer_ros/msg/Beliefs"))
@@ -74,8 +79,16 @@ def test_plot_reads_beliefs_bags_and_draws_the_demo_figure(tmp_path, repo_root, 
     else:
         write_beliefs_bag(tmp_path / "beliefs", stamps, probs, make_typestore(),
                           extra={"most_likely_index": 0, "most_likely_label": "x", "entropy": 0.1},
-                          beliefs_extra={"device": "cpu:0"})
+                          beliefs_extra=lambda k: {"device": "cpu:0", "free_energy": 3.0 + k, "modalities": modalities,
+                                                   "surprise": surprise[k], "outliers": outliers[k]})
     series = read_beliefs(tmp_path / "beliefs")
+    if old:
+        assert series.surprise is None and series.modalities == []
+    else:
+        assert series.modalities == modalities
+        np.testing.assert_allclose(series.surprise, surprise, rtol=0, atol=0)
+        np.testing.assert_array_equal(series.outliers, outliers)
+        np.testing.assert_allclose(series.free_energy, 3.0 + np.arange(len(stamps)))
     assert series.factor_names == ["location", "battery", "door"] and series.topic == "/beliefs"
     np.testing.assert_array_equal(series.stamps_ns, stamps)
     for got, want in zip(series.probabilities, probs):
@@ -84,7 +97,9 @@ def test_plot_reads_beliefs_bags_and_draws_the_demo_figure(tmp_path, repo_root, 
     assert answered.sum() == 50 and not answered[50:].any() and np.isnan(aligned[0][60]).all()
     out = tmp_path / "fig.png"
     assert plot_main([str(tmp_path / "beliefs"), "--truth", str(sample), "-o", str(out)]) == 0
-    assert out.stat().st_size > 10_000 and "posterior-mode accuracy" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert out.stat().st_size > 10_000 and "posterior-mode accuracy" in printed
+    assert ("surprise track of rfid_tag, voltage, lidar_gap, charging" in printed) is not old
     assert plot_main([str(tmp_path / "beliefs")]) == 0  # without the truth: beliefs only
     assert (tmp_path / "beliefs" / "beliefs.png").is_file()
 

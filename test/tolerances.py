@@ -42,6 +42,20 @@ REPEAT_ATOL = 1e-6
 # to ROS_FLOAT32_ATOL: they may pick different modes where a belief has two near-equal maxima; allow this many
 # such steps.
 ACCURACY_TIE_STEPS = 2
+# Free energy and surprise (nats, not bounded by 1: sums of log terms down to ln(MINVAL) = -36 over the modalities
+# and factors), against pymdp's calc_vfe on the same posterior: the absolute tolerance of the dtype plus the same
+# rounding relative to the value's size.
+FREE_ENERGY_FLOAT32_RTOL = FLOAT32_RTOL
+FREE_ENERGY_FLOAT64_RTOL = 1e-12
+
+
+def free_energy_tolerance(dtype) -> tuple[float, float]:
+    """(rtol, atol) of a free energy, one of its terms, or a surprise in ``dtype`` against pymdp."""
+    import numpy as np
+
+    if np.dtype(dtype) == np.float64:
+        return FREE_ENERGY_FLOAT64_RTOL, FLOAT64_ATOL
+    return FREE_ENERGY_FLOAT32_RTOL, FLOAT32_ATOL
 
 
 def sampling_atol(draws: int) -> float:

@@ -4,15 +4,20 @@ make-bag``: ``cli/make_bag.py``).
 ``--adapters PARAMS.yaml``: the modalities with a sensor adapter in that params file are written as the sensor
 messages it reads (``config/agent_adapters.yaml``: BatteryState, LaserScan, String; ``config/robot_adapters.yaml``:
 Odometry, Imu, JointState, Detection2DArray, LaserScan), values drawn uniformly within
-each level's bin; the same seed simulates the same episode as the categorical bag."""
+each level's bin; the same seed simulates the same episode as the categorical bag.
+
+``--fault``: sensor faults injected into the episode (``faults.DEFAULT_FAULTS``: the lidar sector stuck at one level
+for 5 s, then the battery driver's voltage and charging readings at random levels for 5 s); the true states are the
+simulated ones, and the bag's ``custom_data["faults"]`` records where the faulty readings are."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from bayes_infer_ros.model import load_model
 
 from .bagio import write_episode_bag
+from .faults import DEFAULT_FAULTS, FAULTS_KEY, SensorFault, inject, schedule_json
 from .sensor_messages import load_adapters
 from .simulate import simulate
 
@@ -23,13 +28,21 @@ DEFAULT_BAG = REPO_ROOT / "bags" / "agent_sample"
 SAMPLE_STEPS = 200
 SAMPLE_SEED = 7
 SAMPLE_DT_S = 0.1
+__all__ = ["DEFAULT_BAG", "DEFAULT_FAULTS", "DEFAULT_MODEL", "SAMPLE_DT_S", "SAMPLE_SEED", "SAMPLE_STEPS",
+           "make_sample_bag"]
 
 
 def make_sample_bag(out: Path, model_path: Path = DEFAULT_MODEL, steps: int = SAMPLE_STEPS,
-                    seed: int = SAMPLE_SEED, dt_s: float = SAMPLE_DT_S, adapters: Optional[Path] = None) -> Path:
+                    seed: int = SAMPLE_SEED, dt_s: float = SAMPLE_DT_S, adapters: Optional[Path] = None,
+                    faults: Sequence[SensorFault] = ()) -> Path:
+    """Simulate ``steps`` steps of the model with ``seed`` into a bag at ``out``; ``faults`` replace readings
+    (``faults.inject``)."""
     model = load_model(model_path)
     rollout = simulate(model, steps, seed)
     custom = {"seed": str(seed), "model_file": Path(model_path).name}
+    if faults:
+        rollout, schedule = inject(model, rollout, faults, dt_s, seed)
+        custom[FAULTS_KEY] = schedule_json(schedule)
     specs = {}
     if adapters is not None:
         specs = load_adapters(adapters, model)

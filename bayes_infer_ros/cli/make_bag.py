@@ -3,7 +3,10 @@
 ``--adapters PARAMS.yaml``: the modalities with a sensor adapter in that params file are written as the sensor
 messages it reads (``config/agent_adapters.yaml``: BatteryState, LaserScan, String; ``config/robot_adapters.yaml``:
 Odometry, Imu, JointState, Detection2DArray, LaserScan), values drawn uniformly within
-each level's bin; the same seed simulates the same episode as the categorical bag."""
+each level's bin; the same seed simulates the same episode as the categorical bag.
+
+``--fault``: inject the default sensor faults (the lidar sector stuck at ``gap`` for 5 s from 6 s, then the battery
+driver at random levels for 5 s from 11 s: voltage and charging); the bag's metadata records where they are."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +16,9 @@ from pathlib import Path
 from typing import Optional
 
 from bayes_infer_ros.bags.bagio import bag_content_digest
-from bayes_infer_ros.bags.make_bag import DEFAULT_BAG, DEFAULT_MODEL, SAMPLE_DT_S, SAMPLE_SEED, SAMPLE_STEPS, make_sample_bag
+from bayes_infer_ros.bags.make_bag import (DEFAULT_BAG, DEFAULT_FAULTS, DEFAULT_MODEL, SAMPLE_DT_S, SAMPLE_SEED,
+                                           SAMPLE_STEPS, make_sample_bag)
+
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="bayes-infer make-bag", description=__doc__)
@@ -26,6 +31,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--adapters", type=Path, default=None, metavar="PARAMS_YAML",
                         help="write the adapted modalities as the sensor messages of this params file's adapters.* "
                              "(e.g. config/agent_adapters.yaml)")
+    parser.add_argument("--fault", action="store_true",
+                        help="inject sensor faults: " + "; ".join(
+                            f"{f.modality} {f.kind}{' at ' + f.level if f.level else ''} from {f.start_s:g} s for "
+                            f"{f.duration_s:g} s" for f in DEFAULT_FAULTS))
     args = parser.parse_args(argv)
     if args.out.exists():
         if not args.force:
@@ -36,7 +45,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 2
         shutil.rmtree(args.out)
     try:
-        path = make_sample_bag(args.out, args.model, args.steps, args.seed, args.dt, args.adapters)
+        path = make_sample_bag(args.out, args.model, args.steps, args.seed, args.dt, args.adapters,
+                               DEFAULT_FAULTS if args.fault else ())
     except Exception as exc:  # a CLI reports, it does not trace back
         print(f"make-bag: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

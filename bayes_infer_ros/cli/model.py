@@ -19,7 +19,7 @@ from typing import Optional
 from bayes_infer_ros.inference import VARIANTS
 from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, read_parameters_yaml, save_model
 from bayes_infer_ros.model.pymdp_format import read_pymdp_npz
-from bayes_infer_ros.node.parameters import PARAMETERS, unknown_parameters, validate_change
+from bayes_infer_ros.node.parameters import PARAMETERS, SURPRISE_PREFIXES, unknown_parameters, validate_change
 from bayes_infer_ros.viewer_layout import plotjuggler_layout
 
 
@@ -35,7 +35,11 @@ def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
             reason = validate_change(spec.name, value, variants=_variant_names(), has_B=True, startup=True)
             if reason:
                 errors.append(f"parameter {reason}")
-    warnings = unknown_parameters(flat.keys(), [p.name for p in PARAMETERS])
+    for name in sorted(n for n in flat if n.startswith(SURPRISE_PREFIXES)):
+        reason = validate_change(name, flat[name], variants=_variant_names(), has_B=True, startup=True)
+        if reason:
+            errors.append(f"parameter {reason}")
+    warnings = unknown_parameters(flat.keys(), [p.name for p in PARAMETERS], ("model.",) + SURPRISE_PREFIXES)
     return errors, warnings
 
 

@@ -7,8 +7,11 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+
 from bayes_infer_ros import plot
-from bayes_infer_ros.plot import accuracy, align_to_steps, demo_title, plot_beliefs, read_beliefs
+from bayes_infer_ros.plot import accuracy, align_to_steps, demo_title, evidence_track, plot_beliefs, read_beliefs
+
 
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="bayes-infer plot", description=plot.__doc__,
@@ -37,19 +40,28 @@ def main(argv: Optional[list[str]] = None) -> int:
                                  "that was replayed?")
             stamps, states = episode.stamps_ns, episode.states
             acc = accuracy(beliefs, states, got)
+            evidence = evidence_track(series, episode.stamps_ns)
+            if evidence is not None:  # a fault bag (make-bag --fault): its faulty readings are shaded
+                from bayes_infer_ros.bags.faults import fault_mask  # optional dependency: rosbags, as read_episode
+
+                mask = fault_mask(episode.custom_data, episode.num_steps, episode.modality_names)
+                evidence.faulty = np.stack([mask[:, episode.modality_names.index(n)] if n in episode.modality_names
+                                            else np.zeros(episode.num_steps, bool) for n in evidence.modalities], axis=1)
             title = demo_title(series.algorithm, series.variant, int(got.sum()), episode.num_steps,
                                series.factor_names, acc)
         else:
             beliefs, stamps, states, acc = series.probabilities, series.stamps_ns, None, None
+            evidence = evidence_track(series)
             title = demo_title(series.algorithm, series.variant, len(stamps), len(stamps), series.factor_names, None)
     except ValueError as exc:
         print(f"plot: {exc}", file=sys.stderr)
         return 1
     out = plot_beliefs(args.output or args.bag / "beliefs.png", beliefs, stamps, states, series.factor_names,
-                       series.state_labels, title)
+                       series.state_labels, title, evidence)
     print(f"wrote {out}: {len(series.stamps_ns)} Beliefs on {series.topic}, factors {series.factor_names}"
           + ("" if acc is None else "; posterior-mode accuracy " + ", ".join(
-              f"{n} {a:.0%}" for n, a in zip(series.factor_names, acc))))
+              f"{n} {a:.0%}" for n, a in zip(series.factor_names, acc)))
+          + ("" if evidence is None else f"; surprise track of {', '.join(evidence.modalities)}"))
     return 0
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional, Sequence
+from typing import Any, ClassVar, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -82,6 +82,74 @@ class PackedLayout:
             if shape[-1:] != (size,):
                 raise ValueError(f"{name}: expected the packed size {size} on the last axis, got "
                                  f"{shape[-1] if shape else 'a scalar'}")
+
+
+class FreeEnergy(NamedTuple):
+    """The variational free energy of posteriors (one step, b of them, or a window of T steps) with its terms, as
+    pymdp 1.0.4's ``calc_vfe`` defines them (``inference.free_energy`` gives the definitions), packed in one array.
+
+    ``terms``: ``([b,] [T,] M + 3 F + 1)``, per step: accuracy (M) | neg_entropy (F) | prior_cross_entropy (F) |
+    transition_cross_entropy (F) | vfe (1). ``num_modalities`` (M) and ``num_factors`` (F) give the split;
+    ``window``: the terms carry a step axis T (VMP/MMP), whose steps' vfe sum to ``total``. The properties are views
+    (numpy) or slices (JAX) of ``terms``, taken when read.
+    """
+
+    terms: Any
+    num_modalities: int
+    num_factors: int
+    window: bool
+
+    @property
+    def accuracy(self) -> Any:
+        """``([b,] [T,] M)``: E_q[ln p(o_m | s)] per modality (nats; <= 0 for one-hot readings; 0 without one)."""
+        return self.terms[..., :self.num_modalities]
+
+    @property
+    def neg_entropy(self) -> Any:
+        """``([b,] [T,] F)``: E_q[ln q_f] per factor (minus its entropy)."""
+        m, f = self.num_modalities, self.num_factors
+        return self.terms[..., m:m + f]
+
+    @property
+    def prior_cross_entropy(self) -> Any:
+        """``([b,] [T,] F)``: -E_q[ln p_f] per factor, p the prior (in a window: at its starts only)."""
+        m, f = self.num_modalities, self.num_factors
+        return self.terms[..., m + f:m + 2 * f]
+
+    @property
+    def transition_cross_entropy(self) -> Any:
+        """``([b,] [T,] F)``: -E[ln B_f] from the previous step per factor (0 for one step and at a window's starts)."""
+        m, f = self.num_modalities, self.num_factors
+        return self.terms[..., m + 2 * f:m + 3 * f]
+
+    @property
+    def complexity(self) -> Any:
+        """``([b,] [T,] F)``: neg_entropy + prior_cross_entropy + transition_cross_entropy per factor (one step:
+        KL[q_f || p_f])."""
+        return self.neg_entropy + self.prior_cross_entropy + self.transition_cross_entropy
+
+    @property
+    def per_step(self) -> Any:
+        """``([b,] [T])``: pymdp's ``vfe_t`` (one step: the free energy itself, ``([b])``)."""
+        return self.terms[..., -1]
+
+    @property
+    def total(self) -> Any:
+        """``([b])``: the variational free energy (pymdp's ``vfe``): ``per_step``, summed over a window's steps."""
+        return self.per_step.sum(axis=-1) if self.window else self.per_step
+
+
+def free_energy_size(num_modalities: int, num_factors: int) -> int:
+    """The length of one step's packed free-energy terms: M + 3 F + 1."""
+    return num_modalities + 3 * num_factors + 1
+
+
+def split_tick_evidence(row: Any, layout: PackedLayout, num_modalities: int) -> tuple[Any, Any, Any, FreeEnergy]:
+    """A packed tick-evidence row ``([b,] 2 S + M + M + 3 F + 1)`` -> (beliefs ([b,] S), next prior ([b,] S),
+    surprise ([b,] M), :class:`FreeEnergy`), views of ``row``."""
+    S, M = layout.state_size, num_modalities
+    return (row[..., :S], row[..., S:2 * S], row[..., 2 * S:2 * S + M],
+            FreeEnergy(row[..., 2 * S + M:], M, len(layout.num_states), False))
 
 
 @dataclass(frozen=True)
@@ -202,6 +270,33 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile (or load) the calls the node makes, for window length ``T`` (vmp/mmp); returns seconds."""
+
+    @abc.abstractmethod
+    def free_energy(self, obs_packed: Any, prior_packed: Any, posterior_packed: Any, actions: Optional[Any] = None,
+                    valid_steps: Optional[int] = None) -> FreeEnergy:
+        """The free energy of a posterior (any: this engine's, pymdp's): fpi obs ([b,] O), prior ([b,] S), posterior
+        ([b,] S); vmp/mmp obs ([b,] T, O), prior ([b,] S) (D), posterior ([b,] T, S), actions ([b,] T-1, F),
+        ``valid_steps`` the window's real steps. pymdp's ``calc_vfe``; compiled at the first call, never before."""
+
+    @abc.abstractmethod
+    def surprise(self, obs_packed: Any, prior_packed: Any) -> Any:
+        """Each reading's surprise under the prior predictive, -ln sum_s p(o_m | s) p(s): obs ([b,] O), prior
+        ([b,] S) -> ([b,] M) nats (0 for a modality without a reading)."""
+
+    @abc.abstractmethod
+    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
+                      gates: Optional[np.ndarray] = None) -> tuple[Any, Any, Any, FreeEnergy]:
+        """``tick`` with its evidence, in one dispatch where the backend can (fpi): obs ([b,] O), prior ([b,] S),
+        action ([b,] F), gates (M,) or None -> (beliefs, next prior, surprise ([b,] M), the beliefs' free energy),
+        host ndarrays. A reading whose surprise is above its gate (``surprise > gates[m]``) is left out of the tick
+        (no evidence, as a missing one) and of the free energy; the surprise returned is the reading's."""
+
+    @abc.abstractmethod
+    def tick_evidence_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray,
+                               gates: np.ndarray) -> np.ndarray:
+        """``tick_evidence`` for inputs in the engine's form (as ``tick_prepared``'s, and gates (M,) of ``dtype``),
+        unchecked where the backend can skip the checks; returns the packed row ``([b,] 2 S + M + M + 3 F + 1)``
+        that :func:`split_tick_evidence` splits (the node keeps the row and reads what it publishes)."""
 
 
 #: Engine's concrete members: a backend that defines one of these names is refused (abstract-or-final).

@@ -19,6 +19,14 @@ rows of agents that do not step are computed and ignored: one compiled shape, no
 
 Every step is recorded in the window whatever the algorithm, so a switch from fpi to vmp starts with history.
 
+**Evidence** (:meth:`BeliefFilter.set_evidence`, off by default): each step also gives each reading's surprise under
+the step's prior predictive (fpi: the prior the step uses; vmp / mmp: the prediction of the agent's last beliefs under
+the control since, D after a reset) and the free energy of its beliefs (``inference.free_energy``; vmp / mmp: the
+window's), read with :meth:`BeliefFilter.evidence`. A reading whose surprise is above its modality's gate is refused
+before it enters the step: its part of the row is zeroed in the window (no evidence, as a missing reading), so neither
+this step nor a later window sees it. fpi does all of it in the tick's one dispatch (``engine.tick_evidence``); vmp /
+mmp add the prediction, the surprise and the free energy as calls of their own around the window.
+
 **A modality without an observation is no evidence**: its part of the row is all zero (:func:`no_evidence`).
 pymdp 1.0.4's likelihood is ``xlogy(o, A).sum(0)`` = sum_o o[o] log A[o, ...] (log A clipped at MINVAL, so finite):
 an all-zero ``o`` adds exactly 0, in every variant (all are linear in ``o``) and at every step of a window. A
@@ -31,11 +39,20 @@ engine: no ROS.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .api import Engine
+from .api import Engine, FreeEnergy, split_tick_evidence
+
+
+class StepEvidence(NamedTuple):
+    """One agent's step: each reading's surprise (M,) in nats (0 without a reading), the readings its gates refused
+    (M,) bool, and the free energy of its beliefs (one step's terms; vmp / mmp: the window's, ``window=True``)."""
+
+    surprise: np.ndarray
+    refused: np.ndarray
+    free_energy: FreeEnergy
 
 
 def no_evidence(num_levels: int, dtype: Any = np.float32) -> np.ndarray:
@@ -120,6 +137,11 @@ class BeliefFilter:
         # control
         self._next: list[Optional[tuple[bytes, Any, np.ndarray]]] = [None] * self.num_agents
         self._no_control = np.zeros(self._num_factors, np.int32)
+        self._obs_offsets = layout.obs_offsets
+        self._num_modalities = len(layout.num_obs)
+        self._evidence_on = False
+        self._gates = np.full(self._num_modalities, np.inf)  # nats, float64; in the engine's dtype: _engine_gates
+        self._evidence: list[Optional[StepEvidence]] = [None] * self.num_agents
         self._bind(engine)
 
     # ---- state -----------------------------------------------------------------------------------
@@ -141,6 +163,24 @@ class BeliefFilter:
         """Agent 0's window (the single agent's)."""
         return self.windows[0]
 
+    def set_evidence(self, enabled: bool, gates: Optional[Sequence[float]] = None) -> None:
+        """Compute each step's evidence from the next step on (``enabled``), with ``gates`` (M,) in nats (+inf or
+        None: no gate for that modality / any)."""
+        self._evidence_on = bool(enabled)
+        g = np.full(self._num_modalities, np.inf) if gates is None else np.asarray(gates, dtype=np.float64)
+        if g.shape != (self._num_modalities,):
+            raise ValueError(f"gates: expected shape ({self._num_modalities},) (one per modality), got {g.shape}")
+        self._gates = g
+        self._bind(self._engine)
+
+    @property
+    def evidence_enabled(self) -> bool:
+        return self._evidence_on
+
+    def evidence(self, k: int = 0) -> Optional[StepEvidence]:
+        """Agent ``k``'s newest step's evidence (None before it, after its reset, and with evidence off)."""
+        return self._evidence[k]
+
     def last_beliefs(self, k: int = 0) -> Optional[np.ndarray]:
         """Agent ``k``'s newest posterior (S,), None before its first step and after its reset."""
         return self._last_q[k]
@@ -154,7 +194,7 @@ class BeliefFilter:
         the other agents keep theirs."""
         for j in range(self.num_agents) if k is None else (k,):
             self.windows[j].clear()
-            self._last_q[j] = self._next[j] = None
+            self._last_q[j] = self._next[j] = self._evidence[j] = None
 
     def swap(self, engine: Engine, horizon: int) -> None:
         """Run ``engine`` (same model structure, same number of agents) from the next step on. The windows are kept,
@@ -199,10 +239,13 @@ class BeliefFilter:
         self.record(k, obs_row, action, stamp_ns)
         return self.infer((k,), {k: action}, {k: action if upcoming is None else upcoming})[k]
 
-    def warm(self) -> None:
+    def warm(self, evidence: bool = False) -> None:
         """Run the fpi calls a step makes beside the engine's own warm-up (the tick with its next prior, and the
         prediction of a prior), on D, changing no state: a build calls it so that a step never compiles. The
-        vmp/mmp window and fpi without B are ``engine.warmup``'s calls."""
+        vmp/mmp window and fpi without B are ``engine.warmup``'s calls. ``evidence``: also the calls a step with
+        evidence makes (the tick with its evidence; vmp / mmp: the prediction, the surprise, the free energy)."""
+        if evidence:
+            self._warm_evidence()
         if self._engine.algorithm != "fpi" or not self.has_B:
             return
         saved = list(self._next)
@@ -217,6 +260,39 @@ class BeliefFilter:
             self._tick_one(self.windows[0].last_row, self._D, self._no_control)
         self._next = saved
 
+    def _warm_evidence(self) -> None:
+        engine, b = self._engine, self.num_agents
+        gates = self._gates.astype(engine.dtype)
+        row, prior = self.windows[0].last_row, self._D
+        if engine.batched:
+            row, prior = np.tile(row, (b, 1)), np.tile(prior, (b, 1))
+        controls = np.zeros(row.shape[:-1] + (self._num_factors,), np.int32)
+        if engine.algorithm == "fpi":
+            if engine.batched:
+                engine.tick_evidence(row, prior, controls, gates)
+            else:
+                engine.tick_evidence_prepared(row.astype(engine.dtype), prior.astype(engine.dtype), controls, gates)
+            return
+        w = self.windows[0]
+        obs, actions = w.obs, w.actions
+        if engine.batched:
+            obs, actions = np.tile(obs, (b, 1, 1)), np.tile(actions, (b, 1, 1))
+        if self.has_B:
+            engine.predict(engine.layout.split_states(prior), controls)
+        engine.surprise(row, prior)
+        q = np.asarray(engine.run_packed(obs, prior, actions, valid_steps=w.horizon))
+        engine.free_energy(obs, prior, q, actions, valid_steps=w.horizon)
+
+    def _refuse(self, k: int, surprise: np.ndarray) -> np.ndarray:
+        """The readings of agent ``k``'s newest step whose surprise passes their gate (M,) bool, zeroed in its
+        window (no evidence from now on)."""
+        refused = np.asarray(surprise, self._engine_gates.dtype) > self._engine_gates
+        if refused.any():
+            row, o = self.windows[k].last_row, self._obs_offsets
+            for m in np.flatnonzero(refused):
+                row[o[m]:o[m + 1]] = 0
+        return refused
+
     # ---- fpi: one agent, unbatched engine ------------------------------------------------------------
     def _infer_one(self, action: Optional[Sequence[int]], upcoming: Optional[Sequence[int]]) -> np.ndarray:
         control = self._control(action)
@@ -224,7 +300,11 @@ class BeliefFilter:
         if prior is None:
             prior = self._predict_one(self._last_q[0], control)
         row = self.windows[0].last_row
-        if self.has_B:
+        if self._evidence_on:
+            nxt_action = control if upcoming is None or upcoming is action else self._control(upcoming)
+            posterior, nxt = self._tick_evidence_one(row, prior, nxt_action)
+            self._next[0] = (nxt_action.tobytes(), self._engine, nxt) if self.has_B else None
+        elif self.has_B:
             nxt_action = control if upcoming is None or upcoming is action else self._control(upcoming)
             posterior, nxt = self._tick_one(row, prior, nxt_action)
             self._next[0] = (nxt_action.tobytes(), self._engine, nxt)
@@ -239,6 +319,21 @@ class BeliefFilter:
         if self._prepared:  # the row, prior and control are already in the kernel's form
             return self._engine.tick_prepared(row, prior, control)
         q, nxt = self._engine.tick(row, prior, control)
+        return np.asarray(q, dtype=self.dtype), np.asarray(nxt, dtype=self.dtype)
+
+    def _tick_evidence_one(self, row: np.ndarray, prior: np.ndarray,
+                           control: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The fpi dispatch with evidence (``engine.tick_evidence``): beliefs (S,), next prior (S,); agent 0's
+        evidence kept, its refused readings zeroed in its window."""
+        engine = self._engine
+        if self._prepared:
+            packed = engine.tick_evidence_prepared(row, prior, control, self._engine_gates)
+        else:
+            packed = np.asarray(engine.tick_evidence_prepared(np.asarray(row, engine.dtype),
+                                                              np.asarray(prior, engine.dtype), control,
+                                                              self._engine_gates))
+        q, nxt, surprise, fe = split_tick_evidence(packed, engine.layout, self._num_modalities)
+        self._evidence[0] = StepEvidence(surprise, self._refuse(0, surprise), fe)
         return np.asarray(q, dtype=self.dtype), np.asarray(nxt, dtype=self.dtype)
 
     def _predict_one(self, q: np.ndarray, control: np.ndarray) -> np.ndarray:
@@ -273,7 +368,17 @@ class BeliefFilter:
             predicted = self._predict_rows(q_prev, controls)
             for k, _ in stale:
                 prior[k] = predicted[k]
-        q, nxt = self._dispatch_rows(obs, prior, up)
+        if self._evidence_on:
+            dtype = self._engine.dtype
+            q, nxt, surprise, fe = self._engine.tick_evidence(
+                np.ascontiguousarray(obs, dtype=dtype), np.ascontiguousarray(prior, dtype=dtype),
+                np.ascontiguousarray(up, dtype=np.int32), self._engine_gates)
+            q, nxt, surprise, terms = np.asarray(q), np.asarray(nxt), np.asarray(surprise), np.asarray(fe.terms)
+            for k in agents:
+                self._evidence[k] = StepEvidence(surprise[k], self._refuse(k, surprise[k]),
+                                                 FreeEnergy(terms[k], fe.num_modalities, fe.num_factors, False))
+        else:
+            q, nxt = self._dispatch_rows(obs, prior, up)
         out = {}
         for k in agents:
             out[k] = self._last_q[k] = np.asarray(q[k], dtype=self.dtype)
@@ -298,22 +403,61 @@ class BeliefFilter:
     # ---- vmp / mmp ---------------------------------------------------------------------------------
     def _infer_windows(self, agents: Sequence[int]) -> dict[int, np.ndarray]:
         engine, out = self._engine, {}
+        surprise, refused = self._window_surprise(agents) if self._evidence_on else (None, None)
         if not engine.batched:
             w = self.windows[0]
             beliefs = engine.run_packed(w.obs, self._D, w.actions, valid_steps=w.valid_steps)
             out[0] = self._last_q[0] = np.asarray(beliefs, dtype=self.dtype)[-1]
             self._next[0] = None
+            if surprise is not None:
+                fe = engine.free_energy(w.obs, self._D, beliefs, w.actions, valid_steps=w.valid_steps)
+                self._evidence[0] = StepEvidence(surprise[0], refused[0], FreeEnergy(
+                    np.asarray(fe.terms), fe.num_modalities, fe.num_factors, True))
             return out
         obs = np.stack([w.obs for w in self.windows])
         actions = np.stack([w.actions for w in self.windows])
         prior = np.tile(self._D, (self.num_agents, 1))
         for valid in sorted({self.windows[k].valid_steps for k in agents}):
             beliefs = np.asarray(engine.run_packed(obs, prior, actions, valid_steps=valid))
+            terms = None
+            if surprise is not None:
+                fe = engine.free_energy(obs, prior, beliefs, actions, valid_steps=valid)
+                terms = np.asarray(fe.terms)
             for k in agents:
                 if self.windows[k].valid_steps == valid:
                     out[k] = self._last_q[k] = np.asarray(beliefs[k, -1], dtype=self.dtype)
                     self._next[k] = None
+                    if terms is not None:
+                        self._evidence[k] = StepEvidence(surprise[k], refused[k], FreeEnergy(
+                            terms[k], fe.num_modalities, fe.num_factors, True))
         return out
+
+    def _window_surprise(self, agents: Sequence[int]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """vmp / mmp: each agent's newest readings' surprise (b, M) under its prior predictive (the prediction of its
+        last beliefs under the control since, D after a reset), and each stepping agent's refused readings (M,)
+        bool, zeroed in its window before the window is inferred."""
+        engine, b = self._engine, self.num_agents
+        prior = np.tile(self._D, (b, 1)).astype(engine.dtype)
+        stepped = [k for k in agents if self._last_q[k] is not None and self.windows[k].valid_steps > 1]
+        if stepped and self.has_B:
+            q = prior.copy()
+            controls = np.zeros((b, self._num_factors), np.int32)
+            for k in stepped:
+                q[k], controls[k] = self._last_q[k], self.windows[k].actions[-1]
+            if engine.batched:
+                predicted = self._predict_rows(q, controls)
+            else:
+                predicted = np.concatenate([np.asarray(x) for x in engine.predict(
+                    engine.layout.unpack_states(q[0]), controls[0])])[None]
+            for k in stepped:
+                prior[k] = predicted[k]
+        elif stepped:  # no B: the prior of a step is the last beliefs
+            for k in stepped:
+                prior[k] = self._last_q[k]
+        rows = np.stack([w.last_row for w in self.windows]).astype(engine.dtype)
+        surprise = np.asarray(engine.surprise(rows if engine.batched else rows[0], prior if engine.batched else prior[0]))
+        surprise = surprise.reshape(b, self._num_modalities)
+        return surprise, {k: self._refuse(k, surprise[k]) for k in agents}
 
     # ---- helpers -----------------------------------------------------------------------------------
     def _prior_for(self, k: int, control: np.ndarray) -> Optional[np.ndarray]:
@@ -346,3 +490,4 @@ class BeliefFilter:
         controls are then already in the form it reads."""
         self._engine = engine
         self._prepared = np.dtype(engine.dtype) == self.dtype
+        self._engine_gates = np.ascontiguousarray(self._gates, dtype=engine.dtype)

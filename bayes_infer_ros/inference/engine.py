@@ -10,8 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..model.generative_model import ModelStructure
+from . import free_energy as fe
 from .algorithms import run_fpi, run_sequence
-from .api import Capabilities, Engine, agents_inputs, warmup_inputs
+from .api import Capabilities, Engine, FreeEnergy, agents_inputs, split_tick_evidence, warmup_inputs
+from .numerics import log_stable, log_stable_np
 
 Array = jax.Array
 
@@ -97,7 +99,8 @@ class InferenceEngine(Engine):
 
     ``prepared``: the variant's ops and parameters (:class:`PreparedVariant`). ``jax_device`` (default: JAX's
     default device) holds the prepared arrays, committed there, so every call runs on it whatever JAX's default
-    device is; numpy inputs are copied to it per call.
+    device is; numpy inputs are copied to it per call. ``A`` (b, m_i, n_deps...): the model's likelihoods, kept by
+    reference for the free energy and surprise (``log A`` is placed on the device at their first call).
 
     How the parameters reach the compiled program decides how XLA:CPU runs it. As separate arrays, each
     small buffer stays small: a program whose buffers are all <= 512 bytes (or that has <= 8 steps) runs
@@ -121,6 +124,7 @@ class InferenceEngine(Engine):
         dtype: Any,
         param_passing: str = "auto",
         jax_device: Optional[jax.Device] = None,
+        A: Optional[Sequence[np.ndarray]] = None,
     ):
         self._init_static(algorithm, structure, num_iter, tau, batch_size, jnp.dtype(dtype))
         self.variant = variant
@@ -153,6 +157,12 @@ class InferenceEngine(Engine):
         self._call_packed = jax.jit(self._packed_impl)
         self._predict = jax.jit(self._predict_impl)
         self._tick = jax.jit(self._tick_impl)
+        self._A = A
+        self._evidence_params: Optional[dict] = None  # log A, log B on the device, at the first evidence call
+        self._no_gates: Optional[np.ndarray] = None
+        self._free_energy = jax.jit(self._free_energy_impl)
+        self._surprise = jax.jit(self._surprise_impl)
+        self._tick_evidence = jax.jit(self._tick_evidence_impl)
         # b agents of an unbatched engine's one model: its tick mapped over the agents' rows
         self._tick_agents = jax.jit(jax.vmap(self._tick_impl, in_axes=(None, None, None, 0, 0, 0)))
 
@@ -264,12 +274,15 @@ class InferenceEngine(Engine):
     def _tick_impl(self, buffers, B, B_padded, obs_packed, prior_packed, action):
         self.trace_count += 1
         q = self._packed_inner(buffers, obs_packed, prior_packed)
+        return q, self._next_prior(B, B_padded, q, action)
+
+    def _next_prior(self, B, B_padded, q, action):
+        """The tick's prediction: q (…, S), action (…, F) -> (…, S) (q itself when the model has no B)."""
         if B_padded is not None:
-            return q, self._predict_padded(B_padded, q, action)
+            return self._predict_padded(B_padded, q, action)
         if B is None:
-            return q, q
-        nxt = self._predict_impl(B, self.layout.split_states(q), action)
-        return q, jnp.concatenate(nxt, axis=-1)
+            return q
+        return jnp.concatenate(self._predict_impl(B, self.layout.split_states(q), action), axis=-1)
 
     def _predict_padded(self, B_padded: Array, q_packed: Array, action: Array) -> Array:
         """Default B-dependencies: B_padded (b, F, n, n, U), q_packed (…, S), action (…, F) -> (…, S)."""
@@ -321,6 +334,112 @@ class InferenceEngine(Engine):
         obs, prior, act = agents_inputs(self, obs_packed, prior_packed, action)
         call = self._tick if self.batched else self._tick_agents
         return call(*self._tick_buffers(), obs, prior, act)
+
+    # ---- evidence: free energy and surprise (inference.free_energy), compiled at their first call --------------
+    def _evidence(self) -> dict:
+        """{"log_A": [(b, m_i, n_deps...)], "log_B": [(b, n_f, n_deps..., u_f)] or None} on the engine's device."""
+        if self._evidence_params is None:
+            if self._A is None:
+                raise ValueError("free energy and surprise need the model's A: build the engine with build_inference")
+            log_A = [jnp.asarray(log_stable_np(np.asarray(a, np.float64)), dtype=self.dtype) for a in self._A]
+            log_B = None if self._B is None else [log_stable(b) for b in self._B]
+            self._evidence_params = self._place({"log_A": log_A, "log_B": log_B})
+        return self._evidence_params
+
+    def _map_rows(self, fn, ev: dict, *rows: Any, lead: int) -> Any:
+        """``fn(ev_one_model, *row)`` over ``lead`` (0 or 1) leading axes: a batched engine's row i with model i, an
+        unbatched engine's rows (agents) with its one model."""
+        if self.batched:
+            return jax.vmap(fn)(ev, *rows)
+        single = jax.tree_util.tree_map(lambda x: x[0], ev)
+        if lead == 0:
+            return fn(single, *rows)
+        return jax.vmap(fn, in_axes=(None,) + (0,) * len(rows))(single, *rows)
+
+    def _free_energy_impl(self, ev, obs_packed, prior_packed, posterior_packed, actions, valid_steps):
+        self.trace_count += 1
+        structure, layout = self.structure, self.layout
+        window = self.algorithm != "fpi"
+
+        def one(ev1, o, p, q, a):
+            obs = layout.split_obs(o)
+            if not window:
+                return fe.one_step(fe.log_likelihoods(ev1["log_A"], obs), structure.A_dependencies, q, p,
+                                   structure.num_states)
+            return fe.window(ev1["log_A"], structure.A_dependencies, ev1["log_B"], structure.B_dependencies, obs, q,
+                             p, a, valid_steps, structure.num_states)
+
+        lead = obs_packed.ndim - (2 if window else 1)
+        return self._map_rows(one, ev, obs_packed, prior_packed, posterior_packed, actions, lead=lead)
+
+    def _surprise_impl(self, ev, obs_packed, prior_packed):
+        self.trace_count += 1
+
+        def one(ev1, o, p):
+            return fe.surprise(ev1["log_A"], self.structure.A_dependencies, self.layout.split_obs(o), p,
+                               self.structure.num_states)
+
+        return self._map_rows(one, ev, obs_packed, prior_packed, lead=obs_packed.ndim - 1)
+
+    def _tick_evidence_impl(self, buffers, B, B_padded, ev, obs_packed, prior_packed, action, gates):
+        self.trace_count += 1
+        structure, layout = self.structure, self.layout
+        deps, sizes = structure.A_dependencies, structure.num_states
+
+        def gate(ev1, o, p):
+            obs = layout.split_obs(o)
+            ll = fe.log_likelihoods(ev1["log_A"], obs)
+            s = fe.surprise_of(ll, deps, obs, p, sizes)
+            refused = s > gates
+            keep = jnp.repeat(jnp.logical_not(refused), np.asarray(layout.num_obs), total_repeat_length=layout.obs_size)
+            # a refused reading adds nothing: its log likelihood is 0 (the kept readings' ll, without a second pass)
+            ll_kept = [jnp.where(refused[m], jnp.zeros_like(l), l) for m, l in enumerate(ll)]
+            return s, o * keep.astype(o.dtype), ll_kept
+
+        surprise, kept, ll_kept = self._map_rows(gate, ev, obs_packed, prior_packed, lead=obs_packed.ndim - 1)
+        q = self._packed_inner(buffers, kept, prior_packed)
+        nxt = self._next_prior(B, B_padded, q, action)
+        one = lambda ll, qq, p: fe.one_step(ll, deps, qq, p, sizes)  # noqa: E731
+        terms = jax.vmap(one)(ll_kept, q, prior_packed) if obs_packed.ndim > 1 else one(ll_kept, q, prior_packed)
+        return jnp.concatenate([q, nxt, surprise, terms], axis=-1)  # one output buffer: one transfer
+
+    def _free_energy_result(self, terms: Any, window: bool) -> FreeEnergy:
+        return FreeEnergy(terms, self.structure.num_modalities, self.structure.num_factors, window)
+
+    def free_energy(self, obs_packed: Any, prior_packed: Any, posterior_packed: Any, actions: Optional[Any] = None,
+                    valid_steps: Optional[int] = None) -> FreeEnergy:
+        """pymdp ``calc_vfe`` of ``posterior_packed`` (see :meth:`~.api.Engine.free_energy`); JAX arrays."""
+        obs = self._input(obs_packed)
+        acts = self._actions(tuple(obs.shape[:-1]), actions)
+        terms = self._free_energy(self._evidence(), obs, self._input(prior_packed), self._input(posterior_packed), acts,
+                                  self._valid_steps(valid_steps))
+        return self._free_energy_result(terms, self.algorithm != "fpi")
+
+    def surprise(self, obs_packed: Any, prior_packed: Any) -> Array:
+        """Each reading's surprise under the prior predictive: obs ([b,] O), prior ([b,] S) -> ([b,] M)."""
+        return self._surprise(self._evidence(), self._input(obs_packed), self._input(prior_packed))
+
+    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
+                      gates: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FreeEnergy]:
+        """``tick`` with each reading's surprise, the gates and the free energy in ONE dispatch (see
+        :meth:`~.api.Engine.tick_evidence`); host ndarrays."""
+        self.require_fpi("tick_evidence")
+        if gates is None:
+            if self._no_gates is None:
+                self._no_gates = np.full(self.structure.num_modalities, np.inf, dtype=self.dtype)
+            gates = self._no_gates
+        elif np.shape(gates) != (self.structure.num_modalities,):
+            raise ValueError(f"gates: expected shape ({self.structure.num_modalities},) (one per modality), got "
+                             f"{np.shape(gates)}")
+        row = self.tick_evidence_prepared(obs_packed, prior_packed, action, gates)
+        return split_tick_evidence(row, self.layout, self.structure.num_modalities)
+
+    def tick_evidence_prepared(self, obs: Any, prior: Any, action: Any, gates: Any) -> np.ndarray:
+        """``tick_evidence``'s packed row ``([b,] 2 S + M + E)`` on the host (``api.split_tick_evidence`` splits it);
+        ``gates`` (M,) given."""
+        return np.asarray(self._tick_evidence(*self._tick_buffers(), self._evidence(), self._input(obs),
+                                              self._input(prior), np.asarray(action, dtype=np.int32),
+                                              self._input(gates)))
 
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile the call for window length T (vmp/mmp) and return the seconds it took."""

@@ -181,7 +181,7 @@ def build_inference(
         return engine_cls(algorithm, structure, A_b, B_b, num_iter, tau, batch, dtype)
     prepared = PreparedVariant(*lik_cls.prepare(structure, A_b, dtype), *trans_cls.prepare(structure, B_b, dtype))
     return InferenceEngine(algorithm, variant, structure, prepared, B_b, num_iter, tau, batch, dtype, param_passing,
-                           device)
+                           device, A=A_b)
 
 
 def engine_for_model(model: GenerativeModel, algorithm: str, variant: str = "baseline", **kwargs: Any) -> Engine:

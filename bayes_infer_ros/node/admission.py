@@ -214,6 +214,11 @@ class Inputs:
         return Admission(renormalized=check.renormalized, detail=check.detail, unstamped=decision.unstamped,
                          superseded=superseded, resumed=resumed, before_clock=decision.before_clock)
 
+    def refuse(self, i: int, now: float, reason: str, detail: str) -> Admission:
+        """Refuse an accepted observation of modality ``i`` at the tick that would use it (a surprise gate's
+        ``outlier``), counted as any refused message (``now``: monotonic s)."""
+        return self._refuse(self.modalities[i], now, reason, detail)
+
     @staticmethod
     def _refuse(mod: ModalityState, now: float, reason: str, detail: str) -> Admission:
         mod.last_rejected, mod.last_reason = now, reason

@@ -111,12 +111,13 @@ def check_agents_budget(variant: str, model: Any, agents: int, budget: MemoryBud
 
 def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: float,
                checkpoint: Callable[[], None] = _no_checkpoint, cache: Optional[DecisionCache] = None,
-               agents: int = 1, pin: Optional[Pinned] = None) -> EngineSlot:
+               agents: int = 1, pin: Optional[Pinned] = None, evidence: bool = False) -> EngineSlot:
     """Decide, build the start and compile it with tick-shaped calls (so a tick never traces), the engine of
-    ``agents`` agents; its verify step is the caller's (``slot.plan``). ``checkpoint()`` between the phases raises
-    BuildCancelled once the build is no longer wanted. Every variant (a user's choice as well as auto's) is held to
-    ``budget_mb`` before anything is allocated. ``cache``: kept decisions (default: the environment's,
-    ``autotune.decision_cache``); ``pin``: build that candidate."""
+    ``agents`` agents (``evidence``: also the calls of a tick with its evidence: surprise, gates, free energy); its
+    verify step is the caller's (``slot.plan``). ``checkpoint()`` between the phases raises BuildCancelled once the
+    build is no longer wanted. Every variant (a user's choice as well as auto's) is held to ``budget_mb`` before
+    anything is allocated. ``cache``: kept decisions (default: the environment's, ``autotune.decision_cache``);
+    ``pin``: build that candidate."""
     cache = cache if cache is not None else DecisionCache.from_environment()
     cache_warnings = len(cache.warnings)  # this build's: those added from here
     t0 = time.perf_counter()
@@ -135,7 +136,7 @@ def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: flo
         engine.warmup(T=config.horizon, valid_steps=True)
     checkpoint()
     # the calls a tick makes beside those: the one-dispatch fpi tick and the prediction of a prior
-    BeliefFilter(engine, model.D, config.horizon, has_B=model.B is not None, dtype=engine.dtype).warm()
+    BeliefFilter(engine, model.D, config.horizon, has_B=model.B is not None, dtype=engine.dtype).warm(evidence)
     return EngineSlot(config, plan.start.variant, engine, time.perf_counter() - t0, generation, plan.describe(),
                       describe(plan.devices.by_platform.get(plan.start.platform)),
                       tuple(cache.warnings[cache_warnings:]), plan)

@@ -93,7 +93,8 @@ class EngineHost:
         agents (one unless ``agents`` is set)."""
         config, pin = (request.config, request) if isinstance(request, Pinned) else (request, None)
         return build_slot(self.model, config, generation, float(self._param("memory_budget_mb")), checkpoint,
-                          agents=max(len(self.agents), 1), pin=pin)
+                          agents=max(len(self.agents), 1), pin=pin,
+                          evidence=bool(self._param("evidence")))
 
     def jax_cache_dir(self) -> str:
         """The JAX compilation cache folder the node uses ("": none); a verify step's process compiles into it."""

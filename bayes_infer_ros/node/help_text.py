@@ -11,6 +11,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from bayes_infer_ros.adapters import PARAMETER_HELP
 
+# The per-modality surprise parameters (node/parameters.py SURPRISE_PREFIXES), as --help explains them.
+SURPRISE_HELP = (
+    ("surprise_gate.", "a reading whose surprise under the tick's prior predictive is above it is refused as an "
+                       "outlier before it enters the tick (counted rejected.outlier, logged throttled)"),
+    ("surprise_threshold.", "/diagnostics warns, naming the modality and its topic, while the mean surprise of its "
+                            "last surprise_warn_ticks readings is above it (default: its gate)"),
+)
 QOS_PREFIX = "qos_overrides."
 # The policies the node lets qos_overrides replace (agent_node's QoSOverridingOptions), and the depths rclpy takes.
 QOS_POLICIES = ("depth", "durability", "history", "reliability")
@@ -21,7 +28,8 @@ topics (relative to the namespace):
   sub  observations/<modality>  bayes_infer_ros/msg/CategoricalObservation  best effort (SensorDataQoS)
                                 (level, or label: the level by name); an adapted modality reads its sensor's topic
   sub  controls                 bayes_infer_ros/msg/Controls (stamped: one control index per factor, optional labels)
-  pub  beliefs                  bayes_infer_ros/msg/Beliefs      reliable, transient local, depth 1 (latest kept)
+  pub  beliefs                  bayes_infer_ros/msg/Beliefs      reliable, transient local, depth 1 (latest kept);
+                                free energy, each modality's surprise and outliers (evidence: true)
   pub  beliefs/<factor>         bayes_infer_ros/msg/Belief       same; most likely state, its label, entropy
   pub  /diagnostics             diagnostic_msgs/msg/DiagnosticArray
 services (private, under the node's name; remap with -r ~/reset:=NAME):
@@ -64,6 +72,11 @@ def usage(parameters: Sequence[Any], prog: str = "agent_node") -> str:
               "config/robot_adapters.yaml):"]
     for key, text in PARAMETER_HELP:
         lines.append(f"  adapters.<modality>.{key}")
+        lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    lines += ["", "surprise_gate.<modality>, surprise_threshold.<modality> (nats, read at configure; none by default;",
+              "the default model's: config/agent_surprise.yaml):"]
+    for key, text in SURPRISE_HELP:
+        lines.append(f"  {key}<modality>")
         lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
     return "\n".join(lines)
 

@@ -72,6 +72,15 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               float_range=(0.001, 1048576.0)),
     ParamSpec("tick_without_observations", False, "Timer mode: also tick when no modality has a new observation "
               "(a pure prediction step). Default false: a tick without new input is skipped and counted 'idle'."),
+    ParamSpec("evidence", True, "Compute each tick's free energy and each reading's surprise under the tick's prior "
+              "predictive (Beliefs.free_energy and .surprise, each modality's surprise statistics in /diagnostics) and "
+              "apply the surprise gates (surprise_gate.<modality>). False: Beliefs carry NaN and no surprise. Read at "
+              "configure."),
+    ParamSpec("surprise_window", 100, "Readings per modality that its surprise statistics in /diagnostics cover (mean, "
+              "p95, the largest recent mean). Read at configure.", int_range=(1, 100000)),
+    ParamSpec("surprise_warn_ticks", 10, "/diagnostics warns, naming the modality and its topic, while the mean "
+              "surprise of a modality's last this-many readings is above its surprise_threshold.<modality> (or, "
+              "without one, its surprise_gate.<modality>). Read at configure.", int_range=(1, 10000)),
     ParamSpec("observation_qos_depth", 5, "Queue depth of the observations/<modality> subscriptions (SensorDataQoS: "
               "best effort, volatile).", read_only=True, int_range=(1, 10000)),
     ParamSpec("beliefs_qos_depth", 1, "Queue depth of beliefs and beliefs/<factor> (reliable, transient local: a "
@@ -124,6 +133,10 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
     from the command line / params file (read-only parameters may be set then)."""
     pending = dict(pending or {})
     spec = SPECS.get(name)
+    if spec is None and name.startswith(SURPRISE_PREFIXES):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            return f"{name}: expected a positive number of nats, got {value!r}"
+        return None
     if spec is None:
         return None  # not ours (use_sim_time, model.*: read-only, rclpy checks those)
     if spec.read_only and not startup:
@@ -167,9 +180,16 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
     return None
 
 
+# Per-modality parameters (one per modality of the model, nats), read at configure: surprise_gate.<modality> refuses a
+# reading whose surprise is above it as an outlier, surprise_threshold.<modality> is where its recent mean warns.
+SURPRISE_PREFIXES = ("surprise_gate.", "surprise_threshold.")
+
+
 def read_at_configure(name: str) -> bool:
-    """``model_file``, ``model.*`` and ``agents``: read by configure only (a change applies at the next configure)."""
-    return name in ("model_file", "agents") or name.startswith("model.")
+    """``model_file``, ``model.*``, ``agents``, ``evidence`` and ``surprise_*``: read by configure only (a change
+    applies at the next configure)."""
+    return (name in ("model_file", "agents", "evidence") or name.startswith("model.")
+            or name.startswith("surprise_"))
 
 
 _AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(/[A-Za-z][A-Za-z0-9_]*)*$")

@@ -18,6 +18,7 @@ from . import admission
 from .builder import BuildCancelled, EngineSlot
 from .engine_host import EngineHost
 from .reporting import Reporter
+from .surprise import settings_from_parameters
 from .tick_loop import TickLoop, TickOutput, qualified
 
 # publish(k, out, slot, loop): agent k's beliefs of one step, run by the engine of ``slot``
@@ -59,15 +60,29 @@ class AgentRuntime:
     # ---- lifecycle ------------------------------------------------------------------------------------
     def configure(self, agents: Sequence[str], period_s: float, keep_waiting: Callable[[], bool],
                   on_failed: Callable[[dict[str, Any]], None],
-                  check_model: Callable[[Any], None] = lambda model: None) -> EngineSlot:
+                  check_model: Callable[[Any], None] = lambda model: None,
+                  surprise: Optional[dict[str, Any]] = None) -> EngineSlot:
         """Load the model, ``check_model(model)`` (the sensor adapters: it raises to refuse, before any build) and
         build its first engine for ``agents`` (empty: one agent) in the host's worker, waiting as
         :meth:`EngineHost.configure` does; then accept rebuilds (``on_failed(back)``: after the newest one failed,
-        the engine parameters to put back). Raises what the build or the check raised."""
+        the engine parameters to put back). ``surprise``: the ``surprise_gate.*`` / ``surprise_threshold.*``
+        parameters (with ``evidence`` on), checked against the model before any build too (ValueError naming a
+        parameter that names no modality of the model or is not a positive number). Raises what the build or a
+        check raised."""
         self.host.agents = list(agents)
-        slot = self.host.configure(period_s, keep_waiting, check_model)
+        settings = []
+
+        def check(model: Any) -> None:
+            check_model(model)
+            if bool(self._param("evidence")):
+                settings.append(settings_from_parameters(
+                    surprise or {}, [model.modality_name(i) for i in range(model.num_modalities)],
+                    int(self._param("surprise_warn_ticks")), int(self._param("surprise_window"))))
+
+        slot = self.host.configure(period_s, keep_waiting, check)
+        model = self.host.model
         with self.lock:
-            self.loop = TickLoop(self.host.model, slot.engine, slot.config.horizon, agents)
+            self.loop = TickLoop(model, slot.engine, slot.config.horizon, agents, settings[0] if settings else None)
             self.slot = slot
         self.host.start(self._install, lambda: self.slot, on_failed)
         return slot
@@ -189,6 +204,9 @@ class AgentRuntime:
                 self.reporter.warn_throttled("tick_error", f"tick failed: {type(exc).__name__}: {exc}")
                 return
             for k, out in outs:
+                if out.evidence is not None:
+                    for refused in out.evidence.reports:  # readings past their surprise gate
+                        self.reporter.admission(refused, self.agent_prefix(k))
                 self._publish(k, out, self.slot, loop)
             loop.record(outs, t_start)
 

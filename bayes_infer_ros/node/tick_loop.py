@@ -10,6 +10,11 @@ many.
 The runtime (``runtime.py``) calls :meth:`TickLoop.step` under its tick lock and publishes what it returns. Controls
 are looked up by the step's stamp (the control in effect just before the step); for vmp/mmp, controls that arrive
 late are written onto their own transition in the window.
+
+**Evidence** (``surprise`` settings given): each step also gives each reading's surprise and the free energy of the
+beliefs (``BeliefFilter.set_evidence``); a reading past its modality's gate is refused there, before it enters the
+step, and counted here as a refused input of its modality (``outlier``); each agent's :class:`~.surprise.SurpriseMonitor`
+keeps the statistics and the warnings /diagnostics shows.
 """
 from __future__ import annotations
 
@@ -21,9 +26,22 @@ import numpy as np
 
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 
-from .admission import Inputs, ModalityState, admit_stamp
+from .admission import AdmissionReport, Inputs, ModalityState, admit_stamp, report
 from .controls import ControlTimeline, check_controls, fill_window_actions
 from .statistics import TickStatistics
+from .surprise import ModalitySurprise, SurpriseMonitor, SurpriseSettings
+
+
+@dataclass(frozen=True)
+class TickEvidence:
+    """One agent's step: the free energy of its beliefs (nats; vmp/mmp: the window's), each reading's surprise (M,)
+    float32 (0 without a reading), the readings refused as outliers (M,) bool, and the admission reports of those
+    refusals (what the runtime counts and logs)."""
+
+    free_energy: float
+    surprise: np.ndarray
+    outliers: np.ndarray
+    reports: tuple[AdmissionReport, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -35,6 +53,7 @@ class TickOutput:
     stamp_ns: int
     inference_s: float
     last_arrival: Optional[float]
+    evidence: Optional[TickEvidence] = None
 
 
 def qualified(agent: str, name: str) -> str:
@@ -44,9 +63,11 @@ def qualified(agent: str, name: str) -> str:
 
 class TickLoop:
     """``model``: the configured model; ``engine`` and ``horizon``: the active engine's (batched with one row per
-    agent when there are several); ``agents``: their names (empty: one agent, named "")."""
+    agent when there are several); ``agents``: their names (empty: one agent, named ""); ``surprise``: the gates,
+    thresholds and windows of the evidence (None: no evidence)."""
 
-    def __init__(self, model: Any, engine: Any, horizon: int, agents: Sequence[str] = ()):
+    def __init__(self, model: Any, engine: Any, horizon: int, agents: Sequence[str] = (),
+                 surprise: Optional[SurpriseSettings] = None):
         self.agents = list(agents) or [""]
         self.modality_names = [model.modality_name(i) for i in range(model.num_modalities)]
         labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
@@ -61,6 +82,21 @@ class TickLoop:
         self.state_labels = [[str(x) for x in model.state_label_list(f)] for f in range(model.num_factors)]
         self._num_controls, self._control_labels = tuple(int(u) for u in model.num_controls), model.control_labels
         self._last_clock_ns: Optional[int] = None
+        self._obs_offsets = np.asarray(self.filter.engine.layout.obs_offsets[:-1])
+        self.monitors: list[SurpriseMonitor] = []
+        if surprise is not None:
+            self.monitors = [SurpriseMonitor(self.modality_names, surprise, engine.dtype) for _ in self.agents]
+            self.filter.set_evidence(True, self.monitors[0].gates)
+
+    @property
+    def evidence(self) -> bool:
+        """Each step computes its evidence (surprise, free energy, the gates)."""
+        return bool(self.monitors)
+
+    def surprise_statistics(self) -> list[tuple[str, str, ModalitySurprise]]:
+        """Every agent's modalities: (name as diagnostics list it, the topic it arrives on, its statistics)."""
+        return [(mod.name, mod.topic, stats) for inputs, monitor in zip(self.agent_inputs, self.monitors)
+                for mod, stats in zip(inputs.modalities, monitor.statistics())]
 
     # ---- every agent's inputs, for diagnostics and silence ----------------------------------------------
     @property
@@ -97,11 +133,13 @@ class TickLoop:
         return None
 
     def reset(self, k: Optional[int] = None) -> None:
-        """Agent ``k`` (every agent when None) back to D, its window and pending observations cleared (controls
-        are kept)."""
+        """Agent ``k`` (every agent when None) back to D, its window and pending observations cleared, its surprise
+        statistics forgotten (controls and counters are kept)."""
         self.filter.reset(k)
         for j in range(len(self.agents)) if k is None else (k,):
             self.agent_inputs[j].reset()
+            if self.monitors:
+                self.monitors[j].reset()
         if k is None:
             self._last_clock_ns = None
 
@@ -131,10 +169,12 @@ class TickLoop:
         """One step of each of ``agents`` with its fresh observations (a modality without one is all zero: no
         evidence, ``inference/belief_filter.py``), stamped with the newest of them (the node clock when none is
         stamped), all in one engine dispatch. Raises what the engine raises (the steps stay in the windows)."""
-        stamps, arrivals, actions, upcoming = {}, {}, {}, {}
+        stamps, arrivals, actions, upcoming, present = {}, {}, {}, {}, {}
         sequential = self.filter.algorithm != "fpi"
         for k in agents:
             row, newest_stamp, arrivals[k] = self.agent_inputs[k].take()
+            if self.monitors:  # the modalities with a reading this step
+                present[k] = np.add.reduceat(row, self._obs_offsets) > 0
             stamps[k] = stamp = newest_stamp if newest_stamp > 0 else now_ns
             timeline = self.controls[k]
             actions[k] = timeline.at(stamp)
@@ -153,9 +193,27 @@ class TickLoop:
         out = []
         for k in agents:
             self.ticks[k] += 1
-            out.append((k, TickOutput(posteriors[k], stamps[k], inference_s, arrivals[k])))
+            evidence = self._evidence(k, present[k]) if self.monitors else None
+            out.append((k, TickOutput(posteriors[k], stamps[k], inference_s, arrivals[k], evidence)))
         self.stats.ticks += 1
         return out
+
+    def _evidence(self, k: int, present: np.ndarray) -> Optional[TickEvidence]:
+        """Agent ``k``'s step's evidence: recorded in its monitor, its refused readings counted as refused inputs of
+        their modalities (``outlier``)."""
+        ev = self.filter.evidence(k)
+        if ev is None:
+            return None
+        monitor, inputs = self.monitors[k], self.agent_inputs[k]
+        refused = monitor.record(ev.surprise, present, ev.refused)
+        reports = []
+        for m in np.flatnonzero(refused):
+            mod = inputs.modalities[m]
+            got = inputs.refuse(int(m), time.monotonic(), "outlier",
+                                f"surprise {float(ev.surprise[m]):.2f} nats is above its gate "
+                                f"surprise_gate.{self.modality_names[m]} = {float(monitor.gates[m]):g}")
+            reports.append(report(mod.name, got, mod.topic))
+        return TickEvidence(float(ev.free_energy.total), np.asarray(ev.surprise, np.float32), refused, tuple(reports))
 
     def record(self, outs: Sequence[tuple[int, TickOutput]], started: float) -> None:
         """The statistics of one tick, published now (``started``: perf_counter when it began)."""

@@ -63,7 +63,7 @@ from bayes_infer_ros.inference import VARIANTS
 from ..node import help_text as node_help
 from ..node.callbacks import CallbackGuard
 from ..node.jax_cache import pin_to_cpus
-from ..node.parameters import ENGINE_PARAMETERS, parse_agents, parse_cpus, read_at_configure
+from ..node.parameters import ENGINE_PARAMETERS, SURPRISE_PREFIXES, parse_agents, parse_cpus, read_at_configure
 from ..node.runtime import AgentRuntime
 from ..node.tick_loop import TickLoop, TickOutput, qualified
 from . import bond, diagnostics
@@ -147,13 +147,15 @@ class _AgentCore(UntypedOverrides):
                 [(self.resolve_service_name("~/reset"), "the node's ~/reset (every agent)")]
                 + [(self.resolve_service_name(f"{a}/reset"), f"agent {a!r}'s reset") for a in agents], "service")
             adapter_params = model_parameter_values(self, prefixed_names(self._overrides, "adapters."))
+            surprise = model_parameter_values(self, [n for prefix in SURPRISE_PREFIXES
+                                                     for n in prefixed_names(self._overrides, prefix)])
 
             def check_adapters(model: Any) -> None:  # before the engine build: an adapters.* error names the parameter
                 self._adapters = AdapterInputs.from_parameters(adapter_params, model)
 
             slot = self._runtime.configure(agents, float(self._p("diagnostics_period")),
                                            lambda: self.context.ok() and (self._publish_diagnostics() or True),
-                                           self._revert_parameters, check_adapters)
+                                           self._revert_parameters, check_adapters, surprise)
         except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
             return self._configure_failed(f"configure failed: {exc}")
         self._config_error = ""

@@ -14,6 +14,7 @@ from ..node.admission import Inputs, ModalityState
 from ..node.builder import EngineSlot
 from ..node.runtime import AgentRuntime
 from ..node.statistics import TickStatistics
+from ..node.surprise import ModalitySurprise
 
 SIM_CLOCK_GRACE_S = 3.0  # use_sim_time without a /clock message for this long: diagnostics WARN
 
@@ -55,7 +56,8 @@ def node_status(name: str, fqn: str, runtime: AgentRuntime, config_error: str, *
     now = time.monotonic()
     return with_duplicate(inference_status(name, fqn, health, slot, loop.stats, loop.modalities,
                                            loop.rejecting(now) if health.active else {},
-                                           runtime.reporter.counters, now), duplicate)
+                                           runtime.reporter.counters, now, loop.surprise_statistics(),
+                                           int(param("surprise_warn_ticks"))), duplicate)
 
 
 def with_duplicate(status: DiagnosticStatus, duplicate: str) -> DiagnosticStatus:
@@ -81,13 +83,44 @@ def unconfigured_status(name: str, fqn: str, message: str, error: bool) -> Diagn
     return _status(name, fqn, DiagnosticStatus.ERROR if error else DiagnosticStatus.WARN, message, {})
 
 
+def surprise_values(surprise: Sequence[tuple[str, str, ModalitySurprise]]) -> dict[str, Any]:
+    """Each modality's surprise statistics (nats, three decimals; ``nan`` before its first reading):
+    ``surprise.<modality>.last``, ``.mean`` and ``.p95`` over the window, ``.recent_mean`` (its last
+    surprise_warn_ticks readings) and ``.recent_mean_max`` (the largest over the window), ``.readings``,
+    ``.outliers``, and its ``.gate`` and ``.threshold`` when it has them."""
+    values: dict[str, Any] = {}
+    for name, _topic, st in surprise:
+        key = f"surprise.{name}"
+        for field, value in (("last", st.last), ("mean", st.mean), ("p95", st.p95), ("recent_mean", st.recent_mean),
+                             ("recent_mean_max", st.recent_mean_max)):
+            values[f"{key}.{field}"] = f"{value:.3f}"
+        values[f"{key}.readings"] = st.readings
+        values[f"{key}.outliers"] = st.outliers
+        for field, value in (("gate", st.gate), ("threshold", st.threshold)):
+            if value != float("inf"):
+                values[f"{key}.{field}"] = f"{value:g}"
+    return values
+
+
+def surprise_warning(surprise: Sequence[tuple[str, str, ModalitySurprise]], warn_ticks: int) -> str:
+    """The warning naming each modality (and the topic it arrives on) whose recent surprise is above its threshold
+    ("" when none is)."""
+    parts = [f"{name} on {topic}: mean {st.recent_mean:.2f} nats over its last {warn_ticks} readings > "
+             f"{st.threshold:g}" for name, topic, st in surprise if st.warning]
+    if not parts:
+        return ""
+    return "surprising input (a faulty sensor, or a model that no longer fits): " + "; ".join(parts)
+
+
 def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stats: TickStatistics,
                      modalities: Sequence[ModalityState], rejecting: dict[str, str], counters: dict[str, int],
-                     now: float) -> DiagnosticStatus:
+                     now: float, surprise: Sequence[tuple[str, str, ModalitySurprise]] = (),
+                     warn_ticks: int = 0) -> DiagnosticStatus:
     """The status of a configured node (``now``: time.monotonic(); ``modalities``: every agent's; ``rejecting``:
-    modality -> the reason its newest message was refused, for those being rejected now). WARN, first reason
-    first: sim time without /clock, tick p99 over the period, a modality being rejected, silent modalities, a failed
-    build."""
+    modality -> the reason its newest message was refused, for those being rejected now; ``surprise``: every agent's
+    modalities' surprise statistics (name, topic, statistics), empty without evidence). WARN, first reason first:
+    sim time without /clock, tick p99 over the period, a modality whose recent surprise is above its threshold, a
+    modality being rejected, silent modalities, a failed build."""
     period_ms = 1e3 / health.rate_hz if health.rate_hz > 0 else float("nan")
     values: dict[str, Any] = {
         "active": health.active, "device": health.device,
@@ -110,6 +143,10 @@ def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stat
     values.update(sorted(counters.items()))
     values["dropped_total"] = sum(v for k, v in counters.items() if k.rsplit("/", 1)[-1].startswith("rejected."))
     values["rejecting"] = ", ".join(f"{k} ({v})" for k, v in rejecting.items())
+    values.update(surprise_values(surprise))
+    surprising = surprise_warning(surprise, warn_ticks) if health.active else ""
+    if surprise:
+        values["surprise_warnings"] = ", ".join(n for n, _, st in surprise if st.warning)
     p99 = stats.tick.percentile_ms(99)
     level, message = DiagnosticStatus.OK, "ok"
     if health.active and health.sim_time_without_clock:
@@ -117,6 +154,8 @@ def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stat
                                                  "the node clock stands at 0 (no timer ticks)")
     elif health.active and health.rate_hz > 0 and stats.tick.count and p99 > period_ms:
         level, message = DiagnosticStatus.WARN, f"tick p99 {p99:.2f} ms > period {period_ms:.2f} ms"
+    elif surprising:
+        level, message = DiagnosticStatus.WARN, surprising
     elif rejecting:
         level, message = DiagnosticStatus.WARN, "rejecting input: " + values["rejecting"]
     elif silent:

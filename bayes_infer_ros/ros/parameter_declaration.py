@@ -27,6 +27,12 @@ PREFIXED = {
               "loads the new values; a change while configured applies at the next configure.",
     "adapters.": "Sensor adapter of a modality (docs/node.md, 'Sensor adapters'; bayes_infer_ros.adapters). Read at "
                  "configure: a change applies at the next configure.",
+    "surprise_gate.": "Nats: a reading of this modality whose surprise under the tick's prior predictive is above it is "
+                      "refused as an outlier (counted 'outlier') before it enters the tick (docs/node.md, 'Free "
+                      "energy and surprise'). Read at configure.",
+    "surprise_threshold.": "Nats: /diagnostics warns while the mean surprise of this modality's last "
+                           "surprise_warn_ticks readings is above it (docs/node.md, 'Free energy and surprise'). Read "
+                           "at configure.",
 }
 # Declared by rclpy itself (their overrides are rclpy's to apply).
 RCLPY_PARAMETERS = ("use_sim_time", "start_type_description_service")

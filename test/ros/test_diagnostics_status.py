@@ -66,3 +66,26 @@ def test_a_second_node_of_the_same_name_leads_the_status_at_least_as_a_warning()
     assert {v.key: v.value for v in ok.values} == {"duplicate_node_name": line}
     alone = DiagnosticStatus(level=DiagnosticStatus.OK, name="/a: inference", message="ok")
     assert diagnostics.with_duplicate(alone, "").level == DiagnosticStatus.OK and alone.message == "ok"
+
+
+# ---- surprise: statistics per modality and the warning naming the sensor ---------------------------
+def test_surprise_statistics_and_the_warning_name_each_modality_and_its_topic():
+    import numpy as np
+
+    from bayes_infer_ros.node.surprise import SurpriseMonitor, SurpriseSettings
+
+    monitor = SurpriseMonitor(["voltage", "lidar_gap"], SurpriseSettings(gates={"voltage": 2.0},
+                                                                         thresholds={"lidar_gap": 1.0}, warn_ticks=2))
+    for lidar in (0.1, 2.3, 2.3):
+        monitor.record(np.array([2.5, lidar]), np.ones(2, bool))
+    rows = [("voltage", "battery_state", monitor.modality(0)), ("lidar_gap", "scan", monitor.modality(1))]
+    values = diagnostics.surprise_values(rows)
+    assert values["surprise.voltage.outliers"] == 3 and values["surprise.voltage.gate"] == "2"
+    assert values["surprise.lidar_gap.mean"] == f"{(0.1 + 2.3 + 2.3) / 3:.3f}"
+    assert values["surprise.lidar_gap.recent_mean"] == "2.300" and values["surprise.lidar_gap.threshold"] == "1"
+    assert "surprise.lidar_gap.gate" not in values  # none
+    warning = diagnostics.surprise_warning(rows, 2)
+    assert warning.startswith("surprising input")
+    assert "voltage on battery_state: mean 2.50 nats over its last 2 readings > 2" in warning  # warns at its gate
+    assert "lidar_gap on scan: mean 2.30 nats over its last 2 readings > 1" in warning
+    assert diagnostics.surprise_warning(rows[:0], 2) == ""

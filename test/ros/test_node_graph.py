@@ -331,6 +331,11 @@ def test_fpi_beliefs_equal_pymdp(probe, io, model, active):
             assert f.most_likely_index == int(np.argmax(p))
             assert f.most_likely_label == f.state_labels[f.most_likely_index]
             assert abs(f.entropy - float(-np.sum(p[p > 0] * np.log(p[p > 0])))) <= ROS_FLOAT32_ATOL
+    # the evidence (evidence: true by default): each modality's surprise, none refused (no gates), the free energy
+    for msg in got:
+        assert list(msg.modalities) == ["rfid_tag", "voltage", "lidar_gap", "charging"]
+        assert len(msg.surprise) == 4 and min(msg.surprise) >= 0 and not any(msg.outliers)
+        assert np.isfinite(msg.free_energy)
     # per-factor topic carries the same numbers and stamp
     assert wait_for(lambda: any(m.header.stamp == last.header.stamp for _, m in io["location"]), 5)
     loc = [m for _, m in io["location"] if m.header.stamp == last.header.stamp][-1]
@@ -641,7 +646,8 @@ def test_diagnostics(probe, io, active):
     d = diag_values(io)
     for key in ("algorithm", "variant", "ticks", "tick_duration_ms_median", "tick_duration_ms_p99", "tick_period_ms",
                 "input.rfid_tag.rate_hz", "input.charging.rate_hz", "dropped_total", "overhead_ms_median",
-                "engine_compile_s"):
+                "engine_compile_s", "surprise.rfid_tag.mean", "surprise.charging.p95", "surprise.voltage.recent_mean",
+                "surprise.lidar_gap.outliers", "surprise_warnings"):
         assert key in d, key
     got = probe.call(GetParameters, f"{NS}/{NAME}/get_parameters", GetParameters.Request(names=["algorithm"]))
     assert d["algorithm"] == got.values[0].string_value

@@ -27,9 +27,10 @@ from typing import Any, Optional, Sequence, final
 import numpy as np
 
 from ...model.generative_model import ModelStructure
-from ..api import Capabilities, Engine, agents_inputs
+from ..api import Capabilities, Engine, FreeEnergy, agents_inputs, split_tick_evidence
 from ..errors import VariantUnsupported
 from .arrays import NativeModel
+from .evidence_host import NativeEvidence
 from .engine import kernels, numba_available
 from .host import list_call, native_planned_elements, native_tick_inputs, native_warmup, predict_states, window_actions
 from .schema import CudaTickArgs, CudaTickGlobalArgs, CudaWindowArgs, model_fields
@@ -95,7 +96,8 @@ class CudaEngine(Engine):
                 f"(log likelihood {L:,} + 3 x {S} states per step, {self.dtype.name}), over the "
                 f"{ck.SHARED_BYTES // 1024} KiB of one block; its FPI tick runs from global memory, and merged JAX "
                 f"variants cover {algorithm}")
-        self._k = kernels()  # the host's predict
+        self._k = kernels()  # the host's predict, surprise and free energy
+        self._evidence = NativeEvidence(self, self.model, A_b, self._k)
         self._cuda = cuda
         self._threads = ck.threads_for(L, S)
         self._shared = need if self.memory == "shared" else 0
@@ -253,6 +255,42 @@ class CudaEngine(Engine):
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile the kernel for this device and run once; returns the seconds it took."""
         return native_warmup(self, T, valid_steps)
+
+    # ---- evidence: the surprise, the gates and the free energy on the host (evidence_host), the tick on the device --
+    def surprise(self, obs_packed: Any, prior_packed: Any) -> np.ndarray:
+        """Each reading's surprise under the prior predictive, on the host (fused_numba's kernel): obs ([b,] O),
+        prior ([b,] S) -> ([b,] M)."""
+        return self._evidence.surprise(obs_packed, prior_packed)
+
+    def free_energy(self, obs_packed: Any, prior_packed: Any, posterior_packed: Any, actions: Optional[Any] = None,
+                    valid_steps: Optional[int] = None) -> FreeEnergy:
+        """pymdp ``calc_vfe`` of ``posterior_packed`` on the host (fused_numba's kernel; see
+        :meth:`~.api.Engine.free_energy`)."""
+        return self._evidence.free_energy(obs_packed, prior_packed, posterior_packed, actions, valid_steps)
+
+    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
+                      gates: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FreeEnergy]:
+        """``tick`` with its evidence (see :meth:`~.api.Engine.tick_evidence`): the surprise and the gates on the host
+        (fused_numba's kernel), the tick in one launch, the free energy of its beliefs on the host."""
+        self.require_fpi("tick_evidence")
+        row = self.tick_evidence_prepared(obs_packed, prior_packed, action, self._evidence.gates(gates))
+        return split_tick_evidence(row, self.layout, self.structure.num_modalities)
+
+    def tick_evidence_prepared(self, obs: Any, prior: Any, action: Any, gates: np.ndarray) -> np.ndarray:
+        """``tick_evidence``'s packed row ``([b,] 2 S + M + E)`` (``api.split_tick_evidence`` splits it)."""
+        single = np.ndim(obs) == 1 and not self.batched
+        if single:
+            obs, prior, action = (np.asarray(x)[None] for x in (obs, prior, action))
+        obs, prior, act = agents_inputs(self, obs, prior, action)
+        if np.any(act < 0) or np.any(act >= self.model.ncontrols):
+            raise ValueError(f"tick_evidence: action: expected controls in [0, num_controls) = "
+                             f"{self.model.ncontrols.tolist()}")
+        surprise = self._evidence.surprise(obs, prior)
+        refused = surprise > gates
+        kept = np.where(np.repeat(refused, self.structure.num_obs, axis=-1), 0, obs).astype(self.dtype)
+        q, nxt = self._agents_out(kept, prior, act)
+        row = np.concatenate([q, nxt, surprise, self._evidence.free_energy(kept, prior, q).terms], axis=-1)
+        return row[0] if single else row
 
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> np.ndarray:

@@ -37,10 +37,11 @@ from typing import Any, Optional, Sequence, final
 import numpy as np
 
 from ...model.generative_model import ModelStructure
-from ..api import Capabilities, Engine, agents_inputs
+from ..api import Capabilities, Engine, FreeEnergy, agents_inputs, split_tick_evidence
 from ..errors import VariantUnsupported
 from ..kernel_cache import enable_disk_cache
 from .arrays import NativeModel
+from .evidence_host import NativeEvidence
 from .schema import FpiArgs, SequenceArgs, TickAgentsArgs, TickArgs
 from .host import (agent_threads, list_call, native_planned_elements, native_tick_inputs, native_warmup,
                    over_agent_blocks, predict_states, window_actions)
@@ -57,17 +58,21 @@ def kernels() -> SimpleNamespace:
     """The numba kernels' entry points (each compiles on first use): cached on disk in
     ``kernel_cache.numba_cache_folder()``, or in memory only when no folder can be written (logged once)."""
     try:  # imported here: the kernels need numba, an optional dependency
-        from . import common, contractions, fp_mode, fpi, sequence, tick, transitions
+        from . import common, contractions, evidence, fp_mode, fpi, sequence, tick, transitions
     except ImportError as exc:
         raise ImportError(NUMBA_HINT) from exc
-    modules = (fp_mode, common, contractions, transitions, fpi, sequence, tick)
+    modules = (fp_mode, common, contractions, transitions, fpi, sequence, tick, evidence)
     # every kernel's cache is keyed by all these sources: numba's own key is the kernel's file alone, and the kernels
     # inline helpers from the other files
     sources = [m.__file__ for m in modules]
     for module in modules:
         enable_disk_cache(module, sources)
     return SimpleNamespace(fpi=fpi.fpi, sequence=sequence.sequence, predict=transitions.predict,
-                           fpi_tick_entry=tick.fpi_tick_entry, fpi_tick_batched_entry=tick.fpi_tick_batched_entry)
+                           fpi_tick_entry=tick.fpi_tick_entry, fpi_tick_batched_entry=tick.fpi_tick_batched_entry,
+                           surprise=evidence.surprise_rows, free_energy=evidence.free_energy_rows,
+                           fpi_tick_evidence_entry=evidence.fpi_tick_evidence_entry,
+                           pack_evidence_model=evidence.pack_evidence_model,
+                           fpi_tick_evidence_batched_entry=evidence.fpi_tick_evidence_batched_entry)
 
 
 @final
@@ -102,6 +107,7 @@ class NativeEngine(Engine):
         self._tick_out_shape = (2, self.layout.state_size)  # fpi_tick's out: beliefs and the next prior
         # tick_prepared calls fpi_tick's entry point directly where tick does: FPI, one model, with B
         self._direct_tick = algorithm == "fpi" and batch_size is None and m.has_B
+        self._evidence = NativeEvidence(self, m, A_b, self._k)  # free energy and surprise (evidence_host)
 
     planned_elements = staticmethod(native_planned_elements)
 
@@ -205,6 +211,34 @@ class NativeEngine(Engine):
         log_A = np.ascontiguousarray(np.broadcast_to(self.model.log_A, (obs.shape[0], self.model.log_A.shape[1])))
         self._k.fpi(log_A, *self._fpi_model[1:], obs, prior, self.num_iter, self.model.minval, out)
         return out
+
+    # ---- evidence: free energy and surprise (``evidence``'s kernels through ``evidence_host``) ---------------------
+    def surprise(self, obs_packed: Any, prior_packed: Any) -> np.ndarray:
+        """Each reading's surprise under the prior predictive: obs ([b,] O), prior ([b,] S) -> ([b,] M)."""
+        return self._evidence.surprise(obs_packed, prior_packed)
+
+    def free_energy(self, obs_packed: Any, prior_packed: Any, posterior_packed: Any, actions: Optional[Any] = None,
+                    valid_steps: Optional[int] = None) -> FreeEnergy:
+        """pymdp ``calc_vfe`` of ``posterior_packed`` (see :meth:`~.api.Engine.free_energy`); numpy arrays."""
+        return self._evidence.free_energy(obs_packed, prior_packed, posterior_packed, actions, valid_steps)
+
+    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
+                      gates: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FreeEnergy]:
+        """``tick`` (or ``tick_agents``, with a leading axis) with each reading's surprise, the gates and the free
+        energy in one numba dispatch (``evidence.fpi_tick_evidence``); see :meth:`~.api.Engine.tick_evidence`."""
+        self.require_fpi("tick_evidence")
+        gates = self._evidence.gates(gates)
+        if np.ndim(obs_packed) == 1 and not self.batched:
+            out = self.tick_evidence_prepared(*native_tick_inputs(self, obs_packed, prior_packed, action), gates)
+        else:
+            out = self._evidence.agents(*agents_inputs(self, obs_packed, prior_packed, action), gates)
+        return split_tick_evidence(out, self.layout, self.structure.num_modalities)
+
+    def tick_evidence_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray,
+                               gates: np.ndarray) -> np.ndarray:
+        """``tick_evidence`` for one agent's inputs in the kernel's form, unchecked (as ``tick_prepared``): the
+        packed row (2 S + M + E,) of beliefs, next prior, surprise and free-energy terms."""
+        return self._evidence.tick_prepared(obs, prior, action, gates)
 
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile (or load the cached) kernels and run once; returns the seconds it took."""
