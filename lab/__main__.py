@@ -10,6 +10,7 @@ COMMANDS = {
     "generate": ("generator", "generate the paper's POMDP configurations into a cache"),
     "bench": ("harness", "benchmark every variant x algorithm vs pymdp (resumable CSV)"),
     "bench-variants": ("variants_benchmark", "the dozen-model variants benchmark"),
+    "compile-times": ("compile_times", "first-call (compile) times of pymdp and every JAX variant, one process each"),
     "report": ("report", "plots and summary tables from benchmark CSVs"),
     "autotune-train": ("train_autotuner", "train the autotuner from a benchmark CSV"),
     "demo": ("demo", "the live demo: node + sample bag replay + summary and plot"),
