@@ -1,0 +1,79 @@
+"""First-call (compile) times at another revision against the working tree's, case by case, interleaved.
+
+    PYTHONPATH=. python benchmarks/compile_ab.py REV [--ids c0771] [--variants hybrid_block fused_pairwise ...]
+
+REV is checked out in a temporary git worktree; it must have ``python -m lab compile-times``. For every (configuration, algorithm, candidate) the case runs once at
+REV and once in the working tree, back to back (``python -m lab compile-times`` in each, a fresh process per case,
+JAX's persistent cache off), so load drift hits both alike. Rows (``lab/compile_times.py``'s columns and
+``revision``) go to ``--out``; a table of first call, XLA compile and optimised-HLO operations, before and after,
+is printed at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_VARIANTS = ("hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block", "sparse_hybrid_block",
+                    "clustered_hybrid_block", "clustered_end_to_end", "fused_pairwise")
+
+
+def one_case(tree: Path, cache: Path, out: Path, config: str, algorithm: str, variant: str, hlo: bool) -> dict:
+    """The case's row, measured by ``tree``'s ``compile-times``."""
+    if out.exists():
+        out.unlink()
+    cmd = [sys.executable, "-m", "lab", "compile-times", "--quiet", "--no-pymdp", "--cache", str(cache), "--ids", config,
+           "--algorithms", algorithm, "--variants", variant, "--out", str(out)] + ([] if hlo else ["--no-hlo"])
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    subprocess.run(cmd, cwd=tree, check=True, stdout=subprocess.DEVNULL, env=env)
+    with out.open(newline="") as fh:
+        return next(csv.DictReader(fh))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("rev", help="the revision before (e.g. main)")
+    p.add_argument("--ids", nargs="+", default=["c0771"])
+    p.add_argument("--algorithms", nargs="+", default=["fpi", "vmp", "mmp"])
+    p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS))
+    p.add_argument("--cache", type=Path, default=ROOT / ".cache" / "pomdp_configs")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "compile_ab_cpu.csv")
+    p.add_argument("--no-hlo", action="store_true", help="skip the second (lowered, then compiled) pass")
+    args = p.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        before = Path(tmp) / "before"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(before), args.rev], cwd=ROOT, check=True)
+        try:
+            for config in args.ids:
+                for algorithm in args.algorithms:
+                    for variant in args.variants:
+                        pair = {}
+                        for revision, tree in ((args.rev, before), ("working tree", ROOT)):
+                            row = one_case(tree, args.cache.resolve(), Path(tmp) / "case.csv", config, algorithm,
+                                           variant, not args.no_hlo)
+                            row["revision"] = revision
+                            rows.append(row)
+                            pair[revision] = row
+                        b, a = pair[args.rev], pair["working tree"]
+                        print(f"{config} {algorithm} {variant:24s} first call {b.get('first_call_s') or b['status']} -> "
+                              f"{a.get('first_call_s') or a['status']} s, hlo ops {b.get('hlo_ops')} -> {a.get('hlo_ops')}"
+                              f" (load {a.get('loadavg_before')})", flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, check=False)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["revision"] + [k for k in rows[0] if k != "revision"], extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{len(rows)} rows -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
