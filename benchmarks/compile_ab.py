@@ -2,9 +2,11 @@
 
     PYTHONPATH=. python benchmarks/compile_ab.py REV [--ids c0771] [--variants hybrid_block fused_pairwise ...]
 
-REV is checked out in a temporary git worktree; it must have ``python -m lab compile-times``. For every (configuration, algorithm, candidate) the case runs once at
-REV and once in the working tree, back to back (``python -m lab compile-times`` in each, a fresh process per case,
-JAX's persistent cache off), so load drift hits both alike. Rows (``lab/compile_times.py``'s columns and
+REV is checked out in a temporary git worktree. For every (configuration, algorithm, candidate) the case runs once
+with REV's package and once with the working tree's, back to back, both measured by the working tree's
+``python -m lab compile-times`` (a fresh process per case, JAX's persistent cache off), so load drift hits both alike.
+The lab must run against REV's package (its inference API unchanged); without ``InferenceEngine.lower`` at REV its
+operation counts stay empty. Rows (``lab/compile_times.py``'s columns and
 ``revision``) go to ``--out``; a table of first call, XLA compile and optimised-HLO operations, before and after,
 is printed at the end.
 """
@@ -23,14 +25,15 @@ DEFAULT_VARIANTS = ("hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block
                     "clustered_hybrid_block", "clustered_end_to_end", "fused_pairwise")
 
 
-def one_case(tree: Path, cache: Path, out: Path, config: str, algorithm: str, variant: str, hlo: bool) -> dict:
-    """The case's row, measured by ``tree``'s ``compile-times``."""
+def one_case(package_dir: Path, cache: Path, out: Path, config: str, algorithm: str, variant: str, hlo: bool) -> dict:
+    """The case's row: the working tree's ``compile-times`` with ``package_dir``'s ``bayes_infer_ros`` (first on the
+    path: the command runs there)."""
     if out.exists():
         out.unlink()
     cmd = [sys.executable, "-m", "lab", "compile-times", "--quiet", "--no-pymdp", "--cache", str(cache), "--ids", config,
            "--algorithms", algorithm, "--variants", variant, "--out", str(out)] + ([] if hlo else ["--no-hlo"])
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    subprocess.run(cmd, cwd=tree, check=True, stdout=subprocess.DEVNULL, env=env)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(package_dir), str(ROOT)]))
+    subprocess.run(cmd, cwd=package_dir, check=True, stdout=subprocess.DEVNULL, env=env)
     with out.open(newline="") as fh:
         return next(csv.DictReader(fh))
 
@@ -49,12 +52,15 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         before = Path(tmp) / "before"
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(before), args.rev], cwd=ROOT, check=True)
+        package_at_rev = Path(tmp) / "package"  # REV's bayes_infer_ros alone (not its lab)
+        package_at_rev.mkdir()
+        (package_at_rev / "bayes_infer_ros").symlink_to(before / "bayes_infer_ros")
         try:
             for config in args.ids:
                 for algorithm in args.algorithms:
                     for variant in args.variants:
                         pair = {}
-                        for revision, tree in ((args.rev, before), ("working tree", ROOT)):
+                        for revision, tree in ((args.rev, package_at_rev), ("working tree", ROOT)):
                             row = one_case(tree, args.cache.resolve(), Path(tmp) / "case.csv", config, algorithm,
                                            variant, not args.no_hlo)
                             row["revision"] = revision

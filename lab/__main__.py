@@ -11,6 +11,7 @@ COMMANDS = {
     "bench": ("harness", "benchmark every variant x algorithm vs pymdp (resumable CSV)"),
     "bench-variants": ("variants_benchmark", "the dozen-model variants benchmark"),
     "compile-times": ("compile_times", "first-call (compile) times of pymdp and every JAX variant, one process each"),
+    "scale": ("scale", "the paper's scale in one run: compiles, round-robin timings, reports, one deadline"),
     "report": ("report", "plots and summary tables from benchmark CSVs"),
     "autotune-train": ("train_autotuner", "train the autotuner from a benchmark CSV"),
     "demo": ("demo", "the live demo: node + sample bag replay + summary and plot"),

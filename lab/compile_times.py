@@ -23,6 +23,7 @@ the CSV (``--fresh`` starts over).
 from __future__ import annotations
 
 import argparse
+import csv
 import multiprocessing as mp
 import os
 import re
@@ -31,7 +32,15 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayes_infer_ros.autotune.timing import block, environment
+from bayes_infer_ros.inference import build_inference, parameter_counts
+from bayes_infer_ros.inference.registry import VARIANT_OPS
 from lab.generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build, read_index
+from lab.harness import AUTO, Case, auto_engine, make_inputs, pymdp_callable
 
 PYMDP = "pymdp"
 #: Two configurations of the paper's generator at M = 25 and three at M = 125, each above 1e5 parameters:
@@ -56,8 +65,6 @@ _STABLEHLO_OP = re.compile(r"^\s*(?:%\S+(?:,\s*%\S+)*\s*=\s*)?\"?([a-z_]+\.[a-z_
 
 def default_jax_variants() -> list[str]:
     """Every JAX variant of the registry (the native engines have no XLA program)."""
-    from bayes_infer_ros.inference.registry import VARIANT_OPS  # optional: jax only where a case needs it
-
     return list(VARIANT_OPS)
 
 
@@ -91,14 +98,6 @@ def _loadavg() -> float:
 def measure_case(spec: ConfigSpec, cache: Optional[str], algorithm: str, variant: str, horizon: int, num_iter: int,
                  dtype: str, hlo: bool) -> dict:
     """One candidate's build and first call, in THIS process (a fresh one: see ``run_case``)."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from bayes_infer_ros.autotune.timing import block
-    from bayes_infer_ros.inference import build_inference, parameter_counts
-    from lab.harness import make_inputs, pymdp_callable
-
     if dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     block(jax.jit(lambda x: x * 2.0 + 1.0)(jnp.ones(3)))  # XLA's start-up, apart from the figure
@@ -122,10 +121,13 @@ def measure_case(spec: ConfigSpec, cache: Optional[str], algorithm: str, variant
         row["first_call_s"] = time.perf_counter() - t0
         lower = lambda: fn.lower(*args)  # noqa: E731
     else:
-        engine = build_inference(algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies,
-                                 variant=variant, num_iter=num_iter)
+        if variant == AUTO:  # the node's decision: its verify step builds and times its candidates
+            engine, chosen, row["reason"] = auto_engine(Case(spec, algorithm, AUTO, T, num_iter), model, 1.0)
+        else:
+            engine, chosen = build_inference(algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies,
+                                             variant=variant, num_iter=num_iter), variant
         row["build_s"] = time.perf_counter() - t0
-        row["param_count"] = int(parameter_counts(model, variants=[variant])[variant])
+        row["param_count"] = int(parameter_counts(model, variants=[chosen])[chosen])
         call = (obs, prior) if algorithm == "fpi" else (obs, prior, actions)
         t0 = time.perf_counter()
         block(engine(*call))
@@ -154,12 +156,14 @@ def _child(conn, args: tuple) -> None:
         conn.send((status, f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]))
 
 
-def run_case(args: tuple, time_limit: float) -> dict:
-    """``measure_case(*args)`` in a fresh spawned process with JAX's persistent cache off; a row's measured part."""
+def run_case(args: tuple, time_limit: float, persistent_cache: bool = False) -> dict:
+    """``measure_case(*args)`` in a fresh spawned process, JAX's persistent compilation cache off (or as the
+    environment sets it: ``persistent_cache``, to fill it); a row's measured part."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     saved = {k: os.environ.get(k) for k in ("JAX_ENABLE_COMPILATION_CACHE", "JAX_PLATFORMS")}
-    os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
+    if not persistent_cache:
+        os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     try:
         proc = ctx.Process(target=_child, args=(child, args), daemon=True)
@@ -186,23 +190,22 @@ def run_case(args: tuple, time_limit: float) -> dict:
     return {"status": status, "reason": payload}
 
 
+def run_in_process(args: tuple) -> dict:
+    """``measure_case(*args)`` here; a row's measured part (the failure's status and reason when it fails)."""
+    try:
+        return {"status": "ok", "reason": "", **measure_case(*args)}
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded row
+        status = "unsupported" if type(exc).__name__ == "VariantUnsupported" else "error"
+        return {"status": status, "reason": f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]}
+
+
 def _environment(dtype: str) -> dict:
-    """The machine and the JAX build, read in a child (the parent never imports jax)."""
-    ctx = mp.get_context("spawn")
-    with ctx.Pool(1) as pool:
-        return pool.apply(_environment_child, (dtype,))
-
-
-def _environment_child(dtype: str) -> dict:
-    from bayes_infer_ros.autotune.timing import environment
-
+    """The machine and the JAX build (JAX's default backend: its first use initialises it here, in the parent)."""
     env = environment(dtype)
     return {k: env.get(k, "") for k in ("machine", "cpu_count", "jax", "jaxlib", "backend", "device", "dtype")}
 
 
 def _read_done(path: Path) -> set[tuple]:
-    import csv
-
     if not path.is_file():
         return set()
     with path.open(newline="") as fh:
@@ -211,10 +214,12 @@ def _read_done(path: Path) -> set[tuple]:
 
 def run(specs: Sequence[ConfigSpec], out: Path, algorithms: Sequence[str], variants: Sequence[str], cache: Optional[str],
         horizon: int = 5, num_iter: int = 16, dtype: str = "float32", hlo: bool = True,
-        case_time_limit: float = DEFAULT_CASE_TIME_LIMIT, progress: bool = True) -> dict[str, int]:
-    """Every (configuration, algorithm, candidate) in its own process; rows appended to ``out``."""
-    import csv
-
+        case_time_limit: float = DEFAULT_CASE_TIME_LIMIT, progress: bool = True,
+        persistent_cache: bool = False, in_process: bool = False, pymdp: bool = True) -> dict[str, int]:
+    """Every (configuration, algorithm, candidate) in its own process; rows appended to ``out``.
+    ``persistent_cache``: leave JAX's persistent compilation cache as the environment sets it (fills it).
+    ``in_process``: run the cases in this process instead (for a caller that starts one process per case; no time
+    limit here). ``pymdp``: measure pymdp first in each (configuration, algorithm)."""
     env = _environment(dtype)
     done = _read_done(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -226,16 +231,19 @@ def run(specs: Sequence[ConfigSpec], out: Path, algorithms: Sequence[str], varia
             writer.writeheader()
         for spec in specs:
             for algorithm in algorithms:
-                for variant in [PYMDP] + [v for v in variants if v != PYMDP]:
+                for variant in dict.fromkeys(([PYMDP] if pymdp else []) + list(variants)):
                     key = (spec.config_id, algorithm, variant, env["backend"], dtype)
                     if key in done:
                         counts["resumed"] = counts.get("resumed", 0) + 1
                         continue
                     before = _loadavg()
-                    got = run_case((spec, cache, algorithm, variant, horizon, num_iter, dtype, hlo), case_time_limit)
+                    args = (spec, cache, algorithm, variant, horizon, num_iter, dtype, hlo)
+                    got = run_in_process(args) if in_process else run_case(args, case_time_limit, persistent_cache)
                     row = {"config_id": spec.config_id, "stratum": spec.stratum, "F": spec.F, "M": spec.M,
                            "a_elements": sum(spec.a_elements()), "algorithm": algorithm, "variant": variant,
-                           "isolation": "process", "loadavg_before": before, "loadavg_after": _loadavg(),
+                           "isolation": ("in process" if in_process else "process")
+                           + (", persistent cache" if persistent_cache or in_process else ""),
+                           "loadavg_before": before, "loadavg_after": _loadavg(),
                            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), **env, **got}
                     for k in ("build_s", "first_call_s", "lower_s", "compile_s"):
                         if isinstance(row.get(k), float):
@@ -256,13 +264,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="generator cache folder")
     p.add_argument("--ids", nargs="+", default=list(DEFAULT_IDS), help="configuration ids (default: %(default)s)")
     p.add_argument("--algorithms", nargs="+", default=list(DEFAULT_ALGORITHMS), choices=DEFAULT_ALGORITHMS)
-    p.add_argument("--variants", nargs="+", help="default: every JAX variant (pymdp always runs)")
+    p.add_argument("--variants", nargs="+", help="default: every JAX variant (pymdp always runs); a native engine "
+                   "(fused_numba, fused_cuda) or auto (the node's decision, its verify step included) are measured too")
     p.add_argument("--horizon", type=int, default=5, help="window T for vmp/mmp")
     p.add_argument("--num-iter", type=int, default=16)
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--case-time-limit", type=float, default=DEFAULT_CASE_TIME_LIMIT, help="seconds per case")
     p.add_argument("--no-hlo", action="store_true", help="skip the lowered/compiled program's op counts and split")
     p.add_argument("--fresh", action="store_true", help="start the CSV over instead of resuming it")
+    p.add_argument("--persistent-cache", action="store_true",
+                   help="leave JAX's persistent compilation cache on, as the environment sets it (to fill it)")
+    p.add_argument("--in-process", action="store_true",
+                   help="measure in this process (the caller starts one process per case); JAX's cache as set")
+    p.add_argument("--no-pymdp", action="store_true", help="only the --variants (which may name pymdp)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     try:
@@ -277,7 +291,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     t0 = time.time()
     counts = run([by_id[i] for i in args.ids], args.out, args.algorithms, args.variants or default_jax_variants(),
                  str(args.cache), args.horizon, args.num_iter, args.dtype, not args.no_hlo, args.case_time_limit,
-                 progress=not args.quiet)
+                 progress=not args.quiet, persistent_cache=args.persistent_cache, in_process=args.in_process,
+                 pymdp=not args.no_pymdp)
     print(f"{len(args.ids)} configurations, {time.time() - t0:.0f} s: {counts} -> {args.out}")
     return 0
 

@@ -1,12 +1,15 @@
-"""Per algorithm and configuration of a GPU sweep: pymdp on the GPU, the best GPU candidate (every JAX variant and
-fused_cuda), fused_numba on the host CPU, and the crossover: the smallest parameter count above which the best GPU
-candidate beats the host CPU on every measured configuration. Where the sweep timed ``auto`` (the node's device and
-variant decision, ``bench --variants ... auto``), its pick and its time over the fastest (device, variant) of the row.
+"""The crossover table of a GPU sweep (``benchmarks/gpu_crossover.py``, ``python -m lab scale``).
+
+Per algorithm and configuration: pymdp on the GPU, the best GPU candidate (every JAX variant and fused_cuda),
+fused_numba on the host CPU, and the crossover: the smallest parameter count above which the best GPU candidate
+beats the host CPU on every measured configuration. Where the sweep timed ``auto`` (the node's device and variant
+decision, ``bench --variants ... auto``), its pick and its time over the fastest (device, variant) of the row.
 
     python benchmarks/gpu_crossover.py benchmarks/sweep_<device>.csv [--metric time_s] > benchmarks/crossover_<device>.md
 
-Rows with a status other than ok are left out. The sweep's rows are round-robin timings from one process per
-(configuration, algorithm), so the three columns of a line were measured side by side.
+Rows with a status other than ok are left out of the timings and listed under each algorithm's table with their
+reason. The sweep's rows are round-robin timings from one process per (configuration, algorithm), so the three
+columns of a line were measured side by side.
 """
 from __future__ import annotations
 
@@ -31,13 +34,14 @@ def table(rows: list[dict], metric: str) -> dict:
     """(algorithm, config_id) -> {"params": int, "pymdp": s, "gpu": (variant, s), "cpu": s}."""
     out: dict = defaultdict(dict)
     for r in rows:
+        key = (r["algorithm"], r["config_id"])
+        if r["variant"] == "pymdp" and math.isfinite(_f(r.get("param_count"))):  # the model's size, timed or not
+            out[key]["params"] = int(_f(r.get("param_count")))
         if r.get("status") != "ok" or not math.isfinite(_f(r.get(metric))):
             continue
-        key = (r["algorithm"], r["config_id"])
         cell, t, v = out[key], _f(r[metric]), r["variant"]
         if v == "pymdp":
             cell["pymdp"] = t
-            cell["params"] = int(_f(r.get("param_count")))
         elif v == AUTO:
             cell["auto"] = (r.get("reason", "").replace("chose ", ""), t)
         elif v in HOST:
@@ -60,30 +64,50 @@ def crossover(cells: list[tuple[int, dict]]) -> str:
     return f"{cells[k][0]:,} parameters ({'every configuration' if k == 0 else f'above {cells[k - 1][0]:,}'})"
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("csv")
-    p.add_argument("--metric", default="time_s", help="time_s (p10 over rounds) or median_s")
-    args = p.parse_args()
-    with open(args.csv, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    tab = table(rows, args.metric)
+def not_timed(rows: list[dict]) -> dict[str, list[str]]:
+    """algorithm -> "config variant: status (reason)" for every row that was not timed."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for r in rows:
+        if r.get("status") != "ok":
+            reason = (r.get("reason") or "").split(";")[0][:120]
+            out[r["algorithm"]].append(f"{r['config_id']} {r['variant']}: {r.get('status')} ({reason})")
+    return out
+
+
+def render(rows: list[dict], metric: str = "time_s") -> str:
+    """The markdown crossover report of a sweep's rows."""
+    lines: list[str] = []
+    tab = table(rows, metric)
+    skipped = not_timed(rows)
     devices = sorted({r.get("device", "") for r in rows})
     loads = sorted(_f(r.get("loadavg")) for r in rows if math.isfinite(_f(r.get("loadavg"))))
-    print(f"# GPU vs host CPU ({args.metric}); device {', '.join(devices)}; "
-          f"load average {loads[0] if loads else math.nan:.1f}-{loads[-1] if loads else math.nan:.1f}\n")
-    for alg in sorted({a for a, _ in tab}):
+    lines.append(f"# GPU vs host CPU ({metric}); device {', '.join(devices)}; "
+                 f"load average {loads[0] if loads else math.nan:.1f}-{loads[-1] if loads else math.nan:.1f}\n")
+    for alg in sorted({a for a, _ in tab} | set(skipped)):
         cells = sorted(((c.get("params", 0), c, cid) for (a, cid), c in tab.items() if a == alg), key=lambda x: x[0])
-        print(f"## {alg}\n\n| config | params | pymdp (GPU) ms | best GPU | ms | x pymdp | fused_numba (CPU) ms | GPU / CPU "
-              "| auto's pick | auto / fastest |")
-        print("|---|---:|---:|---|---:|---:|---:|---:|---|---:|")
+        lines.append(f"## {alg}\n\n| config | params | pymdp (GPU) ms | best GPU | ms | x pymdp | fused_numba (CPU) ms | "
+                     "GPU / CPU | auto's pick | auto / fastest |")
+        lines.append("|---|---:|---:|---|---:|---:|---:|---:|---|---:|")
         for params, c, cid in cells:
             g, t = c.get("gpu", ("-", math.nan))
             pm, cpu = c.get("pymdp", math.nan), c.get("cpu", math.nan)
             pick, ta = c.get("auto", ("-", math.nan))
-            print(f"| {cid} | {params:,} | {pm * 1e3:.3f} | {g} | {t * 1e3:.3f} | {pm / t:.2f} | {cpu * 1e3:.3f} | "
-                  f"{t / cpu:.2f} | {pick} | {ta / min(t, cpu):.2f} |")
-        print(f"\ncrossover ({alg}): {crossover([(pp, c) for pp, c, _ in cells])}\n")
+            lines.append(f"| {cid} | {params:,} | {pm * 1e3:.3f} | {g} | {t * 1e3:.3f} | {pm / t:.2f} | {cpu * 1e3:.3f} | "
+                         f"{t / cpu:.2f} | {pick} | {ta / min(t, cpu):.2f} |")
+        lines.append(f"\ncrossover ({alg}): {crossover([(pp, c) for pp, c, _ in cells])}\n")
+        if skipped.get(alg):
+            lines.append(f"not timed ({alg}): " + "; ".join(sorted(skipped[alg])) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="gpu_crossover.py", description=__doc__.split("\n")[0])
+    p.add_argument("csv")
+    p.add_argument("--metric", default="time_s", help="time_s (p10 over rounds) or median_s")
+    args = p.parse_args(argv)
+    with open(args.csv, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    sys.stdout.write(render(rows, args.metric))
     return 0
 
 

@@ -16,7 +16,7 @@ BENCH = ROOT / "benchmarks"
 SCRIPTS = sorted(p for p in BENCH.glob("*.py") if p.name != "tick_inputs.py")  # tick_inputs: a module, no CLI
 SHELL = sorted(BENCH.glob("*.sh"))
 # the lab's commands the benchmark scripts use (the demo needs a ROS graph)
-SUBCOMMANDS = ("generate", "bench", "bench-variants", "report", "autotune-train")
+SUBCOMMANDS = ("generate", "bench", "bench-variants", "report", "autotune-train", "compile-times", "scale")
 
 # One process for every --help: each script's main runs with argv [script, --help] (runpy), each subcommand's
 # module's main with ["--help"]; prints {name: [exit code, help text]} as JSON.
