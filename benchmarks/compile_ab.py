@@ -21,17 +21,21 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_VARIANTS = ("hybrid", "sparse_hybrid", "clustered_hybrid", "hybrid_block", "sparse_hybrid_block",
-                    "clustered_hybrid_block", "clustered_end_to_end", "fused_pairwise")
+sys.path.insert(0, str(ROOT))
+from lab.compile_times import COLUMNS  # noqa: E402
+DEFAULT_VARIANTS = ("hybrid_block", "fused_pairwise", "clustered_hybrid_block", "clustered_end_to_end", "hybrid",
+                    "clustered_hybrid", "sparse_hybrid", "sparse_hybrid_block")
 
 
-def one_case(package_dir: Path, cache: Path, out: Path, config: str, algorithm: str, variant: str, hlo: bool) -> dict:
+def one_case(package_dir: Path, cache: Path, out: Path, config: str, algorithm: str, variant: str, hlo: bool,
+             time_limit: float) -> dict:
     """The case's row: the working tree's ``compile-times`` with ``package_dir``'s ``bayes_infer_ros`` (first on the
     path: the command runs there)."""
     if out.exists():
         out.unlink()
     cmd = [sys.executable, "-m", "lab", "compile-times", "--quiet", "--no-pymdp", "--cache", str(cache), "--ids", config,
-           "--algorithms", algorithm, "--variants", variant, "--out", str(out)] + ([] if hlo else ["--no-hlo"])
+           "--algorithms", algorithm, "--variants", variant, "--case-time-limit", str(time_limit), "--out", str(out)]
+    cmd += [] if hlo else ["--no-hlo"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(package_dir), str(ROOT)]))
     subprocess.run(cmd, cwd=package_dir, check=True, stdout=subprocess.DEVNULL, env=env)
     with out.open(newline="") as fh:
@@ -47,9 +51,13 @@ def main(argv=None) -> int:
     p.add_argument("--cache", type=Path, default=ROOT / ".cache" / "pomdp_configs")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "compile_ab_cpu.csv")
     p.add_argument("--no-hlo", action="store_true", help="skip the second (lowered, then compiled) pass")
+    p.add_argument("--case-time-limit", type=float, default=1200.0, help="seconds per case and revision")
     args = p.parse_args(argv)
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with tempfile.TemporaryDirectory() as tmp, args.out.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["revision"] + COLUMNS, extrasaction="ignore")
+        writer.writeheader()
         before = Path(tmp) / "before"
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(before), args.rev], cwd=ROOT, check=True)
         package_at_rev = Path(tmp) / "package"  # REV's bayes_infer_ros alone (not its lab)
@@ -62,9 +70,11 @@ def main(argv=None) -> int:
                         pair = {}
                         for revision, tree in ((args.rev, package_at_rev), ("working tree", ROOT)):
                             row = one_case(tree, args.cache.resolve(), Path(tmp) / "case.csv", config, algorithm,
-                                           variant, not args.no_hlo)
+                                           variant, not args.no_hlo, args.case_time_limit)
                             row["revision"] = revision
-                            rows.append(row)
+                            writer.writerow(row)
+                            fh.flush()
+                            written += 1
                             pair[revision] = row
                         b, a = pair[args.rev], pair["working tree"]
                         print(f"{config} {algorithm} {variant:24s} first call {b.get('first_call_s') or b['status']} -> "
@@ -72,12 +82,7 @@ def main(argv=None) -> int:
                               f" (load {a.get('loadavg_before')})", flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, check=False)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["revision"] + [k for k in rows[0] if k != "revision"], extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-    print(f"{len(rows)} rows -> {args.out}")
+    print(f"{written} rows -> {args.out}")
     return 0
 
 

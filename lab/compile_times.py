@@ -6,7 +6,7 @@ the figure), then builds the candidate and makes its first list call on the harn
 
 - ``build_s``: the build (validation, log-tensors, merging, device copies; pymdp: its ``jax.jit`` wrapper);
 - ``first_call_s``: the first call, trace + lower + XLA compile + one run: what a node pays at its first
-  configure without a warm cache;
+  configure without a warm cache; ``second_call_s``: the call after it (one run);
 - ``lower_s`` / ``compile_s``: the same program traced and lowered, then compiled by XLA, timed apart (a second
   compile after JAX's caches are cleared; ``--no-hlo`` skips it);
 - ``stablehlo_ops``: operations of the lowered program (what the variant's Python emits: it grows when a
@@ -27,6 +27,7 @@ import csv
 import multiprocessing as mp
 import os
 import re
+import signal
 import time
 import traceback
 from pathlib import Path
@@ -51,7 +52,7 @@ DEFAULT_ALGORITHMS = ("fpi", "vmp", "mmp")
 DEFAULT_CASE_TIME_LIMIT = 300.0
 COLUMNS = [
     "config_id", "stratum", "F", "M", "a_elements", "algorithm", "variant", "status", "reason", "build_s",
-    "first_call_s", "lower_s", "compile_s", "stablehlo_ops", "hlo_ops", "param_count", "isolation",
+    "first_call_s", "second_call_s", "lower_s", "compile_s", "stablehlo_ops", "hlo_ops", "param_count", "isolation",
     "loadavg_before", "loadavg_after", "machine", "cpu_count", "jax", "jaxlib", "backend", "device", "dtype",
     "timestamp",
 ]
@@ -119,6 +120,9 @@ def measure_case(spec: ConfigSpec, cache: Optional[str], algorithm: str, variant
         t0 = time.perf_counter()
         block(fn(*args))
         row["first_call_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        block(fn(*args))
+        row["second_call_s"] = time.perf_counter() - t0
         lower = lambda: fn.lower(*args)  # noqa: E731
     else:
         if variant == AUTO:  # the node's decision: its verify step builds and times its candidates
@@ -132,6 +136,9 @@ def measure_case(spec: ConfigSpec, cache: Optional[str], algorithm: str, variant
         t0 = time.perf_counter()
         block(engine(*call))
         row["first_call_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        block(engine(*call))
+        row["second_call_s"] = time.perf_counter() - t0
         lower = (lambda: engine.lower(*call)) if hasattr(engine, "lower") else None
     if hlo and lower is not None:
         jax.clear_caches()
@@ -190,13 +197,30 @@ def run_case(args: tuple, time_limit: float, persistent_cache: bool = False) -> 
     return {"status": status, "reason": payload}
 
 
-def run_in_process(args: tuple) -> dict:
-    """``measure_case(*args)`` here; a row's measured part (the failure's status and reason when it fails)."""
+class CaseTimeout(Exception):
+    """A case ran past its time limit (in process: raised by the interval timer)."""
+
+
+def run_in_process(args: tuple, time_limit: Optional[float] = None) -> dict:
+    """``measure_case(*args)`` here; a row's measured part (the failure's status and reason when it fails).
+    ``time_limit``: seconds before the case is stopped (SIGALRM; a compile in XLA ends first, Python code at once)."""
+    def expire(signum, frame):
+        raise CaseTimeout(f"over the {time_limit:.0f} s case limit")
+
+    previous = signal.signal(signal.SIGALRM, expire) if time_limit else None
+    if time_limit:
+        signal.setitimer(signal.ITIMER_REAL, time_limit)
     try:
         return {"status": "ok", "reason": "", **measure_case(*args)}
+    except CaseTimeout as exc:
+        return {"status": "timeout", "reason": str(exc)}
     except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded row
         status = "unsupported" if type(exc).__name__ == "VariantUnsupported" else "error"
         return {"status": status, "reason": f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]}
+    finally:
+        if time_limit:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
 
 
 def _environment(dtype: str) -> dict:
@@ -218,8 +242,8 @@ def run(specs: Sequence[ConfigSpec], out: Path, algorithms: Sequence[str], varia
         persistent_cache: bool = False, in_process: bool = False, pymdp: bool = True) -> dict[str, int]:
     """Every (configuration, algorithm, candidate) in its own process; rows appended to ``out``.
     ``persistent_cache``: leave JAX's persistent compilation cache as the environment sets it (fills it).
-    ``in_process``: run the cases in this process instead (for a caller that starts one process per case; no time
-    limit here). ``pymdp``: measure pymdp first in each (configuration, algorithm)."""
+    ``in_process``: run the cases in this process instead (for a caller that starts a process per configuration and
+    algorithm; the time limit stops Python code at once, a compile in XLA when it returns). ``pymdp``: measure pymdp first in each (configuration, algorithm)."""
     env = _environment(dtype)
     done = _read_done(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -238,14 +262,15 @@ def run(specs: Sequence[ConfigSpec], out: Path, algorithms: Sequence[str], varia
                         continue
                     before = _loadavg()
                     args = (spec, cache, algorithm, variant, horizon, num_iter, dtype, hlo)
-                    got = run_in_process(args) if in_process else run_case(args, case_time_limit, persistent_cache)
+                    got = (run_in_process(args, case_time_limit) if in_process
+                           else run_case(args, case_time_limit, persistent_cache))
                     row = {"config_id": spec.config_id, "stratum": spec.stratum, "F": spec.F, "M": spec.M,
                            "a_elements": sum(spec.a_elements()), "algorithm": algorithm, "variant": variant,
                            "isolation": ("in process" if in_process else "process")
                            + (", persistent cache" if persistent_cache or in_process else ""),
                            "loadavg_before": before, "loadavg_after": _loadavg(),
                            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), **env, **got}
-                    for k in ("build_s", "first_call_s", "lower_s", "compile_s"):
+                    for k in ("build_s", "first_call_s", "second_call_s", "lower_s", "compile_s"):
                         if isinstance(row.get(k), float):
                             row[k] = round(row[k], 4)
                     writer.writerow(row)

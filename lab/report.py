@@ -102,7 +102,7 @@ def summary_rows(rat: dict, status: dict) -> list[dict]:
             st = [c.get(v) for c in status.get(alg, {}).values() if v in c]
             rows.append({
                 "algorithm": alg, "variant": v, "configs": len(r),
-                "skipped": sum(s in ("skipped_memory", "skipped_compile", "unsupported") for s in st),
+                "skipped": sum(s in ("skipped_memory", "skipped_compile", "skipped_time", "unsupported") for s in st),
                 "failed": sum(s in ("timeout", "error") for s in st),
                 "median_ratio": float(np.median(r)) if len(r) else float("nan"),
                 "p5_ratio": float(np.percentile(r, 5)) if len(r) else float("nan"),

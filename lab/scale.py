@@ -13,8 +13,9 @@ host CPU, timed round-robin per (configuration, algorithm). Four phases share on
    rows (``compile_<tag>.csv``) are the device's first-call times, measured side by side. At the deadline every one
    of these processes still running is killed with its process group; the rows it wrote stay.
 3. **time**: ``bench`` in one process: a candidate whose first call did not finish in phase 2 gets a row
-   ``skipped_compile`` that says so (a refusal or an error there: that row), instead of compiling here; the others
-   load their programs from the cache. No (configuration, algorithm) group starts after the time kept for phase 4.
+   ``skipped_compile`` that says so (a refusal or an error there: that row; a call too slow to time within the case
+   limit, as fused_cuda in the CUDA simulator on a large model: ``skipped_time``), instead of compiling here; the
+   others load their programs from the cache. No (configuration, algorithm) group starts after the time kept for phase 4.
 4. **report**: ``report`` (``summary_<tag>.md``, ``violin_<tag>.png``, ``params_vs_latency_<tag>.png``) and the
    crossover table (``crossover_<tag>.md``), from ``sweep_<tag>.csv``; ``run_<tag>.txt`` holds each phase's wall time.
 
@@ -24,7 +25,7 @@ numpy.vstack``), and this process sets it too.
 
     python -m lab scale --out-dir benchmarks --tag scale_nvidia_h200        # on the GPU host: about 8 minutes
     JAX_PLATFORMS=cpu NUMBA_ENABLE_CUDASIM=1 python -m lab scale --tag scale_rehearsal_cpu --ids c0690 c0771 \
-        --algorithms fpi mmp --minutes 30 --compile-seconds 900        # a rehearsal of the same phases on a CPU
+        c0459 --algorithms fpi mmp --minutes 50 --compile-seconds 1800 --compile-case-limit 400 --jobs 2  # a CPU rehearsal
 """
 from __future__ import annotations
 
@@ -54,9 +55,13 @@ DEFAULT_MODALITIES = (25, 125)
 DEFAULT_MIN_TOTAL_A = 100_000
 DEFAULT_MINUTES = 8.0
 DEFAULT_COMPILE_SECONDS = 210.0
+DEFAULT_COMPILE_CASE_LIMIT = 150.0
 REPORT_SECONDS = 45.0  # kept for phase 4
 MIN_GROUP_SECONDS = 4.0  # below this per (configuration, algorithm) the timed phase would not finish
 SKIPPED = "skipped_compile"
+#: A case of the timed phase makes at least this many calls (first, warm-up, the round-robin's minimum rounds): a
+#: candidate whose one call takes over its case limit over this is skipped (``skipped_time``).
+CALLS_PER_CASE = 10
 
 
 @dataclass
@@ -97,25 +102,22 @@ def select(cache: Path, ids: Optional[Sequence[str]], modalities: Sequence[int],
     except FileNotFoundError:
         specs = generate_specs()
         write_index(specs, cache, {})
-    if ids:
-        by_id = {s.config_id: s for s in specs}
-        unknown = [i for i in ids if i not in by_id]
-        if unknown:
-            raise SystemExit(f"--ids: no such configuration {', '.join(unknown)}")
-        chosen = [by_id[i] for i in ids]
-    else:
-        pool = [s for s in specs if s.M in set(modalities) and sum(s.a_elements()) >= min_total_a]
-        chosen = harness.stratified_subset(pool, per_stratum, seed=seed)
+    chosen = harness.select_configs(argparse.Namespace(
+        ids=ids, max_total_a=None, min_total_a=None if ids else min_total_a, modalities=None if ids else modalities,
+        max_fm=None, exclude=None, per_stratum=None if ids else per_stratum, subset_seed=seed, limit=None, shard=None),
+        specs)
     for spec in chosen:
         load_or_build(spec, cache)
     return chosen
 
 
 def compile_phase(specs: Sequence[ConfigSpec], algorithms: Sequence[str], variants: Sequence[str], cache: Path,
-                  folder: Path, jobs: int, deadline: float, env: dict, horizon: int, num_iter: int) -> list[dict]:
+                  folder: Path, jobs: int, deadline: float, env: dict, horizon: int, num_iter: int,
+                  case_limit: float) -> list[dict]:
     """Every candidate's first call: one process per (configuration, algorithm), ``jobs`` at once, each measuring its
-    candidates in ``compile_order`` and writing a row as each one finishes; the processes still running at
-    ``deadline`` are killed with their process groups. Returns the rows written (``compile_times.COLUMNS``)."""
+    candidates in ``compile_order`` and writing a row as each one finishes (a candidate over ``case_limit`` seconds:
+    a ``timeout`` row); the processes still running at ``deadline`` are killed with their process groups. Returns
+    the rows written (``compile_times.COLUMNS``)."""
     folder.mkdir(parents=True, exist_ok=True)
     queue = [(spec, alg) for spec in specs for alg in algorithms]
     order = compile_order(variants)
@@ -129,7 +131,8 @@ def compile_phase(specs: Sequence[ConfigSpec], algorithms: Sequence[str], varian
                 outs.append(out)
                 cmd = [sys.executable, "-m", "lab", "compile-times", "--in-process", "--no-pymdp", "--no-hlo", "--quiet",
                        "--cache", str(cache), "--ids", spec.config_id, "--algorithms", alg, "--variants", *order,
-                       "--horizon", str(horizon), "--num-iter", str(num_iter), "--out", str(out)]
+                       "--horizon", str(horizon), "--num-iter", str(num_iter), "--case-time-limit", str(case_limit),
+                       "--out", str(out)]
                 with (folder / f"{out.stem}.log").open("w") as log:
                     running.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                                     start_new_session=True))
@@ -159,9 +162,11 @@ def compile_order(variants: Sequence[str]) -> list[str]:
 
 
 def skips(specs: Sequence[ConfigSpec], algorithms: Sequence[str], variants: Sequence[str], rows: Sequence[dict],
-          compile_seconds: float) -> dict[tuple[str, str, str], tuple[str, str]]:
+          compile_seconds: float, call_limit: float) -> dict[tuple[str, str, str], tuple[str, str]]:
     """(config, algorithm, candidate) -> (status, reason) for every candidate phase 3 must not build: its first call
-    did not finish in phase 2 (``skipped_compile``), or phase 2 recorded a refusal or an error."""
+    did not finish in phase 2 (``skipped_compile``), one call after it took over ``call_limit`` seconds
+    (``skipped_time``: the round-robin could not time it in its case limit), or phase 2 recorded a refusal or an
+    error."""
     got = {(r["config_id"], r["algorithm"], r["variant"]): r for r in rows}
     out = {}
     for spec in specs:
@@ -173,6 +178,9 @@ def skips(specs: Sequence[ConfigSpec], algorithms: Sequence[str], variants: Sequ
                                                             f"{compile_seconds:.0f} s compile phase")
                 elif r["status"] != "ok":
                     out[spec.config_id, alg, v] = (r["status"], f"compile phase: {r['reason']}")
+                elif float(r.get("second_call_s") or 0.0) > call_limit:
+                    out[spec.config_id, alg, v] = ("skipped_time", f"one call took {float(r['second_call_s']):.1f} s "
+                                                                   f"in the compile phase, over {call_limit:.1f} s")
     return out
 
 
@@ -199,7 +207,7 @@ def run(args) -> Budget:
     compile_deadline = min(t + args.compile_seconds, budget.deadline - REPORT_SECONDS)
     work = Path(args.work_dir) / "compile"
     rows = compile_phase(specs, args.algorithms, args.variants, args.cache, work, args.jobs, compile_deadline, env,
-                         args.horizon, args.num_iter)
+                         args.horizon, args.num_iter, args.compile_case_limit)
     compile_times_csv = out_dir / f"compile_{tag}.csv"
     with compile_times_csv.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=compile_times.COLUMNS, extrasaction="ignore")
@@ -223,7 +231,8 @@ def run(args) -> Budget:
     limits = harness.SweepLimits(case_time_limit=args.case_time_limit, max_minutes=max(left, 0.0) / 60.0)
     counts = harness.run_sweep(specs, sweep, args.algorithms, list(args.variants), args.horizon, args.num_iter,
                                settings, limits, progress=False,
-                               skip=skips(specs, args.algorithms, args.variants, rows, args.compile_seconds))
+                               skip=skips(specs, args.algorithms, args.variants, rows, args.compile_seconds,
+                                          args.case_time_limit / CALLS_PER_CASE))
     budget.done("time", t)
     print(f"time: {counts} in {time.monotonic() - t:.0f} s (round-robin at most {max_time:.2f} s per group) -> "
           f"{sweep}", flush=True)
@@ -261,6 +270,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="candidates beside pymdp, in compile order (default: %(default)s)")
     p.add_argument("--minutes", type=float, default=DEFAULT_MINUTES, help="the whole run's wall-clock budget")
     p.add_argument("--compile-seconds", type=float, default=DEFAULT_COMPILE_SECONDS, help="phase 2's budget")
+    p.add_argument("--compile-case-limit", type=float, default=DEFAULT_COMPILE_CASE_LIMIT,
+                   help="phase 2: seconds one candidate's first call may take before it is stopped (a timeout row)")
     p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)), help="phase 2's processes at once")
     p.add_argument("--rounds", type=int, default=30, help="round-robin rounds per group (at most)")
     p.add_argument("--case-time-limit", type=float, default=60.0, help="phase 3: seconds per case before it is killed")

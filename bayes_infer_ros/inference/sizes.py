@@ -80,10 +80,10 @@ def size_sorted_axes(structure: ModelStructure) -> tuple[tuple[int, ...], ...]:
     """Per modality, its lagging axes ordered by decreasing size (stable; ties keep pymdp's order).
 
     Beyond the paper, exact: the order is a relabelling of each A-tensor's axes, carried through the
-    looped marginalisation via ``ll_dependencies`` (no transpose at run time). Two wins, measured on an
-    F=10, M=25 model: padding to per-axis maxima wastes far less when large axes line up with large
-    axes (hybrid: 133M -> 10M stored elements), and the per-modality marginal contractions run about
-    1.5x faster on CPU with the large axis leading. Used by all six hybrid variants.
+    marginalisation by the marginal groups' dependency lists (no transpose at run time). Padding to per-axis
+    maxima wastes far less when large axes line up with large axes (measured on an F=10, M=25 model, hybrid:
+    133M -> 10M stored elements), and so do the marginal groups (``modality_groups``). Used by all six hybrid
+    variants and the fused family's higher-order term.
     """
     ns = structure.num_states
     return tuple(tuple(sorted(range(len(d)), key=lambda j: (-ns[d[j]], j))) for d in structure.A_dependencies)

@@ -49,13 +49,19 @@ def test_rehearsal_runs_every_phase_and_writes_every_file(tmp_path, repo_root):
 
 def test_candidates_without_a_finished_compile_are_skipped_with_the_reason():
     """A candidate whose first call has no row gets ``skipped_compile`` naming the phase's budget; a refusal keeps its
-    status and reason; a compiled one is built (no entry)."""
+    status and reason; one whose second call took over the limit is ``skipped_time``; a compiled one is built (no
+    entry)."""
     spec = generate_specs()[2]
-    rows = [{"config_id": spec.config_id, "algorithm": "fpi", "variant": "pymdp", "status": "ok", "reason": ""},
+    rows = [{"config_id": spec.config_id, "algorithm": "fpi", "variant": "pymdp", "status": "ok", "reason": "",
+             "second_call_s": "0.01"},
             {"config_id": spec.config_id, "algorithm": "fpi", "variant": "end_to_end", "status": "unsupported",
-             "reason": "VariantUnsupported: too large"}]
-    got = scale.skips([spec], ["fpi"], ["end_to_end", "hybrid_block"], rows, 200)
-    assert set(got) == {(spec.config_id, "fpi", "end_to_end"), (spec.config_id, "fpi", "hybrid_block")}
+             "reason": "VariantUnsupported: too large"},
+            {"config_id": spec.config_id, "algorithm": "fpi", "variant": "fused_cuda", "status": "ok", "reason": "",
+             "second_call_s": "30.5"}]
+    got = scale.skips([spec], ["fpi"], ["end_to_end", "hybrid_block", "fused_cuda"], rows, 200, 6.0)
+    assert set(got) == {(spec.config_id, "fpi", v) for v in ("end_to_end", "hybrid_block", "fused_cuda")}
+    assert got[spec.config_id, "fpi", "fused_cuda"] == ("skipped_time", "one call took 30.5 s in the compile phase, "
+                                                                        "over 6.0 s")
     assert got[spec.config_id, "fpi", "end_to_end"] == ("unsupported", "compile phase: VariantUnsupported: too large")
     status, reason = got[spec.config_id, "fpi", "hybrid_block"]
     assert status == "skipped_compile" and "200 s compile phase" in reason

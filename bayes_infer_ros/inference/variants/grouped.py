@@ -33,6 +33,7 @@ Array = jax.Array
 
 __all__ = ["ModalityGroup", "GroupedMarginals"]
 
+
 @dataclass(frozen=True)
 class ModalityGroup:
     """Same-rank modalities whose messages run as one batched contraction (static only).
@@ -78,10 +79,6 @@ class GroupedMarginals:
     def n_max(self) -> int:
         return max(self.num_states)
 
-    def member_shapes(self, g: ModalityGroup) -> tuple[tuple[int, ...], ...]:
-        """Each member's real lagging shape (size-sorted), inside the group's padded one."""
-        return tuple(tuple(self.num_states[f] for f in d) for d in g.deps)
-
     def slot_targets(self) -> tuple[int, ...]:
         """The factor receiving each (group, member, axis) contribution, in the order ``marginals_padded`` stacks them."""
         return tuple(f for g in self.groups for d in g.deps for f in d)
@@ -101,7 +98,7 @@ class GroupedMarginals:
             if g.rank == 1:
                 msgs = [x]
             else:
-                # (M_g, k, F) 0/1: the posterior of each member's axis j, all axes in one matmul
+                # (M_g, k, F) 0/1: the posterior of each member's axis j, every axis in one product
                 select = np.zeros((M_g, g.rank, F), dtype=np.dtype(Q.dtype))
                 for r, d in enumerate(g.deps):
                     select[r, np.arange(g.rank), np.asarray(d)] = 1.0
