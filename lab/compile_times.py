@@ -6,9 +6,10 @@ the figure), then builds the candidate and makes its first list call on the harn
 
 - ``build_s``: the build (validation, log-tensors, merging, device copies; pymdp: its ``jax.jit`` wrapper);
 - ``first_call_s``: the first call, trace + lower + XLA compile + one run: what a node pays at its first
-  configure without a warm cache; ``second_call_s``: the call after it (one run);
-- ``lower_s`` / ``compile_s``: the same program traced and lowered, then compiled by XLA, timed apart (a second
-  compile after JAX's caches are cleared; ``--no-hlo`` skips it);
+  configure without a warm cache; ``first_call_cpu_s``: the CPU time the process spent in it (every thread),
+  which a loaded machine inflates far less than the wall time; ``second_call_s``: the call after it (one run);
+- ``lower_s`` / ``compile_s`` (``compile_cpu_s``): the same program traced and lowered, then compiled by XLA, timed
+  apart (a second compile after JAX's caches are cleared; ``--no-hlo`` skips it);
 - ``stablehlo_ops``: operations of the lowered program (what the variant's Python emits: it grows when a
   variant unrolls per modality), ``hlo_ops``: instructions of XLA's optimised HLO (every computation, fused
   bodies included, parameters, constants and tuples left out).
@@ -52,9 +53,9 @@ DEFAULT_ALGORITHMS = ("fpi", "vmp", "mmp")
 DEFAULT_CASE_TIME_LIMIT = 300.0
 COLUMNS = [
     "config_id", "stratum", "F", "M", "a_elements", "algorithm", "variant", "status", "reason", "build_s",
-    "first_call_s", "second_call_s", "lower_s", "compile_s", "stablehlo_ops", "hlo_ops", "param_count", "isolation",
-    "loadavg_before", "loadavg_after", "machine", "cpu_count", "jax", "jaxlib", "backend", "device", "dtype",
-    "timestamp",
+    "first_call_s", "first_call_cpu_s", "second_call_s", "lower_s", "compile_s", "compile_cpu_s", "stablehlo_ops",
+    "hlo_ops", "param_count", "isolation", "loadavg_before", "loadavg_after", "machine", "cpu_count", "jax", "jaxlib",
+    "backend", "device", "dtype", "timestamp",
 ]
 KEY = ("config_id", "algorithm", "variant", "backend", "dtype")
 # XLA instructions that compute nothing (left out of ``hlo_ops``)
@@ -117,9 +118,9 @@ def measure_case(spec: ConfigSpec, cache: Optional[str], algorithm: str, variant
         args = (A, obs, prior) if algorithm == "fpi" else (A, B, obs, prior, actions)
         row["param_count"] = sum(spec.a_elements())
         row["build_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         block(fn(*args))
-        row["first_call_s"] = time.perf_counter() - t0
+        row["first_call_s"], row["first_call_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
         t0 = time.perf_counter()
         block(fn(*args))
         row["second_call_s"] = time.perf_counter() - t0
@@ -133,9 +134,9 @@ def measure_case(spec: ConfigSpec, cache: Optional[str], algorithm: str, variant
         row["build_s"] = time.perf_counter() - t0
         row["param_count"] = int(parameter_counts(model, variants=[chosen])[chosen])
         call = (obs, prior) if algorithm == "fpi" else (obs, prior, actions)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         block(engine(*call))
-        row["first_call_s"] = time.perf_counter() - t0
+        row["first_call_s"], row["first_call_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
         t0 = time.perf_counter()
         block(engine(*call))
         row["second_call_s"] = time.perf_counter() - t0
@@ -146,9 +147,9 @@ def measure_case(spec: ConfigSpec, cache: Optional[str], algorithm: str, variant
         lowered = lower()
         row["lower_s"] = time.perf_counter() - t0
         row["stablehlo_ops"] = stablehlo_op_count(lowered.as_text())
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         compiled = lowered.compile()
-        row["compile_s"] = time.perf_counter() - t0
+        row["compile_s"], row["compile_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
         row["hlo_ops"] = hlo_op_count(compiled.as_text())
     return row
 
@@ -270,7 +271,8 @@ def run(specs: Sequence[ConfigSpec], out: Path, algorithms: Sequence[str], varia
                            + (", persistent cache" if persistent_cache or in_process else ""),
                            "loadavg_before": before, "loadavg_after": _loadavg(),
                            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), **env, **got}
-                    for k in ("build_s", "first_call_s", "second_call_s", "lower_s", "compile_s"):
+                    for k in ("build_s", "first_call_s", "first_call_cpu_s", "second_call_s", "lower_s", "compile_s",
+                              "compile_cpu_s"):
                         if isinstance(row.get(k), float):
                             row[k] = round(row[k], 4)
                     writer.writerow(row)
