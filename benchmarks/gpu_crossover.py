@@ -1,91 +1,17 @@
-"""Per algorithm and configuration of a GPU sweep: pymdp on the GPU, the best GPU candidate (every JAX variant and
-fused_cuda), fused_numba on the host CPU, and the crossover: the smallest parameter count above which the best GPU
-candidate beats the host CPU on every measured configuration. Where the sweep timed ``auto`` (the node's device and
-variant decision, ``bench --variants ... auto``), its pick and its time over the fastest (device, variant) of the row.
+"""The crossover table of a GPU sweep: pymdp on the GPU, the best GPU candidate, fused_numba on the host CPU, and
+the model size from which the GPU wins (``lab/crossover.py``).
 
     python benchmarks/gpu_crossover.py benchmarks/sweep_<device>.csv [--metric time_s] > benchmarks/crossover_<device>.md
-
-Rows with a status other than ok are left out. The sweep's rows are round-robin timings from one process per
-(configuration, algorithm), so the three columns of a line were measured side by side.
 """
 from __future__ import annotations
 
-import argparse
-import csv
-import math
 import sys
-from collections import defaultdict
+from pathlib import Path
 
-HOST = {"fused_numba"}  # candidates that run on the host CPU in a GPU sweep
-AUTO = "auto"  # the node's decision: not a candidate, compared with the best one
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from lab.crossover import crossover, main, render, table  # noqa: E402
 
-
-def _f(x: str) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def table(rows: list[dict], metric: str) -> dict:
-    """(algorithm, config_id) -> {"params": int, "pymdp": s, "gpu": (variant, s), "cpu": s}."""
-    out: dict = defaultdict(dict)
-    for r in rows:
-        if r.get("status") != "ok" or not math.isfinite(_f(r.get(metric))):
-            continue
-        key = (r["algorithm"], r["config_id"])
-        cell, t, v = out[key], _f(r[metric]), r["variant"]
-        if v == "pymdp":
-            cell["pymdp"] = t
-            cell["params"] = int(_f(r.get("param_count")))
-        elif v == AUTO:
-            cell["auto"] = (r.get("reason", "").replace("chose ", ""), t)
-        elif v in HOST:
-            cell["cpu"] = t
-        elif "gpu" not in cell or t < cell["gpu"][1]:
-            cell["gpu"] = (v, t)
-    return out
-
-
-def crossover(cells: list[tuple[int, dict]]) -> str:
-    """The smallest parameter count from which on the best GPU candidate beats the host CPU on every larger
-    configuration measured (``none``: the CPU wins the largest one)."""
-    cells = sorted((p, c) for p, c in cells if "gpu" in c and "cpu" in c)
-    wins = [c["gpu"][1] < c["cpu"] for _, c in cells]
-    if not wins or not wins[-1]:
-        return "none (the host CPU wins the largest configuration)"
-    k = len(wins)
-    while k > 0 and wins[k - 1]:
-        k -= 1
-    return f"{cells[k][0]:,} parameters ({'every configuration' if k == 0 else f'above {cells[k - 1][0]:,}'})"
-
-
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("csv")
-    p.add_argument("--metric", default="time_s", help="time_s (p10 over rounds) or median_s")
-    args = p.parse_args()
-    with open(args.csv, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    tab = table(rows, args.metric)
-    devices = sorted({r.get("device", "") for r in rows})
-    loads = sorted(_f(r.get("loadavg")) for r in rows if math.isfinite(_f(r.get("loadavg"))))
-    print(f"# GPU vs host CPU ({args.metric}); device {', '.join(devices)}; "
-          f"load average {loads[0] if loads else math.nan:.1f}-{loads[-1] if loads else math.nan:.1f}\n")
-    for alg in sorted({a for a, _ in tab}):
-        cells = sorted(((c.get("params", 0), c, cid) for (a, cid), c in tab.items() if a == alg), key=lambda x: x[0])
-        print(f"## {alg}\n\n| config | params | pymdp (GPU) ms | best GPU | ms | x pymdp | fused_numba (CPU) ms | GPU / CPU "
-              "| auto's pick | auto / fastest |")
-        print("|---|---:|---:|---|---:|---:|---:|---:|---|---:|")
-        for params, c, cid in cells:
-            g, t = c.get("gpu", ("-", math.nan))
-            pm, cpu = c.get("pymdp", math.nan), c.get("cpu", math.nan)
-            pick, ta = c.get("auto", ("-", math.nan))
-            print(f"| {cid} | {params:,} | {pm * 1e3:.3f} | {g} | {t * 1e3:.3f} | {pm / t:.2f} | {cpu * 1e3:.3f} | "
-                  f"{t / cpu:.2f} | {pick} | {ta / min(t, cpu):.2f} |")
-        print(f"\ncrossover ({alg}): {crossover([(pp, c) for pp, c, _ in cells])}\n")
-    return 0
-
+__all__ = ["crossover", "main", "render", "table"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

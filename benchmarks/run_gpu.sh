@@ -3,9 +3,12 @@
 # variant in one run, time-boxed), the default model's kernels per tick under Nsight Compute, and a round-robin
 # latency table of the default model. Writes under ${OUT:-benchmarks/gpu_out}.
 # Needs jax with CUDA, pymdp 1.0.4 and (for fused_numba, a host-CPU variant) numba.
-# STEPS (default "profile latency bench") picks the steps; each fits one 10-minute device call. The GPU sweep of
-# the M = 25 and M = 125 strata (pymdp and the JAX variants on the GPU, fused_cuda, fused_numba on the host CPU, auto,
-# round-robin per configuration and algorithm) is
+# STEPS (default "profile latency bench") picks the steps; each fits one 10-minute device call. The paper's scale in
+# one device call (python -m lab scale: the M = 25 and M = 125 configurations above 1e5 parameters, pymdp, the merged
+# variants, fused_cuda and auto on the GPU, fused_numba on the host CPU, round-robin per configuration and algorithm;
+# compiles, timings, summary, plots and crossover table in at most SCALE_MINUTES, default 8) is
+#   OUT=$OUT STEPS=scale bash benchmarks/run_gpu.sh       # 8 files under $OUT: *_scale_<device>.*
+# The older two-call sweep of the same strata is
 #   STEPS="latency warm sweep report agents" bash benchmarks/run_gpu.sh      # rerun "sweep" to resume
 # IDS overrides the configurations, AGENT_ARGS the agents step's options. The CPU check of the steps (JAX on the CPU,
 # fused_cuda in numba's CUDA simulator; not GPU results):
@@ -92,6 +95,12 @@ if [[ " $STEPS " == *" report "* ]]; then
 # 5. Summary, violins and params-vs-latency of the sweep; the GPU / host CPU table and the crossover per algorithm
 python3 -m lab report "$OUT/sweep_$dev.csv" --tag "$dev" --out-dir "$OUT"
 python3 benchmarks/gpu_crossover.py "$OUT/sweep_$dev.csv" | tee "$OUT/crossover_$dev.md"
+fi
+if [[ " $STEPS " == *" scale "* ]]; then
+# 7. The paper's scale in one call: every phase under one deadline (lab/scale.py); numpy >= 2.5 gets numpy.row_stack
+#    back for numba-cuda through lab/numpy_compat/sitecustomize.py on every process's PYTHONPATH (lab scale adds it)
+  timeout -k 10 $(( ${SCALE_MINUTES:-8} * 60 + 60 )) python3 -m lab scale --out-dir "$OUT" --tag "scale_$dev" \
+      --minutes "${SCALE_MINUTES:-8}" --work-dir /tmp/bayes_scale ${SCALE_ARGS:-}
 fi
 if [[ " $STEPS " == *" agents "* ]]; then
 # 6. Many agents in one call: agent-ticks per second of the default model, b = 1 .. 10000, host CPU and GPU

@@ -10,6 +10,8 @@ COMMANDS = {
     "generate": ("generator", "generate the paper's POMDP configurations into a cache"),
     "bench": ("harness", "benchmark every variant x algorithm vs pymdp (resumable CSV)"),
     "bench-variants": ("variants_benchmark", "the dozen-model variants benchmark"),
+    "compile-times": ("compile_times", "first-call (compile) times of pymdp and every JAX variant, one process each"),
+    "scale": ("scale", "the paper's scale in one run: compiles, round-robin timings, reports, one deadline"),
     "report": ("report", "plots and summary tables from benchmark CSVs"),
     "readme-tables": ("readme_tables", "rewrite (or --check) the generated tables of README, benchmarks/README, docs"),
     "bench-unseen": ("unseen_benchmark", "variant: auto against baseline on models the autotuner never saw"),

@@ -331,7 +331,7 @@ class CaseRunner:
         t0 = time.perf_counter()
         variant = case.variant
         if variant == AUTO:
-            engine, variant, row["reason"] = _auto_engine(case, model, s.tau)
+            engine, variant, row["reason"] = auto_engine(case, model, s.tau)
         else:
             engine = self._builder(case.algorithm, model.A, model.A_dependencies, model.B, model.B_dependencies,
                                    variant=variant, num_iter=case.num_iter, tau=s.tau)
@@ -356,7 +356,7 @@ class CaseRunner:
         return _Prepared(row, lambda: engine(*list_args), packed)
 
 
-def _auto_engine(case: Case, model, tau: float) -> tuple[Any, str, str]:
+def auto_engine(case: Case, model, tau: float) -> tuple[Any, str, str]:
     """The node's ``auto`` decision for ``case`` (every device here, verify step on, no decision cache): (engine,
     chosen variant, "chose <variant>@<platform>")."""
     config = EngineConfig(case.algorithm, "auto", case.num_iter, tau, case.horizon, AUTO_VERIFY_TOP_K, "auto")
@@ -505,10 +505,13 @@ def run_sweep(
     retry_failed: bool = False,
     progress: bool = True,
     include_pymdp: bool = True,
+    skip: Optional[dict[tuple[str, str, str], tuple[str, str]]] = None,
 ) -> dict:
     """Run (or resume) a sweep; returns counts by status. Rows are appended to ``out_csv`` as they finish.
 
     ``limits``: the memory budget, the case time limit and the time box (:class:`SweepLimits`).
+    ``skip``: (config_id, algorithm, variant) -> (status, reason) of cases recorded without being built (e.g. a
+    compile that did not fit a time budget).
     """
     settings = settings or Settings(cache=str(DEFAULT_CACHE))
     limits = limits or SweepLimits()
@@ -550,9 +553,14 @@ def run_sweep(
                     "algorithm": case.algorithm, "variant": case.variant, "horizon": case.horizon,
                     "num_iter": case.num_iter, "est_peak_elements": peak}
                 refused = _over_budget(case.variant, spec, budget, itemsize, est)
+                skipped = (skip or {}).get((spec.config_id, case.algorithm, case.variant))
                 if refused:
                     rows[case.variant] = {"status": "skipped_memory", "reason": refused,
                                           "param_count": est.get(case.variant, ""), "param_count_source": "estimate"}
+                elif skipped:
+                    count = est["baseline"] if case.variant == PYMDP else est.get(case.variant, "")
+                    rows[case.variant] = {"status": skipped[0], "reason": skipped[1], "param_count": count,
+                                          "param_count_source": "estimate"}
                 else:
                     runnable.append(case)
             if runnable:
@@ -605,6 +613,10 @@ def select_configs(args, specs: Sequence[ConfigSpec]) -> list[ConfigSpec]:
         specs = [by_id[i] for i in dict.fromkeys(args.ids)]
     if args.max_total_a is not None:
         specs = [s for s in specs if sum(s.a_elements()) <= args.max_total_a]
+    if args.min_total_a is not None:
+        specs = [s for s in specs if sum(s.a_elements()) >= args.min_total_a]
+    if args.modalities:
+        specs = [s for s in specs if s.M in set(args.modalities)]
     if args.max_fm is not None:
         specs = [s for s in specs if s.F <= args.max_fm and s.M <= args.max_fm]
     if args.exclude:
@@ -652,6 +664,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--per-stratum", type=int, help="stratified subset: N configs per (F, M, regime)")
     p.add_argument("--subset-seed", type=int, default=0)
     p.add_argument("--max-total-a", type=int, help="drop configs whose total A size exceeds this")
+    p.add_argument("--min-total-a", type=int, help="drop configs whose total A size is below this")
+    p.add_argument("--modalities", type=int, nargs="+", help="only configs with one of these M")
     p.add_argument("--max-fm", type=int, help="drop configs with more factors or modalities than this")
     p.add_argument("--exclude", nargs="+", help="config ids to leave out")
     p.add_argument("--limit", type=int)

@@ -450,7 +450,69 @@ H200_LATENCY = (("pymdp (GPU)", "pymdp", "pymdp"), ("fused_dense (GPU)", "fused_
                 ("fused_numba (host CPU)", "fused_numba", "fused_numba"))
 
 
+COMPILE_COLUMNS = ("pymdp", "baseline", "hybrid", "clustered_hybrid", "hybrid_block", "clustered_hybrid_block",
+                   "clustered_end_to_end", "fused_dense", "fused_pairwise")
+_SHORT_STATUS = {"unsupported": "refused", "timeout": "timeout", "error": "error"}
+
+
+def _first_call(row: dict | None) -> str:
+    if row is None:
+        return ""
+    if row.get("status") != "ok":
+        return _SHORT_STATUS.get(row.get("status", ""), row.get("status", ""))
+    return f"{float(row['first_call_s']):.1f}"
+
+
+def compile_table(compile_csv: Path, columns: Sequence[str] = COMPILE_COLUMNS) -> str:
+    """``python -m lab compile-times``: the first call (trace + compile + one run, a fresh process each) in seconds,
+    per configuration and algorithm; "refused": the variant does not build the model. The load average is the
+    1-minute one before each case (range over the line's cases)."""
+    rows = _rows(compile_csv)
+    by = {(r["config_id"], r["algorithm"], r["variant"]): r for r in rows}
+    lines = ["| configuration | algorithm | " + " | ".join(columns) + " | load |",
+             "|---|---|" + "---:|" * len(columns) + "---:|"]
+    configs = list(dict.fromkeys(r["config_id"] for r in rows))
+    for cfg in configs:
+        first = next(r for r in rows if r["config_id"] == cfg)
+        for alg in ALGORITHMS:
+            cells = [by.get((cfg, alg, v)) for v in columns]
+            if not any(cells):
+                continue
+            loads = [float(c["loadavg_before"]) for c in cells if c and c.get("loadavg_before")]
+            load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else ""
+            lines.append(f"| {cfg} (F = {first['F']}, M = {first['M']}) | {alg} | "
+                         + " | ".join(_first_call(c) for c in cells) + f" | {load} |")
+    return "\n".join(lines) + "\n"
+
+
+def compile_ab_table(ab_csv: Path) -> str:
+    """``benchmarks/compile_ab.py``: each case's first call, XLA compile and optimised-HLO operations before -> after
+    (the two revisions' cases back to back, fresh processes)."""
+    rows = _rows(ab_csv)
+    revisions = list(dict.fromkeys(r["revision"] for r in rows))
+    before, after = revisions[0], revisions[-1]
+    by = {(r["revision"], r["config_id"], r["algorithm"], r["variant"]): r for r in rows}
+    lines = ["| configuration | algorithm | variant | first call s | XLA compile s | HLO operations | load |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for cfg, alg, v in dict.fromkeys((r["config_id"], r["algorithm"], r["variant"]) for r in rows):
+        b, a = by.get((before, cfg, alg, v)), by.get((after, cfg, alg, v))
+        if b is None or a is None:
+            continue
+
+        def pair(key: str, fmt: str) -> str:
+            if b.get("status") != "ok" or a.get("status") != "ok":
+                return f"{_first_call(b)} -> {_first_call(a)}"
+            return f"{float(b[key]):{fmt}} -> {float(a[key]):{fmt}}"
+
+        load = f"{float(b['loadavg_before']):.1f} / {float(a['loadavg_before']):.1f}"
+        lines.append(f"| {cfg} (M = {a['M']}) | {alg} | {v} | {pair('first_call_s', '.1f')} | "
+                     f"{pair('compile_s', '.1f')} | {pair('hlo_ops', '.0f')} | {load} |")
+    return "\n".join(lines) + "\n"
+
+
 TABLES: dict[str, Callable[[Path], str]] = {
+    "compile_times": lambda d: compile_table(d / "compile_times_cpu.csv"),
+    "compile_ab": lambda d: compile_ab_table(d / "compile_ab_cpu.csv"),
     "gpu_latency_h200": lambda d: gpu_latency_table(d / "default_model_latency_fused_cuda_nvidia_h200.txt",
                                                     H200_LATENCY),
     "agents_throughput_h200": lambda d: agents_table(d / "agents_throughput_nvidia_h200.csv"),

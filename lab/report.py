@@ -3,8 +3,9 @@
 - ``violin_<tag>.png``: latency ratios (pymdp latency / variant latency; > 1 is a speedup) per variant, one
   panel per algorithm, the autotuner as the last violin (out-of-fold choices from ``autotune-train
   --report-dir``, so the autotuner is never scored on configurations it was trained on).
-- ``params_vs_latency_<tag>.png``: parameter count vs latency, pymdp -> autotuned variant, one arrow per
-  configuration (a uniform sample of at most 50, as in the paper).
+- ``params_vs_latency_<tag>.png``: parameter count vs latency, pymdp -> autotuned variant (the autotuner's
+  out-of-fold choice, else the sweep's own ``auto`` row, else the fastest variant), one arrow per configuration (a
+  uniform sample of at most 50, as in the paper).
 - ``summary_<tag>.csv`` / ``.md``: per algorithm and variant, how many configurations ran, were skipped, and
   the median, p5 and max ratio, plus the fraction slower than pymdp.
 
@@ -24,7 +25,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from bayes_infer_ros.inference import ALGORITHMS, VARIANTS
-from lab.harness import PYMDP, read_rows
+from lab.harness import AUTO, PYMDP, read_rows
 
 ORDER = list(VARIANTS)
 AUTOTUNER = "autotuner"
@@ -101,7 +102,7 @@ def summary_rows(rat: dict, status: dict) -> list[dict]:
             st = [c.get(v) for c in status.get(alg, {}).values() if v in c]
             rows.append({
                 "algorithm": alg, "variant": v, "configs": len(r),
-                "skipped": sum(s in ("skipped_memory", "unsupported") for s in st),
+                "skipped": sum(s in ("skipped_memory", "skipped_compile", "skipped_time", "unsupported") for s in st),
                 "failed": sum(s in ("timeout", "error") for s in st),
                 "median_ratio": float(np.median(r)) if len(r) else float("nan"),
                 "p5_ratio": float(np.percentile(r, 5)) if len(r) else float("nan"),
@@ -176,6 +177,8 @@ def plot_params_vs_latency(lat: dict, params: dict, choices: dict, path: Path, t
         pts = []
         for cfg, by_v in lat[alg].items():
             chosen = choices.get((alg, cfg), {}).get(AUTOTUNER)
+            if chosen is None and AUTO in by_v:  # the sweep timed the node's decision itself
+                chosen = AUTO
             if chosen is None:  # no autotuner output: the fastest measured variant
                 cands = {v: t for v, t in by_v.items() if v != PYMDP}
                 chosen = min(cands, key=cands.get) if cands else None

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.inference import ALGORITHMS, build_inference
+from lab.compile_times import stablehlo_op_count
 from oracle import Case, max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, structured_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
 
@@ -215,3 +216,43 @@ def assert_tick_matches_pymdp(case: Case, action: np.ndarray, variant: str, num_
     atol = FLOAT32_ATOL if dtype == np.float32 else FLOAT64_ATOL
     assert max_abs_diff(engine.layout.split_states(q), want) <= atol
     assert max_abs_diff(engine.layout.split_states(nxt), want_next) <= atol
+
+
+# Many modalities of a few shapes (ranks 1 to 4), each shape repeated ``copies`` times: the merged variants' programs
+# hold one operation per group of same-shaped modalities, so doubling the copies must not grow them.
+MANY_STATES = (3, 4, 2, 3, 2)
+MANY_SHAPES = ([0], [1], [1, 2], [3, 0], [2, 3, 4], [1, 0, 4, 3])
+
+
+def many_modalities(copies: int) -> tuple:
+    """(num_states, A_deps, num_obs, B_deps, zeros_fraction): 6 * copies modalities in 6 shapes (m_i of 2 to 4)."""
+    deps = [list(d) for _ in range(copies) for d in MANY_SHAPES]
+    return MANY_STATES, deps, tuple(2 + i % 3 for i in range(len(deps))), None, 0.0
+
+
+def assert_many_modalities_match(variant: str, algorithm: str, copies: int = 5) -> None:
+    """A model of 6 * copies modalities (M = 30 by default): float32 beliefs within FLOAT32_ATOL of pymdp's."""
+    case = structured_case(many_modalities(copies), 4000 + ALGORITHMS.index(algorithm), window(algorithm))
+    engine = build(case, algorithm, variant, ITERS[algorithm], TAU)
+    want = pymdp_reference_jit(algorithm, case, ITERS[algorithm], TAU)
+    err = max_abs_diff(engine(case.obs, case.prior, case.actions), want)
+    assert err <= FLOAT32_ATOL, f"{variant}/{algorithm} M={len(case.A)}: {err:.3g}"
+
+
+def program_size(variant: str, algorithm: str, copies: int) -> int:
+    """Operations of the engine's lowered list call (StableHLO) on ``many_modalities(copies)``."""
+    case = structured_case(many_modalities(copies), 4100, window(algorithm))
+    engine = build(case, algorithm, variant, ITERS[algorithm], TAU)
+    return stablehlo_op_count(engine.lower(case.obs, case.prior, case.actions).as_text())
+
+
+def assert_program_size_flat_in_M(variant: str, algorithm: str) -> None:
+    """Doubling the modalities (M = 12 -> 24, the same six shapes) leaves the program within 5% of its size."""
+    small, large = program_size(variant, algorithm, 2), program_size(variant, algorithm, 4)
+    assert large <= 1.05 * small, f"{variant}/{algorithm}: {small} operations at M = 12, {large} at M = 24"
+
+
+def rotated(variants: Sequence[str], shift: int = 0) -> list:
+    """(variant, algorithm) params: variant i runs ALGORITHMS[(i + shift) % 3] by default, the others under ``-m slow``."""
+    return [pytest.param(v, a, marks=() if j == (i + shift) % 3 else (pytest.mark.slow,), id=f"{v}-{a}")
+            for i, v in enumerate(variants) for j, a in enumerate(ALGORITHMS)]

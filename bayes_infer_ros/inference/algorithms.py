@@ -53,6 +53,10 @@ class ListPosteriors:
     def pack(self, xs: Sequence[Array]) -> list[Array]:
         return list(xs)
 
+    def pack_log(self, xs: Sequence[Array]) -> list[Array]:
+        """log_stable of each (…, n_f) array."""
+        return [log_stable(x) for x in xs]
+
     def unpack(self, q: list[Array]) -> list[Array]:
         return q
 
@@ -92,6 +96,10 @@ class PaddedPosteriors:
     def pack(self, xs: Sequence[Array]) -> Array:
         """xs[f]: (..., n_f) -> (..., F, n_max), zero-padded."""
         return pad_states(xs, self.n_max)
+
+    def pack_log(self, xs: Sequence[Array]) -> Array:
+        """log_stable of xs[f] (…, n_f), packed (…, F, n_max) with zeros in the padding: one log, not one per factor."""
+        return jnp.where(self.mask, log_stable(self.pack(xs)), 0.0)
 
     def unpack(self, q: Array) -> list[Array]:
         return unpad_states(q, self.num_states)
@@ -146,7 +154,7 @@ def run_fpi(lik: Any, lik_params: dict, obs: Sequence[Array], prior: Sequence[Ar
         # pymdp's exact one-pass update for single-factor models (num_iter is irrelevant there).
         return [nn.softmax(lik.joint(lik_params, ll) + log_stable(prior[0]), axis=-1)]
     post = posteriors(lik)
-    log_prior = post.pack([log_stable(p) for p in prior])
+    log_prior = post.pack_log(prior)
     if lik.folds_prior:  # the prior is constant over the iterations: one add, once
         message = post.marginals(lik_params, lik.fold_prior(ll, log_prior))
     else:
@@ -189,7 +197,7 @@ def run_sequence(
         ll = jax.tree_util.tree_map(
             lambda x: x * obs_valid.astype(x.dtype).reshape((T,) + (1,) * (x.ndim - 1)), ll
         )
-    ln_prior = post.pack([log_stable(p) for p in prior])
+    ln_prior = post.pack_log(prior)
     messages = post.messages(kind, trans, trans_params, cond, ln_prior, trans_valid)
     marginals = post.window_marginals(lik_params, ll)
 

@@ -247,6 +247,15 @@ class InferenceEngine(Engine):
         acts = self._actions(tuple(obs[0].shape[:-1]), actions)
         return self._call_lists(self._param_buffers, obs, prior, acts, self._valid_steps(valid_steps))
 
+    def lower(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
+              valid_steps: Optional[int] = None) -> jax.stages.Lowered:
+        """The list call's program for these inputs, traced and lowered, not compiled (``.as_text()``: the
+        StableHLO the variant emits; ``.compile().as_text()``: XLA's optimised HLO). Counts as a trace."""
+        obs = [self._input(o) for o in obs]
+        prior = [self._input(p) for p in prior]
+        acts = self._actions(tuple(obs[0].shape[:-1]), actions)
+        return self._call_lists.lower(self._param_buffers, obs, prior, acts, self._valid_steps(valid_steps))
+
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None, valid_steps: Optional[int] = None) -> Array:
         """Packed API: obs (…, sum m_i) -> beliefs (…, sum n_f); one buffer in, one out."""
         obs_packed = self._input(obs_packed)

@@ -80,13 +80,54 @@ def size_sorted_axes(structure: ModelStructure) -> tuple[tuple[int, ...], ...]:
     """Per modality, its lagging axes ordered by decreasing size (stable; ties keep pymdp's order).
 
     Beyond the paper, exact: the order is a relabelling of each A-tensor's axes, carried through the
-    looped marginalisation via ``ll_dependencies`` (no transpose at run time). Two wins, measured on an
-    F=10, M=25 model: padding to per-axis maxima wastes far less when large axes line up with large
-    axes (hybrid: 133M -> 10M stored elements), and the per-modality marginal contractions run about
-    1.5x faster on CPU with the large axis leading. Used by all six hybrid variants.
+    marginalisation by the marginal groups' dependency lists (no transpose at run time). Padding to per-axis
+    maxima wastes far less when large axes line up with large axes (measured on an F=10, M=25 model, hybrid:
+    133M -> 10M stored elements), and so do the marginal groups (``modality_groups``). Used by all six hybrid
+    variants and the fused family's higher-order term.
     """
     ns = structure.num_states
     return tuple(tuple(sorted(range(len(d)), key=lambda j: (-ns[d[j]], j))) for d in structure.A_dependencies)
+
+
+#: Modalities of one rank share a marginal group while the group's zero-padded log-likelihoods hold at most
+#: GROUP_WASTE times their real elements, or at most GROUP_SLACK_ELEMENTS more (tiny tensors cost nothing to pad).
+GROUP_WASTE = 2
+GROUP_SLACK_ELEMENTS = 4096
+
+
+@lru_cache(maxsize=256)
+def modality_groups(structure: ModelStructure, members: Optional[tuple[int, ...]] = None
+                    ) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    """Groups of same-rank modalities whose likelihood messages run as one batched contraction: per group, its
+    modalities (ascending) and the padded shape (N_1, ..., N_k) of their stacked log-likelihoods (per-axis maxima of
+    the size-sorted lagging shapes, ``size_sorted_axes``). ``members``: only these modalities (default: all).
+
+    Each rank's modalities are visited largest shape first (lexicographic on the size-sorted shape) and join the
+    current group while its padded elements stay within ``GROUP_WASTE`` times its real ones (or
+    ``GROUP_SLACK_ELEMENTS`` above them); otherwise they start the next group. Groups are ordered by rank, then by
+    their first member. Shapes only, never values: two models of one structure share the plan.
+    """
+    orders = size_sorted_axes(structure)
+    lag = [tuple(s[j] for j in o) for s, o in zip(lagging_shapes(structure), orders)]
+    chosen = tuple(range(structure.num_modalities)) if members is None else tuple(members)
+    by_rank: dict[int, list[int]] = {}
+    for i in chosen:
+        by_rank.setdefault(len(lag[i]), []).append(i)
+    out = []
+    for k in sorted(by_rank):
+        current: list[int] = []
+        for i in sorted(by_rank[k], key=lambda i: (tuple(-n for n in lag[i]), i)):
+            cand = current + [i]
+            padded = len(cand) * math.prod(max(lag[j][a] for j in cand) for a in range(k))
+            real = sum(math.prod(lag[j]) for j in cand)
+            if current and padded > max(GROUP_WASTE * real, real + GROUP_SLACK_ELEMENTS):
+                out.append(tuple(sorted(current)))
+                current = [i]
+            else:
+                current = cand
+        out.append(tuple(sorted(current)))
+    out.sort(key=lambda g: (len(lag[g[0]]), g[0]))
+    return tuple((g, tuple(max(lag[j][a] for j in g) for a in range(len(lag[g[0]])))) for g in out)
 
 
 def axis_groups(structure: ModelStructure, clustered: bool) -> Clusters:
@@ -188,26 +229,24 @@ def check_fused_dense(structure: ModelStructure) -> None:
             f"O = {int(sum(structure.num_obs))}), over the budget of {MAX_G_ELEMENTS:,}; use fused_pairwise")
 
 
-def higher_order_structure(structure: ModelStructure) -> ModelStructure:
-    """The model restricted to its modalities with three or more dependencies (same factors)."""
-    _, _, higher = fused_partition(structure)
-    return ModelStructure(
-        num_obs=tuple(structure.num_obs[i] for i in higher), num_states=structure.num_states,
-        num_controls=structure.num_controls, A_dependencies=tuple(structure.A_dependencies[i] for i in higher),
-        B_dependencies=structure.B_dependencies,
-    )
+def grouped_elements(structure: ModelStructure, members: Sequence[int]) -> int:
+    """Elements of ``members``' log A stacked per marginal group (``modality_groups``): M_g x max m x N_1 ... N_k."""
+    return int(sum(len(g) * max(structure.num_obs[i] for i in g) * math.prod(shape)
+                   for g, shape in modality_groups(structure, tuple(members))))
 
 
-def higher_order_merged(structure: ModelStructure) -> bool:
-    """Whether the fused variants keep their higher-order modalities in the clustered end-to-end layout
-    (every rank cluster within ``MAX_MERGED_ELEMENTS``); otherwise log A stays unmerged."""
-    sub = higher_order_structure(structure)
-    return all(end_to_end_dense_elements(sub, g) <= MAX_MERGED_ELEMENTS for g in end_to_end_groups(sub, True))
+def check_grouped_dense(name: str, structure: ModelStructure, members: Sequence[int]) -> None:
+    """Refuse stacked log A of one marginal group over ``MAX_DENSE_ELEMENTS``."""
+    for g, shape in modality_groups(structure, tuple(members)):
+        size = len(g) * max(structure.num_obs[i] for i in g) * math.prod(shape)
+        if size > MAX_DENSE_ELEMENTS:
+            raise VariantUnsupported(f"{name}: the stacked log A of {len(g)} modalities would hold {size:,} elements "
+                                     f"(> {MAX_DENSE_ELEMENTS:,})")
 
 
 def fused_elements(structure: ModelStructure, dense: bool) -> int:
     """Stored elements of fused_dense (G) or fused_pairwise (stacked one- and two-factor log A), plus the
-    higher-order term (clustered end-to-end tensors, or the unmerged log A)."""
+    higher-order term (its modalities' log A stacked per marginal group)."""
     unary, pair, higher = fused_partition(structure)
     n = max(structure.num_states)
     if dense:
@@ -219,9 +258,5 @@ def fused_elements(structure: ModelStructure, dense: bool) -> int:
         if pair:
             total += len(pair) * max(structure.num_obs[i] for i in pair) * n * n
     if higher:
-        sub = higher_order_structure(structure)
-        if higher_order_merged(structure):
-            total += sum(end_to_end_dense_elements(sub, g) for g in end_to_end_groups(sub, True))
-        else:
-            total += unmerged_elements(sub)
+        total += grouped_elements(structure, higher)
     return int(total)

@@ -3,7 +3,7 @@
 Seeded fresh random models: modalities depending on 1 to 10 factors (the higher-order term is exact, not
 approximated), pairs given in either order, one factor (pymdp's one-pass FPI), one modality, exact zeros
 in A, skewed sizes, non-trivial B-dependencies, negative (neutral) actions, soft and one-hot observations,
-a batch, valid_steps windows, B=None, and the higher-order term's unmerged fallback.
+a batch, valid_steps windows, B=None, and many same-shaped modalities.
 """
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ from conftest import enable_x64
 from oracle import Case, max_abs_diff, pymdp_reference, random_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL, NATIVE_FLOAT64_ATOL
 from variant_cases import (ITERS, ONE_FACTOR, ONE_MODALITY, SKEWED_ZEROS, TAU, StructureCases, assert_batched_matches,
+                           assert_many_modalities_match, assert_program_size_flat_in_M, rotated,
                            assert_float64_matches, assert_no_B_matches, assert_packed_matches, assert_plans_hashable,
                            batched_wants, build, float32_oracle_test, no_B_case, prepared_elements, window)
 
@@ -95,18 +96,21 @@ def test_no_B_sequence_matches_pymdp(variant):
     assert_no_B_matches(no_B_case(6), variant)
 
 
-@pytest.mark.oracle
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_higher_order_unmerged_fallback(algorithm, monkeypatch):
-    """When the clustered end-to-end layout of the higher-order modalities is over its budget, the term
-    falls back to per-modality contractions: still exact."""
-    monkeypatch.setattr(sizes, "MAX_MERGED_ELEMENTS", 8)
-    sid = "orders_1_to_10"
-    case = CASES.case(sid, algorithm)
-    for variant in FUSED_JAX:
-        engine = build(case, algorithm, variant, ITERS[algorithm], TAU)
-        assert engine.plan[0].higher.ops is None
-        assert max_abs_diff(engine(case.obs, case.prior, case.actions), CASES.want(sid, algorithm)) <= FLOAT32_ATOL
+def test_higher_order_term_groups_same_rank_modalities():
+    """The higher-order modalities (three or more dependencies) of orders_1_to_10 form one group per rank (none is
+    padded past twice its size there), each member once; the one- and two-factor modalities are not in it."""
+    case = CASES.case("orders_1_to_10", "fpi")
+    higher = build_inference("fpi", case.A, case.A_deps, variant="fused_pairwise").plan[0].higher
+    groups = higher.marginal.groups
+    assert sorted(i for g in groups for i in g.modalities) == [i for i, d in enumerate(case.A_deps) if len(d) >= 3]
+    assert [g.rank for g in groups] == sorted({len(d) for d in case.A_deps if len(d) >= 3})
+
+
+def test_higher_order_term_refuses_an_oversized_group(monkeypatch):
+    monkeypatch.setattr(sizes, "MAX_DENSE_ELEMENTS", 8)
+    case = CASES.case("orders_1_to_10", "fpi")
+    with pytest.raises(VariantUnsupported, match="higher-order term"):
+        build_inference("fpi", case.A, case.A_deps, variant="fused_pairwise")
 
 
 def test_dense_refuses_over_budget(monkeypatch):
@@ -148,3 +152,16 @@ def test_native_kernels_flush_subnormals_as_xla_does_and_restore_the_mode():
     got = engine(obs, prior)
     assert got[0][1] == 0.0 and got[0][0] == 1.0
     assert np.float32(1e-30) * np.float32(1e-10) > 0.0
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("variant,algorithm", rotated(FUSED_JAX, 2))
+def test_many_modalities_match_pymdp(variant, algorithm):
+    """M = 30 modalities in six shapes (ranks 1 to 4): one batched contraction per group, pymdp's beliefs."""
+    assert_many_modalities_match(variant, algorithm)
+
+
+@pytest.mark.parametrize("variant,algorithm", rotated(FUSED_JAX, 1))
+def test_program_does_not_grow_with_modalities(variant, algorithm):
+    """Twice the modalities of the same shapes: the same program size (no operation per modality)."""
+    assert_program_size_flat_in_M(variant, algorithm)

@@ -9,7 +9,7 @@ import pytest
 from bayes_infer_ros.inference.merging import axis_aligned as aa
 from bayes_infer_ros.inference.merging import block_diagonal as bd
 from bayes_infer_ros.inference.merging.clustering import agglomerative_clusters, elbow_index, rank_clusters
-from bayes_infer_ros.inference import PAPER_VARIANTS, parameter_counts, variant_ops
+from bayes_infer_ros.inference import PAPER_VARIANTS, parameter_counts, sizes, variant_ops
 from bayes_infer_ros.inference.merging.sparse import bcoo_from_blocks, bcoo_from_dense, bcoo_matvec, bcoo_todense
 from bayes_infer_ros.model import GenerativeModel, ModelStructure
 from tolerances import FLOAT32_ATOL
@@ -92,6 +92,46 @@ def test_block_diagonal_round_trip_and_structure():
     for a, back in zip(arrays, bd.split_arrays(plan, merged)):
         np.testing.assert_array_equal(a, back)
     assert np.isnan(merged).sum() == merged.size - 2 * plan.unmerged_size  # off-diagonal blocks only
+
+
+@pytest.mark.parametrize("block", [False, True])
+def test_flat_positions_read_each_item_out_of_the_merged_product(block):
+    """``flat_positions`` (the hybrids' deconstruction by one gather) picks each item's entries out of the flattened
+    merged product: the same values as the per-item loop."""
+    module = bd if block else aa
+    arrays, plan, merged, vectors = _one_merged_model(9, module.block_diagonal_plan if block else aa.axis_aligned_plan,
+                                                      module.merge_arrays)
+    if block:
+        flat = np.asarray(merged @ bd.concat_vectors([jnp.asarray(v, jnp.float32) for v in vectors]))
+    else:
+        flat = np.asarray(aa.merged_contract(merged, aa.merge_vectors(plan, [jnp.asarray(v, jnp.float32)
+                                                                            for v in vectors]))).reshape(-1)
+    _assert_equals_loop([flat[module.flat_positions(plan, i)] for i in range(len(ITEMS))], arrays, vectors)
+
+
+def test_stack_vectors_pads_and_stacks_in_one_gather():
+    """Vectors of different lengths (with a leading time axis) -> (T, count, width), zeros past each length."""
+    rng = np.random.default_rng(3)
+    vectors = [rng.random((4, n)).astype(np.float32) for n in (3, 1, 5, 2)]
+    got = np.asarray(aa.stack_vectors([jnp.asarray(v) for v in vectors], 6))
+    want = np.stack([np.pad(v, ((0, 0), (0, 6 - v.shape[1]))) for v in vectors], axis=1)
+    assert got.shape == (4, 4, 6) and np.array_equal(got, want)
+
+
+def test_modality_groups_by_rank_with_bounded_padding():
+    """Same-rank modalities share a group while padding stays within GROUP_WASTE x their real size (or the slack): a
+    big rank-2 modality takes four small ones along, the other six form their own group; ranks never mix; every
+    modality once, ascending, axes in decreasing size."""
+    ns = (30, 30, 2, 2, 3)
+    deps = ((0, 1),) + ((2, 3),) * 10 + ((4,), (2,), (0, 2, 4))
+    structure = ModelStructure((2,) * len(deps), ns, (1,) * len(ns), deps, tuple((f,) for f in range(len(ns))))
+    groups = sizes.modality_groups(structure)
+    assert [g for g, _ in groups] == [(11, 12), (0, 1, 2, 3, 4), (5, 6, 7, 8, 9, 10), (13,)]
+    assert [shape for _, shape in groups] == [(3,), (30, 30), (2, 2), (30, 3, 2)]
+    lag = sizes.lagging_shapes(structure)
+    for members, shape in groups:
+        real = sum(int(np.prod(lag[i])) for i in members)
+        assert len(members) * int(np.prod(shape)) <= max(sizes.GROUP_WASTE * real, real + sizes.GROUP_SLACK_ELEMENTS)
 
 
 def test_block_diagonal_matvec_equals_loop():

@@ -24,6 +24,10 @@ STRUCTURES = {
     # factors depending on 2-3 factors, one not on itself, skewed sizes: three dependency-count groups
     "arbitrary": ((3, 5, 2, 4, 9), [[0], [1, 0], [3, 4, 1], [3], [4, 2]], (2, 3, 1, 2, 2)),
     "not_self": ((2, 6, 3), [[1, 2], [0], [2, 0, 1]], (1, 2, 3)),
+    # 24 factors in three dependency shapes (one, two and three factors, repeated): one group per shape
+    "many_factors": (tuple(3 + f % 3 for f in range(24)),
+                     [[f] if f % 3 == 0 else [f, (f + 5) % 24] if f % 3 == 1 else [(f + 1) % 24, f, (f + 7) % 24]
+                      for f in range(24)], tuple(1 + f % 3 for f in range(24))),
 }
 
 

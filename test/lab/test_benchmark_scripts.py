@@ -18,7 +18,7 @@ SCRIPTS = sorted(p for p in BENCH.glob("*.py") if p.name != "tick_inputs.py")  #
 SHELL = sorted(BENCH.glob("*.sh"))
 # the lab's measurement commands (the demo needs a ROS graph)
 SUBCOMMANDS = ("generate", "bench", "bench-variants", "report", "autotune-train", "readme-tables", "bench-unseen",
-               "bench-fleet", "first-start")
+               "bench-fleet", "first-start", "compile-times", "scale")
 
 # One process for every --help: each script's main runs with argv [script, --help] (runpy), each subcommand's
 # module's main with ["--help"]; prints {name: [exit code, help text]} as JSON.

@@ -38,14 +38,27 @@ def test_shard_and_stratified(small_specs):
 
 def test_ids_keep_the_given_order_and_unknown_ids_are_refused():
     specs = g.generate_specs()
-    args = argparse.Namespace(ids=["c0704", "c0007", "c0345", "c0007"], max_total_a=None, max_fm=None, exclude=None,
-                              per_stratum=None, limit=None, shard=None, subset_seed=0)
+    args = argparse.Namespace(ids=["c0704", "c0007", "c0345", "c0007"], max_total_a=None, min_total_a=None,
+                              modalities=None, max_fm=None, exclude=None, per_stratum=None, limit=None, shard=None,
+                              subset_seed=0)
     assert [s.config_id for s in h.select_configs(args, specs)] == ["c0704", "c0007", "c0345"]
     args.shard = "1/2"
     assert [s.config_id for s in h.select_configs(args, specs)] == ["c0007"]
     args.ids = ["c0007", "c9999"]
     with pytest.raises(SystemExit, match="c9999"):
         h.select_configs(args, specs)
+
+
+def test_the_scale_selection_one_per_stratum_of_the_given_m_above_a_size():
+    """--modalities 25 125 --min-total-a 100000 --per-stratum 1: one configuration of every such stratum, each at
+    least that large."""
+    specs = g.generate_specs()
+    args = argparse.Namespace(ids=None, max_total_a=None, min_total_a=100_000, modalities=[25, 125], max_fm=None,
+                              exclude=None, per_stratum=1, limit=None, shard=None, subset_seed=0)
+    chosen = h.select_configs(args, specs)
+    strata = {(s.F, s.M, s.regime) for s in specs if s.M in (25, 125) and sum(s.a_elements()) >= 100_000}
+    assert sorted((s.F, s.M, s.regime) for s in chosen) == sorted(strata)
+    assert all(s.M in (25, 125) and sum(s.a_elements()) >= 100_000 for s in chosen)
 
 
 @pytest.mark.heavy

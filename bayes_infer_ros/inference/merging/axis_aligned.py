@@ -102,9 +102,22 @@ def split_arrays(plan: AxisAlignedPlan, merged: np.ndarray) -> list[np.ndarray]:
     return [merged[(slice(None), i) + _item_index(plan, i, with_lead=True)] for i in range(plan.num_items)]
 
 
+def stack_vectors(vectors: Sequence[Array], width: int) -> Array:
+    """Run time: vectors[i] (..., n_i) -> (..., len(vectors), width), zero-padded, as one concatenation and one
+    gather with a static index (not a pad per vector: the program stays the same size whatever their number)."""
+    sizes = [int(v.shape[-1]) for v in vectors]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    index = np.full((len(vectors), width), offsets[-1], dtype=np.int32)  # padding reads the appended zero
+    for r, n in enumerate(sizes):
+        index[r, :n] = np.arange(offsets[r], offsets[r] + n)
+    lead = vectors[0].shape[:-1]
+    flat = jnp.concatenate(list(vectors) + [jnp.zeros(lead + (1,), dtype=vectors[0].dtype)], axis=-1)
+    return jnp.take(flat, jnp.asarray(index), axis=-1)
+
+
 def merge_vectors(plan: AxisAlignedPlan, vectors: Sequence[Array]) -> Array:
     """Run time, one model: vectors[i] (m_i,) -> (M, max m), zero-padded."""
-    return jnp.stack([jnp.pad(v, (0, plan.padded_lead - plan.lead_sizes[i])) for i, v in enumerate(vectors)])
+    return stack_vectors(vectors, plan.padded_lead)
 
 
 def merged_contract(merged: Array, vectors_padded: Array) -> Array:
@@ -116,6 +129,17 @@ def merged_contract(merged: Array, vectors_padded: Array) -> Array:
     flat = merged.reshape(merged.shape[:2] + (-1,))
     out = jnp.einsum("mop,mo->mp", flat, vectors_padded)
     return out.reshape(merged.shape[:1] + lag)
+
+
+def flat_positions(plan: AxisAlignedPlan, i: int) -> np.ndarray:
+    """Build time: where item i's entries (its lagging shape) sit in the flattened ``(M, *padded_lagging)``
+    output of ``merged_contract`` (int64)."""
+    lag = plan.lagging_shapes[i]
+    grid = np.indices(lag, dtype=np.int64).reshape(len(lag), -1)
+    grid = np.concatenate([grid, np.zeros((len(plan.padded_lagging) - len(lag), grid.shape[1]), dtype=np.int64)])
+    size = int(np.prod(plan.padded_lagging, dtype=np.int64))
+    local = np.ravel_multi_index(tuple(grid), plan.padded_lagging) if plan.padded_lagging else np.zeros(1, np.int64)
+    return (i * size + local).reshape(lag)
 
 
 def deconstruct(plan: AxisAlignedPlan, merged_out: Array) -> list[Array]:

@@ -102,6 +102,12 @@ def concat_vectors(vectors: Sequence[Array]) -> Array:
     return vectors[0] if len(vectors) == 1 else jnp.concatenate(list(vectors))
 
 
+def flat_positions(plan: BlockDiagonalPlan, i: int) -> np.ndarray:
+    """Build time: where block i's entries (its lagging shape) sit in the ``(sum p_i,)`` product (int64)."""
+    r = plan.row_offsets
+    return np.arange(r[i], r[i + 1], dtype=np.int64).reshape(plan.lagging_shapes[i])
+
+
 def split_flat(plan: BlockDiagonalPlan, flat: Array) -> list[Array]:
     """Run time: (sum p_i,) -> list of (lagging_i) (pymdp ``deconstruct_log_likelihoods_block_diag``)."""
     r = plan.row_offsets

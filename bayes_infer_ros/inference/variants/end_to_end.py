@@ -40,7 +40,7 @@ import numpy as np
 from jax.experimental import sparse as jsparse
 
 from ...model.generative_model import ModelStructure
-from ..merging.axis_aligned import axis_aligned_plan, merge_arrays
+from ..merging.axis_aligned import axis_aligned_plan, merge_arrays, stack_vectors
 from ..numerics import log_stable_np
 from ..sizes import check_end_to_end, end_to_end_elements, end_to_end_groups
 from .transitions import all_but_one
@@ -145,8 +145,7 @@ class EndToEndLikelihood:
     # ---- per step, one model --------------------------------------------------------------------
     def _merge_obs(self, c: EndToEndCluster, obs: Sequence[Array]) -> Array:
         """obs[i]: (..., m_i) -> (..., M_c, m_c) zero-padded."""
-        return jnp.stack([jnp.pad(obs[i], [(0, 0)] * (obs[i].ndim - 1) + [(0, c.obs_width - obs[i].shape[-1])])
-                          for i in c.modalities], axis=-2)
+        return stack_vectors([obs[i] for i in c.modalities], c.obs_width)
 
     def _cluster_ll(self, params: dict, k: int, c: EndToEndCluster, obs_c: Array) -> Array:
         """obs_c: (M_c, m_c) -> (M_c, W, ..., W): sum_o obs[o] log A[o, ...] (pymdp's xlogy form)."""
@@ -197,15 +196,18 @@ class EndToEndLikelihood:
     @staticmethod
     def _slot_vectors(c: EndToEndCluster, Qf: Array) -> list[Array]:
         """Qf: (L, F, n_max) -> per slot j, (L * M_c, W): the posterior feeding slot j of every modality
-        (one-hot e_0 for a trailing dummy slot). Built from static slices: a gather here gets fused into
-        the dot_generals that consume it and makes them ~10x slower on XLA:CPU."""
-        L = Qf.shape[0]
-        e0 = jnp.broadcast_to(jnp.asarray(np.eye(1, c.width, dtype=np.dtype(Qf.dtype))), (L, c.width))
-        out = []
-        for j in range(c.rank):
-            cols = [Qf[:, d[j], : c.width] if j < len(d) else e0 for d in c.deps]
-            out.append(jnp.stack(cols, axis=1).reshape(L * len(c.deps), c.width))
-        return out
+        (one-hot e_0 for a trailing dummy slot). One 0/1 multiply-and-reduce selects every slot's posteriors (exact:
+        it adds zeros only; XLA:CPU fuses it into the loop's kernels, where a dot would be a call of its own); a
+        gather here gets fused into the dot_generals that consume it and makes them ~10x slower on XLA:CPU, and a
+        slice per modality makes the program grow with M."""
+        L, F = Qf.shape[0], Qf.shape[1]
+        M_c = len(c.deps)
+        select = np.zeros((M_c, c.rank, F + 1), dtype=np.dtype(Qf.dtype))
+        table = c.dep_table(F)  # F marks a dummy slot: it selects the appended e_0 row
+        select[np.arange(M_c)[:, None], np.arange(c.rank)[None, :], table] = 1.0
+        e0 = jnp.broadcast_to(jnp.asarray(np.eye(1, Qf.shape[2], dtype=np.dtype(Qf.dtype)))[None], (L, 1, Qf.shape[2]))
+        q = (select[None, :, :, :, None] * jnp.concatenate([Qf, e0], axis=1)[:, None, None, :, :]).sum(axis=3)
+        return [q[:, :, j, : c.width].reshape(L * M_c, c.width) for j in range(c.rank)]
 
     def joint(self, params: dict, ll: Sequence[Array]) -> Array:
         """F == 1: sum over modalities of ll (n_0,). Every dependency list is (0,), so rank 1."""

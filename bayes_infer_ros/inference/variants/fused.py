@@ -11,8 +11,8 @@ followed by a softmax per factor over its real states. ``u`` (N,) collects the o
 ``W`` (N, N) the two-factor ones: modality m on (f, g) puts ``ll_m`` in block (f, g) and its transpose in
 block (g, f). Both are linear in the packed observation vector ``o`` (O = sum m_i), so they come from
 build-time matrices in one matvec per call. ``h`` is the exact multilinear term of higher-order
-modalities: the clustered end-to-end layout of those modalities (divide-and-conquer all-but-one
-contractions), or per-modality contractions when that layout is over its memory budget.
+modalities: their log A stacked per group of same-rank modalities (``grouped.GroupedMarginals``, lagging axes
+size-sorted and zero-padded to per-axis maxima), one batched divide-and-conquer contraction per group.
 
 * ``fused_dense``: ``[vec W; u] = G o`` with G (N*N + N, O) built once; every iteration is one (N, N)
   mat-vec and a masked softmax. Refuses (VariantUnsupported) when G exceeds ``MAX_G_ELEMENTS``.
@@ -39,10 +39,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...model.generative_model import ModelStructure
+from ..merging.axis_aligned import stack_vectors
 from ..numerics import log_stable_np
-from ..reference import marginal_contributions
-from ..sizes import check_fused_dense, fused_elements, fused_partition, higher_order_merged, higher_order_structure
-from .end_to_end import ClusteredEndToEndLikelihood
+from ..sizes import check_fused_dense, check_grouped_dense, fused_elements, fused_partition, size_sorted_axes
+from .grouped import GroupedMarginals
 
 Array = jax.Array
 
@@ -57,57 +57,47 @@ def _obs_offsets(num_obs: Sequence[int]) -> tuple[int, ...]:
 class HigherOrderTerm:
     """The exact likelihood messages of modalities with three or more dependencies (static only).
 
-    modalities: their indices in the model
-    ops:        ClusteredEndToEndLikelihood ops over just these modalities, or None: per-modality
-                contractions (pymdp's ``mll_factors``) of ``log A`` kept unmerged
+    marginal:   their marginal groups (``grouped.GroupedMarginals``)
+    obs_widths: per group, the largest m_i of its members
+    params:     per group, the members' log A stacked, (b, M_g, m_g, N_1 * ... * N_k) (lagging axes size-sorted,
+                zero-padded to the group's shape)
     """
 
-    modalities: tuple[int, ...]
-    deps: tuple[tuple[int, ...], ...]
-    num_states: tuple[int, ...]
-    n_max: int
-    ops: Any
+    marginal: GroupedMarginals
+    obs_widths: tuple[int, ...]
 
     @classmethod
     def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple[Optional["HigherOrderTerm"], Any]:
         _, _, mods = fused_partition(structure)
         if not mods:
             return None, None
-        ns = tuple(int(n) for n in structure.num_states)
-        deps = tuple(structure.A_dependencies[i] for i in mods)
-        if higher_order_merged(structure):
-            ops, params = ClusteredEndToEndLikelihood.prepare(higher_order_structure(structure), [A[i] for i in mods], dtype)
-        else:
-            ops, params = None, [jnp.asarray(log_stable_np(A[i]), dtype=dtype) for i in mods]
-        return cls(mods, deps, ns, max(ns), ops), params
+        check_grouped_dense("fused (higher-order term)", structure, mods)
+        marginal = GroupedMarginals.plan(structure, mods)
+        orders = size_sorted_axes(structure)
+        b = int(np.shape(A[0])[0])
+        params, widths = [], []
+        for g in marginal.groups:
+            m_g = max(structure.num_obs[i] for i in g.modalities)
+            stacked = np.zeros((b, len(g.modalities), m_g) + g.shape)
+            for r, i in enumerate(g.modalities):
+                la = log_stable_np(np.asarray(A[i], dtype=np.float64))
+                la = np.transpose(la, (0, 1) + tuple(2 + j for j in orders[i]))
+                stacked[(slice(None), r) + tuple(slice(0, n) for n in la.shape[1:])] = la
+            params.append(jnp.asarray(stacked.reshape(b, len(g.modalities), m_g, -1), dtype=dtype))
+            widths.append(m_g)
+        return cls(marginal, tuple(widths)), params
 
-    def log_likelihoods(self, params: Any, obs: Sequence[Array]) -> Any:
-        """obs: every modality's (m_i,) -> this term's log-likelihoods (layout of ``ops``)."""
-        sub = [obs[i] for i in self.modalities]
-        if self.ops is not None:
-            return self.ops.log_likelihoods(params, sub)
-        return [jnp.tensordot(o, la, axes=(0, 0)) for o, la in zip(sub, params)]
+    def log_likelihoods(self, params: Any, obs: Sequence[Array]) -> list[Array]:
+        """obs: every modality's (m_i,) -> per group (M_g, N_1, ..., N_k): one contraction per group."""
+        out = []
+        for g, width, log_A in zip(self.marginal.groups, self.obs_widths, params):
+            o = stack_vectors([obs[i] for i in g.modalities], width)  # (M_g, m_g)
+            out.append(jnp.einsum("mop,mo->mp", log_A, o).reshape((len(g.modalities),) + g.shape))
+        return out
 
     def marginals_padded(self, ll: Any, Q: Array) -> Array:
         """Q: (..., F, n_max) -> (..., F, n_max) messages of these modalities."""
-        if self.ops is not None:
-            return self.ops.marginals_padded(ll, Q)
-        lead = Q.shape[:-2]
-
-        def one(ll_t, q):
-            qs = [q[f, :n] for f, n in enumerate(self.num_states)]
-            total = [jnp.zeros((self.n_max,), q.dtype) for _ in self.num_states]
-            for x, d in zip(ll_t, self.deps):
-                for l, f in enumerate(d):
-                    c = marginal_contributions(x, d, qs)[l]
-                    total[f] = total[f] + jnp.pad(c, (0, self.n_max - c.shape[0]))
-            return jnp.stack(total)
-
-        if not lead:
-            return one(ll, Q)
-        flat_ll = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[len(lead):]), ll)
-        out = jax.vmap(one)(flat_ll, Q.reshape((-1,) + Q.shape[-2:]))
-        return out.reshape(lead + Q.shape[-2:])
+        return self.marginal.marginals_padded(ll, Q)
 
 
 @dataclass(frozen=True)
@@ -200,7 +190,7 @@ class FusedLikelihood:
     # ---- static layout helpers ----------------------------------------------------------------
     def _stack_obs(self, obs: Sequence[Array], members: Sequence[int], width: int) -> Array:
         """obs[i]: (m_i,) -> (len(members), width) zero-padded."""
-        return jnp.stack([jnp.pad(obs[i], (0, width - obs[i].shape[-1])) for i in members])
+        return stack_vectors([obs[i] for i in members], width)
 
     def _incidence(self, targets: Sequence[int], dtype: Any) -> np.ndarray:
         """(F, R) 0/1: row f sums the contributions whose target is f."""

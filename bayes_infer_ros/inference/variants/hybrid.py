@@ -1,11 +1,13 @@
 """The six hybrid variants (paper Sec. IV, variants table rows 1-6).
 
 Hybrid = the log-likelihood of all modalities is computed in MERGED form (one or a few big
-contractions), immediately deconstructed into per-modality tensors ``ll_i`` (n_deps_i...), and the
-marginalisation stays pymdp's looped one (``reference.marginal_contributions``).
+contractions), immediately deconstructed, and the marginalisation is pymdp's per-modality one
+(``all_marginal_log_likelihood``), run as one batched contraction per group of same-rank modalities
+(``grouped.GroupedMarginals``) instead of one contraction per modality, so the program stays small as the
+number of modalities grows.
 
 =========================  ===============  ===========  =====================================
-variant                    merging          storage      groups
+variant                    merging          storage      merge groups
 =========================  ===============  ===========  =====================================
 hybrid                     axis-aligned     dense        one (per-axis maxima)
 sparse_hybrid              axis-aligned     BCOO         one
@@ -17,19 +19,24 @@ clustered_hybrid_block     block-diagonal   dense        agglomerative clusters 
 
 What is merged is the precomputed log-tensor ``log A_i = log(clip(A_i, MINVAL))`` (pymdp's
 ``xlogy(obs, clip(A))`` with the log taken once at build time), padded with exact zeros: a padded
-observation slot (0) times a padded entry (0) adds 0, and padded lagging entries are cropped away, so
-the merged contraction is exact up to summation order. (pymdp's own ``compute_log_likelihoods_padded``
-takes log(sum obs * A) instead, which differs from its FPI for soft observations; we follow the FPI.)
+observation slot (0) times a padded entry (0) adds 0, so the merged contraction is exact up to summation
+order. (pymdp's own ``compute_log_likelihoods_padded`` takes log(sum obs * A) instead, which differs from its
+FPI for soft observations; we follow the FPI.)
+
+Deconstruction: the merge groups' outputs, flattened and concatenated, are read into the marginal groups'
+stacked, zero-padded log-likelihoods ``(M_g, N_1, ..., N_k)`` by one gather with a static index (none where the
+layouts coincide, as for clustered_hybrid's unsplit rank clusters), then static slices; padding reads an
+appended zero. Posteriors travel as one zero-padded ``(F, n_max)`` array (the driver's padded layout).
 
 Beyond the paper (exact): every modality's lagging axes are relabelled by decreasing size before
-merging (``sizes.size_sorted_axes``), which shrinks the per-axis-maxima padding (often by 10x or more) and
-speeds up the looped marginal contractions; ``ll_dependencies`` carries the order to them. VMP/MMP
-vmap the one-step contraction over the window, so there it is one matrix-matrix product per group.
+merging (``sizes.size_sorted_axes``), which shrinks the per-axis-maxima padding (often by 10x or more);
+the marginal groups carry the order. VMP/MMP vmap the one-step contraction over the window, so there it is
+one matrix-matrix product per merge group.
 Transition messages are the merged axis-aligned ones (``transitions.MergedTransitions``).
 
-Plans (clusters, padded shapes, block offsets, BCOO shape and nse) are decided once in ``prepare`` from
-the model's shapes; only the BCOO nse depends on values (max over the batch). The ops are frozen
-dataclasses of static ints/tuples; the arrays live in ``params``:
+Plans (clusters, padded shapes, block offsets, marginal groups, BCOO shape and nse) are decided once in
+``prepare`` from the model's shapes; only the BCOO nse depends on values (max over the batch). The ops are
+frozen dataclasses of static ints/tuples; the arrays live in ``params``:
 
 - dense axis-aligned: ``params["groups"][g]``: (b, M_g, max m, N_1, ..., N_k)
 - dense block:        ``params["groups"][g]``: (b, sum p_i, sum m_i)
@@ -38,6 +45,7 @@ dataclasses of static ints/tuples; the arrays live in ``params``:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar, Generic, Sequence, TypeVar
 
 import jax
@@ -49,8 +57,8 @@ from ..merging import axis_aligned as aa
 from ..merging import block_diagonal as bd
 from ..merging.sparse import BCOOPlan, bcoo_from_blocks, bcoo_matvec
 from ..numerics import log_stable_np
-from ..reference import accumulate_marginals, marginal_contributions
 from ..sizes import check_hybrid_dense, hybrid_elements, hybrid_plan, size_sorted_axes
+from .grouped import GroupedMarginals
 
 Array = jax.Array
 Clusters = tuple[tuple[int, ...], ...]
@@ -69,49 +77,51 @@ def _log_tensors(A: Sequence[np.ndarray], dtype: Any) -> list[np.ndarray]:
 
 
 @dataclass(frozen=True)
-class _LoopedMarginals(Generic[Plan]):
-    """The hybrid half that stays pymdp's: looped marginalisation of the per-modality ll.
+class _GroupedHybrid(Generic[Plan]):
+    """What the six hybrids share: merge groups for the log-likelihood, marginal groups for the messages.
 
     structure:   the model structure
-    groups:      modality indices of each merged group (one group unless clustered)
-    plans:       one merge plan per group
+    groups:      modality indices of each merge group (one group unless clustered)
+    plans:       one merge plan per merge group
     axis_orders: each modality's lagging axes in size order (``sizes.size_sorted_axes``)
-    bcoo:        one BCOOPlan per group when stored sparse, else ()
+    marginal:    the marginal groups (``grouped.GroupedMarginals``)
+    bcoo:        one BCOOPlan per merge group when stored sparse, else ()
 
     Subclasses set ``block`` (block-diagonal, else axis-aligned merging), ``clustered`` and ``sparse``, and
-    say how one group is merged (``_merge_dense``, ``_merge_bcoo``) and contracted (``_contract``); the
-    planning (``sizes.hybrid_plan``), the size-sorted log-tensors and the per-group loops below are shared.
-
-    ``ll[m]``'s axes follow ``self.ll_dependencies[m]``, a permutation of ``A_dependencies[m]``
-    (contracting a tensor is symmetric in its axes; each factor still receives its modalities'
-    contributions in modality order, so the per-factor sums are pymdp's).
+    say how one group is merged (``_merge_dense``, ``_merge_bcoo``), contracted into its flat output
+    (``_contract``) and where each member's entries sit in that output (``_positions``, ``_flat_size``); the
+    planning (``sizes.hybrid_plan``), the size-sorted log-tensors and the deconstruction are shared.
     """
 
     structure: ModelStructure
     groups: Clusters
     plans: tuple[Plan, ...]
     axis_orders: tuple[tuple[int, ...], ...]
+    marginal: GroupedMarginals
     bcoo: tuple[BCOOPlan, ...] = ()
 
     sparse: ClassVar[bool] = False
     clustered: ClassVar[bool] = False
     block: ClassVar[bool] = False
-    padded: ClassVar[bool] = False  # messages on the list of posteriors (no ``marginals_padded``)
+    padded: ClassVar[bool] = True  # ``marginals_padded`` on the (…, F, n_max) posterior
     folds_prior: ClassVar[bool] = False  # no ``fold_prior``: the driver adds FPI's log prior each iteration
 
     @property
-    def ll_dependencies(self) -> tuple[tuple[int, ...], ...]:
-        return tuple(tuple(d[j] for j in order) for d, order in zip(self.structure.A_dependencies, self.axis_orders))
+    def num_states(self) -> tuple[int, ...]:
+        return tuple(self.structure.num_states)
 
-    def marginals(self, params: dict, ll: Sequence[Array], qs: Sequence[Array]) -> list[Array]:
-        """qs[f]: (n_f,) -> per factor (n_f,): sum over modalities of E_{q without f}[ll_m]."""
-        deps = self.ll_dependencies
-        contributions = [marginal_contributions(ll[m], deps[m], qs) for m in range(len(deps))]
-        return accumulate_marginals(contributions, deps, self.structure.num_states)
+    @property
+    def n_max(self) -> int:
+        return max(self.structure.num_states)
 
-    def joint(self, params: dict, ll: Sequence[Array]) -> Array:
+    def marginals_padded(self, ll: Array, Q: Array) -> Array:
+        """Q: (..., F, n_max) padded posteriors; ll: ``log_likelihoods``' (..., sum of the groups' sizes) -> (..., F,
+        n_max)."""
+        return self.marginal.marginals_padded(self._split(ll), Q)
+
+    def joint(self, params: dict, ll: Array) -> Array:
         """Single-factor models: the summed log-likelihood (n_0,)."""
-        return sum(ll[1:], ll[0])
+        return self.marginal.joint(self._split(ll))
 
     @classmethod
     def plan(cls, structure: ModelStructure) -> tuple[Clusters, tuple[Any, ...]]:
@@ -134,7 +144,7 @@ class _LoopedMarginals(Generic[Plan]):
         return groups, plans, orders, log_A
 
     @classmethod
-    def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["_LoopedMarginals", dict]:
+    def prepare(cls, structure: ModelStructure, A: Sequence[np.ndarray], dtype: Any) -> tuple["_GroupedHybrid", dict]:
         """A[i]: (b, m_i, n_deps...) -> (ops, {"groups": [...]}) (see the module docstring)."""
         groups, plans, orders, log_A = cls._plan_and_log_tensors(structure, A, dtype)
         arrays, bcoo_plans = [], []
@@ -145,16 +155,49 @@ class _LoopedMarginals(Generic[Plan]):
                 arrays.append({k: jnp.asarray(v) for k, v in parts.items()})
             else:
                 arrays.append(jnp.asarray(cls._merge_dense(plan, [log_A[i] for i in g])))
-        return cls(structure, groups, plans, orders, tuple(bcoo_plans)), {"groups": arrays}
+        ops = cls(structure, groups, plans, orders, GroupedMarginals.plan(structure), tuple(bcoo_plans))
+        return ops, {"groups": arrays}
 
-    def log_likelihoods(self, params: dict, obs: Sequence[Array]) -> list[Array]:
-        """obs[i]: (m_i,) -> ll[i]: its lagging axes in ``ll_dependencies[i]`` order, one contraction per group."""
-        ll: list[Any] = [None] * len(obs)
+    def log_likelihoods(self, params: dict, obs: Sequence[Array]) -> Array:
+        """obs[i]: (m_i,) -> every marginal group's (M_g, N_1, ..., N_k), flattened and concatenated: one contraction
+        per merge group, then one gather into the groups' layout (none where the layouts coincide). The groups are
+        split off by static slices where the messages use them (``_split``): one consumer keeps a small model's
+        program a chain of steps, which XLA:CPU runs in the caller's thread."""
+        flats = []
         for k, (g, plan) in enumerate(zip(self.groups, self.plans)):
             bcoo = self.bcoo[k] if self.bcoo else None
-            for i, x in zip(g, self._contract(plan, bcoo, params["groups"][k], [obs[i] for i in g])):
-                ll[i] = x
-        return ll
+            flats.append(self._contract(plan, bcoo, params["groups"][k], [obs[i] for i in g]))
+        flat = jnp.concatenate(flats + [jnp.zeros((1,), dtype=flats[0].dtype)])
+        index = np.concatenate([x.reshape(-1) for x in self._deconstruction])
+        if np.array_equal(index, np.arange(index.size)):
+            return flat[:index.size]
+        return flat[jnp.asarray(index, dtype=jnp.int32)]
+
+    def _split(self, ll: Array) -> list[Array]:
+        """(..., sum of the groups' sizes) -> per marginal group (..., M_g, N_1, ..., N_k)."""
+        out, start = [], 0
+        for x in self._deconstruction:
+            out.append(ll[..., start:start + x.size].reshape(ll.shape[:-1] + x.shape))
+            start += x.size
+        return out
+
+    @cached_property
+    def _deconstruction(self) -> tuple[np.ndarray, ...]:
+        """Per marginal group, (M_g, N_1, ..., N_k) positions in the concatenated merge outputs (their total
+        length, the appended zero, in the padding). Static: computed once per ops object."""
+        base, where = 0, {}
+        for g, plan in zip(self.groups, self.plans):
+            for r, i in enumerate(g):
+                where[i] = base + self._positions(plan, r)
+            base += self._flat_size(plan)
+        out = []
+        for grp in self.marginal.groups:
+            index = np.full((len(grp.modalities),) + grp.shape, base, dtype=np.int64)
+            for r, i in enumerate(grp.modalities):
+                pos = where[i]
+                index[(r,) + tuple(slice(0, n) for n in pos.shape)] = pos
+            out.append(index)
+        return tuple(out)
 
     @staticmethod
     def _merge_dense(plan: Plan, log_A: Sequence[np.ndarray]) -> np.ndarray:
@@ -167,15 +210,25 @@ class _LoopedMarginals(Generic[Plan]):
         raise NotImplementedError
 
     @staticmethod
-    def _contract(plan: Plan, bcoo: BCOOPlan | None, merged: Any, obs: Sequence[Array]) -> list[Array]:
-        """One group's observations (m_i,) -> its modalities' ll, through the merged array (BCOO when ``bcoo``)."""
+    def _contract(plan: Plan, bcoo: BCOOPlan | None, merged: Any, obs: Sequence[Array]) -> Array:
+        """One group's observations (m_i,) -> its flat merged output, through the merged array (BCOO when ``bcoo``)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _positions(plan: Plan, r: int) -> np.ndarray:
+        """Where the group's r-th member's entries (its lagging shape) sit in the group's flat output."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _flat_size(plan: Plan) -> int:
+        """Length of the group's flat output."""
         raise NotImplementedError
 
 
 # ---- axis-aligned ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class AxisAlignedHybrid(_LoopedMarginals[aa.AxisAlignedPlan]):
-    """Axis-aligned merged log-likelihood (one contraction per group) + looped marginals."""
+class AxisAlignedHybrid(_GroupedHybrid[aa.AxisAlignedPlan]):
+    """Axis-aligned merged log-likelihood (one contraction per merge group) + grouped marginals."""
 
     @staticmethod
     def _merge_dense(plan: aa.AxisAlignedPlan, log_A: Sequence[np.ndarray]) -> np.ndarray:
@@ -186,14 +239,19 @@ class AxisAlignedHybrid(_LoopedMarginals[aa.AxisAlignedPlan]):
         return _axis_aligned_bcoo(plan, log_A)
 
     @staticmethod
-    def _contract(plan: aa.AxisAlignedPlan, bcoo: BCOOPlan | None, merged: Any, obs: Sequence[Array]) -> list[Array]:
+    def _contract(plan: aa.AxisAlignedPlan, bcoo: BCOOPlan | None, merged: Any, obs: Sequence[Array]) -> Array:
         obs_padded = aa.merge_vectors(plan, obs)  # (M_g, max m)
         if bcoo is not None:
-            flat = bcoo_matvec(bcoo, merged, obs_padded.reshape(-1))
-            out = flat.reshape((plan.num_items,) + plan.padded_lagging)
-        else:
-            out = aa.merged_contract(merged, obs_padded)
-        return aa.deconstruct(plan, out)
+            return bcoo_matvec(bcoo, merged, obs_padded.reshape(-1))
+        return aa.merged_contract(merged, obs_padded).reshape(-1)
+
+    @staticmethod
+    def _positions(plan: aa.AxisAlignedPlan, r: int) -> np.ndarray:
+        return aa.flat_positions(plan, r)
+
+    @staticmethod
+    def _flat_size(plan: aa.AxisAlignedPlan) -> int:
+        return plan.num_items * int(np.prod(plan.padded_lagging, dtype=np.int64))
 
 
 def _axis_aligned_bcoo(plan: aa.AxisAlignedPlan, log_A: Sequence[np.ndarray]) -> tuple[BCOOPlan, dict]:
@@ -219,8 +277,8 @@ def _axis_aligned_bcoo(plan: aa.AxisAlignedPlan, log_A: Sequence[np.ndarray]) ->
 
 # ---- block-diagonal -------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class BlockDiagonalHybrid(_LoopedMarginals[bd.BlockDiagonalPlan]):
-    """Block-diagonal merged log-likelihood (one matvec per group) + looped marginals."""
+class BlockDiagonalHybrid(_GroupedHybrid[bd.BlockDiagonalPlan]):
+    """Block-diagonal merged log-likelihood (one matvec per merge group) + grouped marginals."""
 
     block: ClassVar[bool] = True
 
@@ -237,10 +295,17 @@ class BlockDiagonalHybrid(_LoopedMarginals[bd.BlockDiagonalPlan]):
         return bcoo_from_blocks(blocks, rows, cols, plan.merged_shape)
 
     @staticmethod
-    def _contract(plan: bd.BlockDiagonalPlan, bcoo: BCOOPlan | None, merged: Any, obs: Sequence[Array]) -> list[Array]:
+    def _contract(plan: bd.BlockDiagonalPlan, bcoo: BCOOPlan | None, merged: Any, obs: Sequence[Array]) -> Array:
         o = bd.concat_vectors(obs)
-        flat = bcoo_matvec(bcoo, merged, o) if bcoo is not None else merged @ o
-        return bd.split_flat(plan, flat)
+        return bcoo_matvec(bcoo, merged, o) if bcoo is not None else merged @ o
+
+    @staticmethod
+    def _positions(plan: bd.BlockDiagonalPlan, r: int) -> np.ndarray:
+        return bd.flat_positions(plan, r)
+
+    @staticmethod
+    def _flat_size(plan: bd.BlockDiagonalPlan) -> int:
+        return int(plan.row_offsets[-1])
 
 
 # ---- the six registered variants -------------------------------------------------------------------
