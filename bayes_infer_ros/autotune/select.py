@@ -33,6 +33,7 @@ import numpy as np
 from .. import inference
 from ..inference import Engine
 from ..inference.native import numba_available
+from ..inference.algorithm_specs import algorithm_spec
 from ..inference.registry import NATIVE_VARIANTS
 from . import guard
 from .budget import ITEMSIZE, MemoryBudget, MemoryBudgetExceeded
@@ -171,7 +172,7 @@ def ranking(algorithm: str, model: Any, horizon: int = 1, num_iter: int = 16, ba
     model.
     """
     backend = backend or _backend()
-    if algorithm == "fpi":
+    if not algorithm_spec(algorithm).window:
         horizon = 1
     loaded = trained_model(algorithm, backend, model_dir)
     est = size_estimates(model)
@@ -213,14 +214,15 @@ def engine_call(engine: Engine, algorithm: str, horizon: int) -> Callable[[], An
     (beliefs and the next prior in one dispatch), ``run_packed`` over a ``horizon`` window for VMP/MMP. One-hot
     observations of level 0 and a uniform prior in the engine's dtype; the arguments are made once."""
     layout = engine.layout
-    T = 1 if algorithm == "fpi" else horizon
-    lead = () if algorithm == "fpi" else (T,)
+    window = algorithm_spec(algorithm).window
+    T = horizon if window else 1
+    lead = (T,) if window else ()
     dtype = np.dtype(engine.dtype)
     obs = np.zeros(lead + (layout.obs_size,), dtype=dtype)
     for off in layout.obs_offsets[:-1]:
         obs[..., off] = 1.0
     prior = np.concatenate([np.full(n, 1.0 / n, dtype=dtype) for n in layout.num_states])
-    if algorithm == "fpi":
+    if not window:
         action = np.zeros(len(layout.num_states), dtype=np.int32)
         return lambda: engine.tick_prepared(obs, prior, action)
     actions = np.zeros((T - 1, len(layout.num_states)), dtype=np.int32)

@@ -17,6 +17,7 @@ import numpy as np
 from bayes_infer_ros.bags.bagio import Episode
 from bayes_infer_ros.bags.golden import engine_beliefs, posterior_mode_accuracy
 from bayes_infer_ros.bags.simulate import simulate
+from bayes_infer_ros.inference.algorithm_specs import algorithm_spec
 from bayes_infer_ros.model import load_model
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "config" / "agent.yaml"
@@ -41,7 +42,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         modality_names=[model.modality_name(i) for i in range(model.num_modalities)], custom_data={},
     )
     print(f"model {args.model}: factors {model.factor_names}, modalities {model.modality_names}")
-    print(f"{args.algorithm}/{args.variant}, num_iter={args.num_iter}" + (f", horizon={args.horizon}" if args.algorithm != "fpi" else ""))
+    print(f"{args.algorithm}/{args.variant}, num_iter={args.num_iter}" + (f", horizon={args.horizon}" if algorithm_spec(args.algorithm).window else ""))
     t0 = time.perf_counter()
     beliefs = engine_beliefs(model, episode, args.algorithm, variant=args.variant, num_iter=args.num_iter, horizon=args.horizon)
     elapsed = time.perf_counter() - t0

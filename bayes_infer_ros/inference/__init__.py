@@ -8,13 +8,13 @@ from .xla_config import apply_defaults as _apply_xla_defaults
 
 _apply_xla_defaults()  # opt-in flags, before any computation creates the XLA backend (see xla_config)
 
-from .algorithms import ALGORITHMS  # noqa: E402
+from .algorithm_specs import ALGORITHM_SPECS, ALGORITHMS, Algorithm, algorithm_spec  # noqa: E402
 from .api import Capabilities, Engine, PackedLayout  # noqa: E402
 from .engine import InferenceEngine  # noqa: E402
 from .errors import VariantUnsupported  # noqa: E402
 from .registry import (PAPER_VARIANTS, VARIANTS, build_inference, engine_for_model, parameter_counts,  # noqa: E402
                        peak_elements, size_estimates, variant_devices, variant_ops)
 
-__all__ = ["ALGORITHMS", "VARIANTS", "PAPER_VARIANTS", "Capabilities", "Engine", "InferenceEngine", "PackedLayout", "VariantUnsupported",
+__all__ = ["ALGORITHMS", "ALGORITHM_SPECS", "Algorithm", "algorithm_spec", "VARIANTS", "PAPER_VARIANTS", "Capabilities", "Engine", "InferenceEngine", "PackedLayout", "VariantUnsupported",
            "build_inference", "engine_for_model", "parameter_counts", "peak_elements", "size_estimates", "variant_devices",
            "variant_ops"]

@@ -33,8 +33,6 @@ from .reference import sequence_masks
 from .variants.transitions import pad_states, unpad_states
 
 Array = jax.Array
-# The inference algorithms every variant runs (pymdp 1.0.4's names).
-ALGORITHMS: tuple[str, ...] = ("fpi", "vmp", "mmp")
 
 
 def mirror_descent_step(tau: float, ln_A: Array, ln_B_past: Any, ln_B_future: Any, ln_qs: Array) -> Array:

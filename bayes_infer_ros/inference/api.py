@@ -21,6 +21,7 @@ from typing import Any, ClassVar, NamedTuple, Optional, Sequence
 import numpy as np
 
 from ..model.generative_model import ModelStructure
+from .algorithm_specs import Algorithm, algorithm_spec
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,8 @@ class Capabilities:
 class Engine(abc.ABC):
     """An FPI/VMP/MMP engine for one model structure and variant, built once and called many times.
 
-    Static attributes (set by every backend's constructor): ``algorithm`` ("fpi" | "vmp" | "mmp"), ``variant`` (a
+    Static attributes (set by every backend's constructor): ``algorithm`` ("fpi" | "vmp" | "mmp") and ``spec``, its
+    record (``algorithm_specs.Algorithm``: read its fields, never compare names), ``variant`` (a
     name in ``VARIANTS``), ``device`` (the platform its calls run on: "cpu" or "gpu"), ``structure``, ``layout``,
     ``dtype``, ``num_iter``, ``tau``, ``batch_size`` (None when unbatched), ``trace_count`` (traces of its calls: a
     second call with the same shapes never adds one; native engines never trace). Class attribute:
@@ -185,6 +187,7 @@ class Engine(abc.ABC):
 
     capabilities: ClassVar[Capabilities]
     algorithm: str
+    spec: Algorithm
     variant: str
     device: str
     structure: ModelStructure
@@ -209,6 +212,7 @@ class Engine(abc.ABC):
                      batch_size: Optional[int], dtype: Any) -> None:
         """Set the static attributes every backend's constructor takes (``layout`` from ``structure``; no trace)."""
         self.algorithm = algorithm
+        self.spec = algorithm_spec(algorithm)
         self.structure = structure
         self.layout = PackedLayout(structure.num_obs, structure.num_states)
         self.num_iter = int(num_iter)
@@ -224,7 +228,7 @@ class Engine(abc.ABC):
 
     def require_fpi(self, call: str) -> None:
         """Refuse ``call`` (a tick) unless this engine runs FPI: a tick is one FPI step, VMP / MMP run a window."""
-        if self.algorithm != "fpi":
+        if not self.spec.ticks:
             raise ValueError(f"{call}: fpi only (this engine runs {self.algorithm}; use run_packed with the window)")
 
     # ---- the contract -----------------------------------------------------------------------------
@@ -336,10 +340,10 @@ def warmup_inputs(engine: Engine, T: Optional[int]) -> tuple[np.ndarray, np.ndar
     """The tick-shaped inputs ``warmup`` calls with: zero observations ([b,] [T,] O), the uniform prior ([b,] S)
     and, for vmp/mmp, zero actions ([b,] T-1, F) int32 (T = ``T`` or 1)."""
     batch = (engine.batch_size,) if engine.batched else ()
-    lead = batch if engine.algorithm == "fpi" else batch + (int(T or 1),)
+    lead = batch + (int(T or 1),) if engine.spec.window else batch
     obs = np.zeros(lead + (engine.layout.obs_size,), dtype=engine.dtype)
     prior = np.concatenate([np.full(batch + (n,), 1.0 / n) for n in engine.structure.num_states], axis=-1)
     actions = None
-    if engine.algorithm != "fpi":
+    if engine.spec.window:
         actions = np.zeros(batch + (max(lead[-1] - 1, 0), engine.structure.num_factors), np.int32)
     return obs, prior.astype(engine.dtype), actions

@@ -43,6 +43,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from .algorithm_specs import Algorithm
 from .api import Engine, FreeEnergy, split_tick_evidence
 
 
@@ -154,6 +155,11 @@ class BeliefFilter:
         return self._engine.algorithm
 
     @property
+    def spec(self) -> Algorithm:
+        """The algorithm's record (``algorithm_specs``)."""
+        return self._engine.spec
+
+    @property
     def D(self) -> np.ndarray:
         """The initial prior, packed (S,)."""
         return self._D
@@ -227,7 +233,7 @@ class BeliefFilter:
         agent k's control since its previous step, ``upcoming[k]`` the control expected before its next one (None:
         ``actions[k]``); vmp/mmp read the windows (whose ``actions`` the caller may have corrected). On an exception
         nothing changes but the windows."""
-        if self._engine.algorithm != "fpi":
+        if self._engine.spec.window:
             return self._infer_windows(agents)
         if self.num_agents == 1 and not self._engine.batched:
             return {0: self._infer_one(actions.get(0), upcoming.get(0))}
@@ -246,7 +252,7 @@ class BeliefFilter:
         evidence makes (the tick with its evidence; vmp / mmp: the prediction, the surprise, the free energy)."""
         if evidence:
             self._warm_evidence()
-        if self._engine.algorithm != "fpi" or not self.has_B:
+        if self._engine.spec.window or not self.has_B:
             return
         saved = list(self._next)
         if self._engine.batched:
@@ -267,7 +273,7 @@ class BeliefFilter:
         if engine.batched:
             row, prior = np.tile(row, (b, 1)), np.tile(prior, (b, 1))
         controls = np.zeros(row.shape[:-1] + (self._num_factors,), np.int32)
-        if engine.algorithm == "fpi":
+        if not engine.spec.window:
             if engine.batched:
                 engine.tick_evidence(row, prior, controls, gates)
             else:

@@ -182,7 +182,7 @@ class InferenceEngine(Engine):
 
     # ---- the per-model core ----------------------------------------------------------------
     def _core(self, params: dict, obs: list[Array], prior: list[Array], actions: Array, valid_steps: Optional[Array]) -> list[Array]:
-        if self.algorithm == "fpi":
+        if not self.spec.window:
             return run_fpi(self._lik, params["lik"], obs, prior, self.num_iter)
         return run_sequence(
             self.algorithm, self._lik, params["lik"], self._trans, params["trans"],
@@ -216,7 +216,7 @@ class InferenceEngine(Engine):
 
     def _actions(self, lead: tuple[int, ...], actions: Optional[Any]) -> Optional[Any]:
         """lead: the observations' leading shape ([b,] T). None for fpi; zeros (cached) when B has one control."""
-        if self.algorithm == "fpi":
+        if not self.spec.window:
             return None
         T = lead[-1]
         expected = lead[:-1] + (max(T - 1, 0), self.structure.num_factors)
@@ -368,7 +368,7 @@ class InferenceEngine(Engine):
     def _free_energy_impl(self, ev, obs_packed, prior_packed, posterior_packed, actions, valid_steps):
         self.trace_count += 1
         structure, layout = self.structure, self.layout
-        window = self.algorithm != "fpi"
+        window = self.spec.window
 
         def one(ev1, o, p, q, a):
             obs = layout.split_obs(o)
@@ -422,7 +422,7 @@ class InferenceEngine(Engine):
         acts = self._actions(tuple(obs.shape[:-1]), actions)
         terms = self._free_energy(self._evidence(), obs, self._input(prior_packed), self._input(posterior_packed), acts,
                                   self._valid_steps(valid_steps))
-        return self._free_energy_result(terms, self.algorithm != "fpi")
+        return self._free_energy_result(terms, self.spec.window)
 
     def surprise(self, obs_packed: Any, prior_packed: Any) -> Array:
         """Each reading's surprise under the prior predictive: obs ([b,] O), prior ([b,] S) -> ([b,] M)."""
@@ -453,7 +453,7 @@ class InferenceEngine(Engine):
     def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
         """Compile the call for window length T (vmp/mmp) and return the seconds it took."""
         obs, prior, actions = warmup_inputs(self, T)
-        vs = obs.shape[-2] if valid_steps and self.algorithm != "fpi" else None
+        vs = obs.shape[-2] if valid_steps and self.spec.window else None
         t0 = time.perf_counter()
         if packed:
             jax.block_until_ready(self.run_packed(obs, prior, actions, valid_steps=vs))

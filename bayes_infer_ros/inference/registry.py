@@ -11,7 +11,7 @@ import numpy as np
 from ..model.generative_model import GenerativeModel, ModelStructure, as_deps, trivial_B_dependencies
 from ..model.validation import ModelValidationError, validate_model
 from . import sizes
-from .algorithms import ALGORITHMS
+from .algorithm_specs import algorithm_spec
 from .api import Engine
 from .engine import InferenceEngine, PreparedVariant
 from .errors import VariantUnsupported
@@ -138,8 +138,7 @@ def build_inference(
     ``device``: the JAX device a JAX variant's calls run on (default: JAX's default device); a native variant
     refuses a device of another platform than its own (``VariantUnsupported``).
     """
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm: unknown {algorithm!r}; expected one of {list(ALGORITHMS)}")
+    algorithm_spec(algorithm)  # ValueError naming the algorithms expected
     if variant not in NATIVE_VARIANTS:
         lik_cls, trans_cls = variant_ops(variant)
     if int(num_iter) < 1:

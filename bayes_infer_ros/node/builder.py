@@ -130,7 +130,7 @@ def build_slot(model: Any, config: EngineConfig, generation: int, budget_mb: flo
     plan, engine = start_engine(slot_plan(model, config, budget_mb, cache, pin), model, checkpoint,
                                 batched if agents > 1 else None)
     checkpoint()
-    if config.algorithm == "fpi":
+    if not engine.spec.window:
         engine.warmup()
     else:
         engine.warmup(T=config.horizon, valid_steps=True)

@@ -18,6 +18,7 @@ from bayes_infer_ros.autotune import EngineConfig
 from bayes_infer_ros.autotune.decision import Outcome, Plan
 from bayes_infer_ros.autotune.decision_cache import DecisionCache
 from bayes_infer_ros.inference import VARIANTS
+from bayes_infer_ros.inference.algorithm_specs import algorithm_spec
 from bayes_infer_ros.model import load_model, model_from_parameters
 
 from . import jax_cache
@@ -121,7 +122,7 @@ class EngineHost:
         check_model(self.model)
         self.stage = "configuring: compiling the engine"
         config = self.config_from_parameters()
-        if config.algorithm != "fpi" and self.model.B is None:
+        if algorithm_spec(config.algorithm).window and self.model.B is None:
             raise ValueError(f"algorithm: {config.algorithm} needs transition tensors B; the model has none (set "
                              "algorithm: fpi, or add B to the model, then configure again)")
         try:

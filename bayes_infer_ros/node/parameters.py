@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-ALGORITHMS = ("fpi", "vmp", "mmp")
+from ..inference.algorithm_specs import ALGORITHMS
+
 DEVICES = ("auto", "cpu", "gpu")
 # Changing one of these builds and compiles a new engine in a worker thread; the tick swaps it in.
 ENGINE_PARAMETERS = ("algorithm", "variant", "num_iter", "tau", "horizon", "autotune_verify_top_k")

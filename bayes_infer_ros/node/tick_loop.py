@@ -170,7 +170,7 @@ class TickLoop:
         evidence, ``inference/belief_filter.py``), stamped with the newest of them (the node clock when none is
         stamped), all in one engine dispatch. Raises what the engine raises (the steps stay in the windows)."""
         stamps, arrivals, actions, upcoming, present = {}, {}, {}, {}, {}
-        sequential = self.filter.algorithm != "fpi"
+        sequential = self.filter.spec.window
         for k in agents:
             row, newest_stamp, arrivals[k] = self.agent_inputs[k].take()
             if self.monitors:  # the modalities with a reading this step

@@ -90,7 +90,7 @@ class CudaEngine(Engine):
         need = ck.shared_elements(L, S) * self.dtype.itemsize
         # the FPI tick: in one block's shared memory when it fits, else from global memory (cuda_large)
         self.memory = "shared" if need <= ck.SHARED_BYTES else "global"
-        if algorithm != "fpi" and self.memory == "global":
+        if self.spec.window and self.memory == "global":
             raise VariantUnsupported(
                 f"fused_cuda: a {algorithm} window of this model needs over {need:,} bytes of shared memory per block "
                 f"(log likelihood {L:,} + 3 x {S} states per step, {self.dtype.name}), over the "
@@ -101,10 +101,10 @@ class CudaEngine(Engine):
         self._cuda = cuda
         self._threads = ck.threads_for(L, S)
         self._shared = need if self.memory == "shared" else 0
-        self._kernel = ck.fpi_tick_kernel(self.dtype.name) if algorithm == "fpi" and self.memory == "shared" else None
+        self._kernel = ck.fpi_tick_kernel(self.dtype.name) if self.spec.ticks and self.memory == "shared" else None
         # the large-model kernel: (the block's barrier, the grid's), its phases, the blocks an agent can use
         self._global = None
-        if algorithm == "fpi" and self.memory == "global":
+        if self.spec.ticks and self.memory == "global":
             self._global = (cl.fpi_tick_global_kernel(self.dtype.name, False),
                             cl.fpi_tick_global_kernel(self.dtype.name, True))
         self._phases = cl.phases(self.num_iter, structure.num_factors)
@@ -120,7 +120,7 @@ class CudaEngine(Engine):
         device = {"ints": cuda.to_device(m.ints, stream=stream), "log_A": cuda.to_device(m.log_A, stream=stream),
                   "B": cuda.to_device(m.B, stream=stream), "has_B": m.has_B,
                   "msg_off": cuda.to_device(m.msg_off, stream=stream)}
-        device["Bs"] = cuda.to_device(m.log_B, stream=stream) if algorithm == "vmp" else device["B"]
+        device["Bs"] = cuda.to_device(m.log_B, stream=stream) if self.spec.kind_vmp else device["B"]
         self._d_tick = tuple(device[n] for n in model_fields(CudaTickArgs))
         self._d_global = tuple(device[n] for n in model_fields(CudaTickGlobalArgs))
         self._d_window = tuple(device[n] for n in model_fields(CudaWindowArgs))
@@ -297,7 +297,7 @@ class CudaEngine(Engine):
         """Packed API: FPI obs (…, O), prior (…, S) -> beliefs (…, S); VMP / MMP obs (…, T, O), prior (…, S),
         actions (…, T-1, F) -> beliefs (…, T, S). One launch."""
         self.layout.check_packed(obs_packed, prior_packed)
-        if self.algorithm != "fpi":
+        if self.spec.window:
             return self._run_window(obs_packed, prior_packed, actions, valid_steps)
         obs = np.asarray(obs_packed, dtype=self.dtype)
         prior = np.asarray(prior_packed, dtype=self.dtype)
@@ -333,7 +333,7 @@ class CudaEngine(Engine):
         threads = ck.threads_for(T * L, T * S)
         vs = -1 if valid_steps is None else int(valid_steps)
         cw.window_kernel(self.dtype.name)[b, threads, self._stream, need](
-            *self._d_window, d_in, T, vs, self.algorithm == "vmp", self.num_iter, self.dtype.type(self.tau),
+            *self._d_window, d_in, T, vs, self.spec.kind_vmp, self.num_iter, self.dtype.type(self.tau),
             self.model.minval, d_out)
         out = d_out.copy_to_host(stream=self._stream)
         self._stream.synchronize()

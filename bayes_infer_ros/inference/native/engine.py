@@ -106,7 +106,7 @@ class NativeEngine(Engine):
         self._agents_call = None  # fpi_tick_batched's, at the first tick_agents
         self._tick_out_shape = (2, self.layout.state_size)  # fpi_tick's out: beliefs and the next prior
         # tick_prepared calls fpi_tick's entry point directly where tick does: FPI, one model, with B
-        self._direct_tick = algorithm == "fpi" and batch_size is None and m.has_B
+        self._direct_tick = self.spec.ticks and batch_size is None and m.has_B
         self._evidence = NativeEvidence(self, m, A_b, self._k)  # free energy and surprise (evidence_host)
 
     planned_elements = staticmethod(native_planned_elements)
@@ -124,7 +124,7 @@ class NativeEngine(Engine):
         obs = self._lead(obs_packed)
         prior = self._lead(prior_packed)
         S = self.layout.state_size
-        if self.algorithm == "fpi":
+        if not self.spec.window:
             out = np.empty((obs.shape[0], S), self.dtype)
             self._k.fpi(*self._fpi_model, obs, prior, self.num_iter, self.model.minval, out)
         else:
@@ -132,7 +132,7 @@ class NativeEngine(Engine):
             acts = window_actions(self, T, actions)
             out = np.empty((obs.shape[0], T, S), self.dtype)
             vs = -1 if valid_steps is None else int(valid_steps)
-            self._k.sequence(*self._sequence_model, self.algorithm == "vmp", obs, prior, acts, vs, self.num_iter,
+            self._k.sequence(*self._sequence_model, self.spec.kind_vmp, obs, prior, acts, vs, self.num_iter,
                              self.dtype.type(self.tau), self.model.minval, out)
         return out if self.batched else out[0]
 

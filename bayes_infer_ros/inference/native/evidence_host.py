@@ -83,7 +83,7 @@ class NativeEvidence:
                     valid_steps: Optional[int] = None) -> FreeEnergy:
         """pymdp ``calc_vfe`` of ``posterior_packed`` (see :meth:`~.api.Engine.free_energy`); numpy arrays."""
         e, m = self._engine, self._model
-        window = e.algorithm != "fpi"
+        window = e.spec.window
         steps = 2 if window else 1
         obs, single = self._rows(obs_packed, steps, "obs")
         q, _ = self._rows(posterior_packed, steps, "posterior")

@@ -85,10 +85,10 @@ def list_call(engine: Engine, obs: Sequence[Any], prior: Sequence[Any], actions:
 def native_warmup(engine: Engine, T: Optional[int], valid_steps: bool) -> float:
     """Compile (or load) the engine's kernels with tick-shaped calls: ``run_packed``, and ``tick`` for FPI."""
     obs, prior, actions = warmup_inputs(engine, T)
-    vs = obs.shape[-2] if valid_steps and engine.algorithm != "fpi" else None
+    vs = obs.shape[-2] if valid_steps and engine.spec.window else None
     t0 = time.perf_counter()
     engine.run_packed(obs, prior, actions, valid_steps=vs)
-    if engine.algorithm == "fpi":
+    if not engine.spec.window:
         lead = (engine.batch_size,) if engine.batched else ()
         engine.tick(obs, prior, np.zeros(lead + (engine.structure.num_factors,), np.int32))
     return time.perf_counter() - t0
