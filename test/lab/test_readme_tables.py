@@ -174,13 +174,16 @@ def test_the_first_start_table_has_one_row_per_run(tmp_path):
         "| 2.00 (1.00-3.00) | 2.00 (1.00-3.00) |"]
 
 
-def test_the_unseen_block_counts_models_and_picks(tmp_path):
+def test_the_unseen_block_counts_models_verify_steps_and_what_auto_ended_on(tmp_path):
     rows = [{"config_id": f"c{i}", "stratum": "s", "F": 5, "M": 25 if i else 10, "algorithm": alg,
-             "pick": "fused_numba" if i else "baseline", "pick_over_baseline": 0.1 * (i + 1), "configure_s": 1.0 + i}
+             "verified": "baseline" if i == 2 else "", "swap": int(i == 2 and alg == "vmp"),
+             "run": "baseline" if i == 2 and alg == "vmp" else "fused_numba", "run_over_baseline": 0.1 * (i + 1),
+             "run_over_fastest": 1.0 + 0.01 * i, "configure_s": 1.0 + i}
             for i in range(3) for alg in readme_tables.ALGORITHMS]
     text = readme_tables.unseen_table(_write_csv(tmp_path / "unseen.csv", rows))
     assert text.startswith("3 models from another generator seed, F and M up to 25:")
-    assert "| fpi | 3 | baseline 1, fused_numba 2 | 0.20 | 0.30 | 2.0 | 3.0 |" in text
+    assert "| fpi | 3 | 1 | 0 | fused_numba 3 | 0.20 | 0.30 | 1.02 | 2.00 | 3.00 |" in text
+    assert "| vmp | 3 | 1 | 1 | baseline 1, fused_numba 2 | 0.20 | 0.30 | 1.02 | 2.00 | 3.00 |" in text
 
 
 # ---- the docs name no commit and no missing file -------------------------------------------------
