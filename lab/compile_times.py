@@ -42,7 +42,7 @@ from bayes_infer_ros.autotune.timing import block, environment
 from bayes_infer_ros.inference import build_inference, parameter_counts
 from bayes_infer_ros.inference.registry import VARIANT_OPS
 from lab.generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build, read_index
-from lab.harness import AUTO, Case, auto_engine, make_inputs, pymdp_callable
+from lab.harness import AUTO, Case, auto_engine, make_inputs, pymdp_callable, restored_environment
 
 PYMDP = "pymdp"
 #: Two configurations of the paper's generator at M = 25 and three at M = 125, each above 1e5 parameters:
@@ -97,6 +97,16 @@ def _loadavg() -> float:
         return float("nan")
 
 
+def _time_two_calls(row: dict[str, Any], call: Any) -> None:
+    """The first call (wall and CPU time: trace, compile, one run) and the second (one run) into ``row``."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    block(call())
+    row["first_call_s"], row["first_call_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+    t0 = time.perf_counter()
+    block(call())
+    row["second_call_s"] = time.perf_counter() - t0
+
+
 def measure_case(spec: ConfigSpec, cache: Optional[str], algorithm: str, variant: str, horizon: int, num_iter: int,
                  dtype: str, hlo: bool) -> dict:
     """One candidate's build and first call, in THIS process (a fresh one: see ``run_case``)."""
@@ -118,12 +128,7 @@ def measure_case(spec: ConfigSpec, cache: Optional[str], algorithm: str, variant
         args = (A, obs, prior) if algorithm == "fpi" else (A, B, obs, prior, actions)
         row["param_count"] = sum(spec.a_elements())
         row["build_s"] = time.perf_counter() - t0
-        t0, c0 = time.perf_counter(), time.process_time()
-        block(fn(*args))
-        row["first_call_s"], row["first_call_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
-        t0 = time.perf_counter()
-        block(fn(*args))
-        row["second_call_s"] = time.perf_counter() - t0
+        _time_two_calls(row, lambda: fn(*args))
         lower = lambda: fn.lower(*args)  # noqa: E731
     else:
         if variant == AUTO:  # the node's decision: its verify step builds and times its candidates
@@ -134,12 +139,7 @@ def measure_case(spec: ConfigSpec, cache: Optional[str], algorithm: str, variant
         row["build_s"] = time.perf_counter() - t0
         row["param_count"] = int(parameter_counts(model, variants=[chosen])[chosen])
         call = (obs, prior) if algorithm == "fpi" else (obs, prior, actions)
-        t0, c0 = time.perf_counter(), time.process_time()
-        block(engine(*call))
-        row["first_call_s"], row["first_call_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
-        t0 = time.perf_counter()
-        block(engine(*call))
-        row["second_call_s"] = time.perf_counter() - t0
+        _time_two_calls(row, lambda: engine(*call))
         lower = (lambda: engine.lower(*call)) if hasattr(engine, "lower") else None
     if hlo and lower is not None:
         jax.clear_caches()
@@ -169,19 +169,12 @@ def run_case(args: tuple, time_limit: float, persistent_cache: bool = False) -> 
     environment sets it: ``persistent_cache``, to fill it); a row's measured part."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    saved = {k: os.environ.get(k) for k in ("JAX_ENABLE_COMPILATION_CACHE", "JAX_PLATFORMS")}
-    if not persistent_cache:
-        os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    try:
+    with restored_environment(("JAX_ENABLE_COMPILATION_CACHE", "JAX_PLATFORMS")):
+        if not persistent_cache:
+            os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
         proc = ctx.Process(target=_child, args=(child, args), daemon=True)
         proc.start()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     child.close()
     try:
         if not parent.poll(time_limit):

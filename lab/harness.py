@@ -28,6 +28,7 @@ vmp/mmp B is selected by the actions inside the jitted call with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import importlib
 import math
@@ -39,7 +40,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -401,6 +402,20 @@ def _worker_main(conn, settings: Settings) -> None:
         conn.send(("rows", rows))
 
 
+@contextlib.contextmanager
+def restored_environment(names: Iterable[str]) -> Iterator[None]:
+    """Set what a spawned child must read at its start inside the block; ``names`` are as before on exit."""
+    saved = {k: os.environ.get(k) for k in names}
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class Worker:
     """A child process that runs cases; killed and replaced on a timeout or a crash."""
 
@@ -410,18 +425,11 @@ class Worker:
         self.proc = ctx.Process(target=_worker_main, args=(child, settings), daemon=True)
         # The child starts with XLA:CPU's execution-mode log on (XLA reads it when jax is first imported,
         # which in a spawned child happens before any of our code runs).
-        saved = {k: os.environ.get(k) for k in (*LOG_ENV, "JAX_PLATFORMS")}
-        os.environ.setdefault("JAX_PLATFORMS", "cpu")
-        if os.environ["JAX_PLATFORMS"] == "cpu":
-            os.environ.update(LOG_ENV)
-        try:
+        with restored_environment((*LOG_ENV, "JAX_PLATFORMS")):
+            os.environ.setdefault("JAX_PLATFORMS", "cpu")
+            if os.environ["JAX_PLATFORMS"] == "cpu":
+                os.environ.update(LOG_ENV)
             self.proc.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         child.close()
         if not self.conn.poll(180):
             self.kill()

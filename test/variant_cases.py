@@ -193,17 +193,6 @@ def prepared_elements(engine) -> int:
                if np.issubdtype(np.asarray(x).dtype, np.floating))
 
 
-def agent_rows(engine, b: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """b random rows for the engine's structure: obs (b, O) and prior (b, S) soft distributions, action (b, F) valid
-    controls."""
-    rng = np.random.default_rng(seed)
-    s = engine.structure
-    obs = np.concatenate([rng.dirichlet(np.ones(m), b) for m in s.num_obs], axis=1)
-    prior = np.concatenate([rng.dirichlet(np.ones(n), b) for n in s.num_states], axis=1)
-    action = np.stack([rng.integers(0, u, b) for u in s.num_controls], axis=1)
-    return obs.astype(engine.dtype), prior.astype(engine.dtype), action.astype(np.int32)
-
-
 def assert_tick_matches_pymdp(case: Case, action: np.ndarray, variant: str, num_iter: int, dtype) -> None:
     """The ``variant`` engine's FPI tick on ``case`` (beliefs and the next prior, in ``dtype``) equals pymdp's
     ``run_factorized_fpi`` and ``compute_expected_state`` under ``action`` (float64 cases: call under enable_x64)."""

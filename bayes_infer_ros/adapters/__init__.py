@@ -5,7 +5,7 @@ path, ``schema`` checks an adapter against its message type's definition, ``read
 observation (``evidence``: soft evidence from a declared noise), ``sampling`` does the inverse for sample bags. The
 node's subscriptions are in ``ros/adapter_inputs.py``."""
 from .config import (
-    KEYS, PARAMETER_HELP, PREFIX, REDUCTIONS, TESTED_TYPES, AdapterConfigError, AdapterSpec, flatten, parse_adapters,
+    KEYS, PARAMETER_HELP, PREFIX, REDUCTIONS, TESTED_TYPES, AdapterConfigError, AdapterSpec, parse_adapters,
     split_parameters,
 )
 from .reading import Reading, read_level
@@ -14,6 +14,6 @@ from .schema import FieldType, check_spec
 
 __all__ = [
     "KEYS", "PARAMETER_HELP", "PREFIX", "REDUCTIONS", "TESTED_TYPES", "AdapterConfigError", "AdapterSpec", "FieldType",
-    "NotSampleable", "Reading", "check_spec", "flatten", "parse_adapters", "read_level", "sample_value",
+    "NotSampleable", "Reading", "check_spec", "parse_adapters", "read_level", "sample_value",
     "split_parameters",
 ]

@@ -369,15 +369,3 @@ def parse_adapters(params: Mapping[str, Any], modality_names: Sequence[str],
     the first parameter that cannot be used."""
     return {name: parse_adapter(name, keys, modality_names, level_labels)
             for name, keys in sorted(split_parameters(params).items())}
-
-
-def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested mapping (a params file's ``ros__parameters``) -> flat ROS parameter names."""
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out

@@ -18,9 +18,10 @@ import yaml
 
 from rosbags.typesys.base import Nodetype
 
-from bayes_infer_ros.adapters import AdapterConfigError, AdapterSpec, FieldType, check_spec, flatten, parse_adapters
+from bayes_infer_ros.adapters import AdapterConfigError, AdapterSpec, FieldType, check_spec, parse_adapters
 from bayes_infer_ros.adapters.sampling import write_sample
 from bayes_infer_ros.model import GenerativeModel
+from bayes_infer_ros.model.io import flatten_parameters
 
 from .convert import default_message
 from .interfaces import make_typestore, register_installed
@@ -35,7 +36,7 @@ def load_adapters(path: os.PathLike, model: GenerativeModel) -> dict[str, Adapte
     params: dict[str, Any] = {}
     for section in doc.values():
         if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
-            params.update(flatten(section["ros__parameters"]))
+            params.update(flatten_parameters(section["ros__parameters"]))
     names = [model.modality_name(i) for i in range(model.num_modalities)]
     labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
     specs = parse_adapters(params, names, labels)

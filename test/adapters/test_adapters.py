@@ -10,11 +10,12 @@ import pytest
 import yaml
 
 from bayes_infer_ros.adapters import (
-    AdapterConfigError, FieldType, NotSampleable, check_spec, flatten, parse_adapters, read_level, sample_value,
+    AdapterConfigError, FieldType, NotSampleable, check_spec, parse_adapters, read_level, sample_value,
 )
 from bayes_infer_ros.adapters.paths import parse_path, resolve
 from bayes_infer_ros.adapters.reading import bin_level, reduce_values
 from bayes_infer_ros.adapters.sampling import write_sample
+from bayes_infer_ros.model.io import flatten_parameters
 
 NAMES = ["rfid_tag", "voltage", "lidar_gap", "charging"]
 LABELS = [["dock", "aisle_a", "aisle_b", "charger", "none"], ["high", "medium", "low"], ["gap", "wall"],
@@ -29,7 +30,7 @@ def spec(modality: str = "voltage", **keys):
 
 def shipped(repo_root):
     doc = yaml.safe_load((repo_root / "config" / "agent_adapters.yaml").read_text())
-    return parse_adapters(flatten(doc["/**"]["ros__parameters"]), NAMES, LABELS)
+    return parse_adapters(flatten_parameters(doc["/**"]["ros__parameters"]), NAMES, LABELS)
 
 
 # ---- configuration errors name the parameter ---------------------------------------------------------------

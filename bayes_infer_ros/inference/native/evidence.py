@@ -20,8 +20,9 @@ from .common import _n_max, _nobs, _nobs_into, inline, njit, scratch_sizes
 from .contractions import log_likelihoods
 from .fp_mode import flush_subnormals, restore_fp_mode
 from .fpi import _fpi_into
-from .tick import _ints1, _ints2
-from .transitions import _predict_into
+from .schema import NCONTROLS, NS
+from .tick import _index, _ints1
+from .transitions import _predict_into, _step_odometer
 
 
 @inline
@@ -53,13 +54,7 @@ def _expect(vals, base, deps, dims, r, k, q, s_off, idx, zero):
         for j in range(1, k):
             w *= q[s_off[deps[r, j]] + idx[j]]
         acc += vals[base + p] * w
-        j = k - 1
-        while j >= 0:
-            idx[j] += 1
-            if idx[j] < dims[r, j]:
-                break
-            idx[j] = 0
-            j -= 1
+        _step_odometer(idx, dims, r, k)
     return acc
 
 
@@ -225,10 +220,7 @@ def free_energy_rows(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, log
 @inline
 def _tick_evidence_into(ints, log_A, B, A, obs, prior, num_iter, minval, action, gates, out):
     """b agents' FPI ticks with their evidence (see ``fpi_tick_evidence_batched``), actions unchecked."""
-    a_off, ll_off, deps, dims = _ints1(ints, 0), _ints1(ints, 1), _ints2(ints, 2), _ints2(ints, 3)
-    ks, ns, o_off, s_off = _ints1(ints, 4), _ints1(ints, 5), _ints1(ints, 6), _ints1(ints, 7)
-    b_off, bdeps, bdims, bks = _ints1(ints, 8), _ints2(ints, 9), _ints2(ints, 10), _ints1(ints, 11)
-    ncontrols = _ints1(ints, 12)
+    a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims, bks, ncontrols = _index(ints)
     F, n_max, L, M = ns.shape[0], _n_max(ns), ll_off[-1], ks.shape[0]
     half_max, w_max = scratch_sizes(ll_off, dims, ks)
     FN = F * n_max
@@ -299,7 +291,7 @@ def fpi_tick_evidence_batched(ints, log_A, B, A, obs, prior, num_iter, minval, a
     ints: ``arrays.pack_tick_model``'s; log_A, B (1 or b, ...) as ``fpi_tick_batched``'s, A: log A's likelihoods clipped
     at minval (exp of it), laid out as log A. Returns -1, or the first
     agent whose action holds a control outside [0, num_controls) (then nothing is computed)."""
-    ns, ncontrols = _ints1(ints, 5), _ints1(ints, 12)
+    ns, ncontrols = _ints1(ints, NS), _ints1(ints, NCONTROLS)
     for i in range(obs.shape[0]):
         for f in range(ns.shape[0]):
             if action[i, f] < 0 or action[i, f] >= ncontrols[f]:
