@@ -145,9 +145,9 @@ def _vfe_into(M, F, out):
 
 
 @njit
-def surprise_rows(log_A, A, a_off, ll_off, deps, dims, ks, o_off, s_off, obs, prior, minval, out):
-    """obs (b, O), prior (b, S) -> out (b, M): each reading's surprise under its row's prior predictive; A: log A's
-    likelihoods clipped at minval (exp of it), same layout."""
+def surprise_rows(log_A, A_clip, a_off, ll_off, deps, dims, ks, o_off, s_off, obs, prior, minval, out):
+    """obs (b, O), prior (b, S) -> out (b, M): each reading's surprise under its row's prior predictive; A_clip:
+    log A's likelihoods clipped at minval (exp of it), same layout."""
     mode = flush_subnormals()
     nobs = _nobs(o_off)
     L = ll_off[-1]
@@ -157,15 +157,15 @@ def surprise_rows(log_A, A, a_off, ll_off, deps, dims, ks, o_off, s_off, obs, pr
     for i in range(obs.shape[0]):
         ab = 0 if shared else i
         log_likelihoods(log_A, ab, a_off, ll_off, obs[i], o_off, nobs, ll, 0)
-        _surprise_into(A[ab], a_off, ll, ll_off, deps, dims, ks, obs[i], o_off, prior[i], s_off, e, idx, minval,
+        _surprise_into(A_clip[ab], a_off, ll, ll_off, deps, dims, ks, obs[i], o_off, prior[i], s_off, e, idx, minval,
                        out[i])
     restore_fp_mode(mode)
 
 
 @njit
 def free_energy_rows(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, log_B, b_off, bdeps, bdims, bks,
-                     ncontrols, has_B, obs, prior, q, actions, valid_steps, minval, out):
-    """obs (b, T, O), prior (b, S), q (b, T, S), actions (b, T-1, F) -> out (b, T, M + 3 F + 1): the free-energy
+                     ncontrols, has_B, obs, prior, posterior, actions, valid_steps, minval, out):
+    """obs (b, T, O), prior (b, S), posterior (b, T, S), actions (b, T-1, F) -> out (b, T, M + 3 F + 1): the free-energy
     terms of each row's posterior (T = 1 and has_B False: one FPI step). valid_steps < 0: every step is real."""
     mode = flush_subnormals()
     zero = minval - minval
@@ -198,8 +198,8 @@ def free_energy_rows(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, log
             row = out[i, t]
             scale = one if obs_valid[t] else zero
             log_likelihoods(log_A, ab, a_off, ll_off, obs[i, t], o_off, nobs, ll, 0)
-            _step_into(ll, ll_off, deps, dims, ks, ns, s_off, q[i, t], prior[i], start[t], True, scale, idx, minval,
-                       row)
+            _step_into(ll, ll_off, deps, dims, ks, ns, s_off, posterior[i, t], prior[i], start[t], True, scale, idx,
+                       minval, row)
             for f in range(F):
                 ce = zero
                 if trans_ok[t]:
@@ -208,17 +208,17 @@ def free_energy_rows(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, log
                     P = (b_off[f + 1] - b_off[f]) // ((ncontrols[f] + 1) * n_f)
                     lb = log_B[ab]
                     for a in range(n_f):
-                        qa = q[i, t, s_off[f] + a]
+                        qa = posterior[i, t, s_off[f] + a]
                         if qa != zero:
-                            ce -= qa * _expect(lb, b_off[f] + (u * n_f + a) * P, bdeps, bdims, f, bks[f], q[i, t - 1],
-                                               s_off, idx, zero)
+                            ce -= qa * _expect(lb, b_off[f] + (u * n_f + a) * P, bdeps, bdims, f, bks[f],
+                                               posterior[i, t - 1], s_off, idx, zero)
                 row[M + 2 * F + f] = ce
             _vfe_into(M, F, row)
     restore_fp_mode(mode)
 
 
 @inline
-def _tick_evidence_into(ints, log_A, B, A, obs, prior, num_iter, minval, action, gates, out):
+def _tick_evidence_into(ints, log_A, B, A_clip, obs, prior, num_iter, minval, action, gates, out):
     """b agents' FPI ticks with their evidence (see ``fpi_tick_evidence_batched``), actions unchecked."""
     a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims, bks, ncontrols = _index(ints)
     F, n_max, L, M = ns.shape[0], _n_max(ns), ll_off[-1], ks.shape[0]
@@ -243,7 +243,7 @@ def _tick_evidence_into(ints, log_A, B, A, obs, prior, num_iter, minval, action,
         ab = 0 if shared else i
         q, nxt, row = out[i, :S], out[i, S:2 * S], out[i, 2 * S:]
         log_likelihoods(log_A, ab, a_off, ll_off, obs[i], o_off, nobs, ll, 0)
-        _surprise_into(A[ab], a_off, ll, ll_off, deps, dims, ks, obs[i], o_off, prior[i], s_off, e, idx, minval,
+        _surprise_into(A_clip[ab], a_off, ll, ll_off, deps, dims, ks, obs[i], o_off, prior[i], s_off, e, idx, minval,
                        row[:M])
         for m in range(M):
             refused = row[m] > gates[m]
@@ -265,38 +265,37 @@ def _tick_evidence_into(ints, log_A, B, A, obs, prior, num_iter, minval, action,
 
 
 @njit
-def fpi_tick_evidence(ints, floats, n_log_A, n_B, obs, prior, num_iter, minval, action, gates, out):
+def fpi_tick_evidence(ints, evidence_floats, n_log_A, n_B, obs, prior, num_iter, minval, action, gates, out):
     """One model's FPI tick with its evidence in one dispatch: obs (O,), prior (S,), action (F,) int32, gates (M,) ->
     out (2 S + M + M + 3 F + 1,): the beliefs, the next prior, each reading's surprise under ``prior``, the beliefs'
-    free-energy terms (as ``fpi_tick_evidence_batched``). floats: log A (n_log_A), B (n_B) and A clipped, one row
-    each, concatenated (``pack_evidence_model``)."""
-    log_A = floats[:n_log_A].reshape(1, n_log_A)
-    B = floats[n_log_A:n_log_A + n_B].reshape(1, n_B)
-    A = floats[n_log_A + n_B:].reshape(1, n_log_A)
-    _tick_evidence_into(ints, log_A, B, A, obs.reshape(1, obs.shape[0]), prior.reshape(1, prior.shape[0]), num_iter,
-                        minval, action.reshape(1, action.shape[0]), gates, out.reshape(1, out.shape[0]))
+    free-energy terms (as ``fpi_tick_evidence_batched``). evidence_floats: log A (n_log_A), B (n_B) and A clipped,
+    one row each, concatenated (``pack_evidence_model``)."""
+    log_A = evidence_floats[:n_log_A].reshape(1, n_log_A)
+    B = evidence_floats[n_log_A:n_log_A + n_B].reshape(1, n_B)
+    A_clip = evidence_floats[n_log_A + n_B:].reshape(1, n_log_A)
+    _tick_evidence_into(ints, log_A, B, A_clip, obs.reshape(1, obs.shape[0]), prior.reshape(1, prior.shape[0]),
+                        num_iter, minval, action.reshape(1, action.shape[0]), gates, out.reshape(1, out.shape[0]))
 
 
-def pack_evidence_model(log_A, B, A):
+def pack_evidence_model(log_A, B, A_clip):
     """``fpi_tick_evidence``'s floats: log A's, B's and A's (clipped) first rows, concatenated."""
-    return np.ascontiguousarray(np.concatenate([log_A[0], B[0], A[0]]))
+    return np.ascontiguousarray(np.concatenate([log_A[0], B[0], A_clip[0]]))
 
 
 @njit
-def fpi_tick_evidence_batched(ints, log_A, B, A, obs, prior, num_iter, minval, action, gates, out):
+def fpi_tick_evidence_batched(ints, log_A, B, A_clip, obs, prior, num_iter, minval, action, gates, out):
     """b agents' FPI ticks with their evidence: obs (b, O), prior (b, S), action (b, F) int32, gates (M,) ->
     out (b, 2 S + M + M + 3 F + 1): the beliefs and the next prior (``tick.fpi_tick_batched``'s), each reading's
     surprise under the prior, then the beliefs' free-energy terms. A reading whose surprise is above its gate
     (``surprise > gates[m]``; +inf: no gate) is left out of the tick (no evidence) and of the accuracy.
-    ints: ``arrays.pack_tick_model``'s; log_A, B (1 or b, ...) as ``fpi_tick_batched``'s, A: log A's likelihoods clipped
-    at minval (exp of it), laid out as log A. Returns -1, or the first
-    agent whose action holds a control outside [0, num_controls) (then nothing is computed)."""
+    The arguments: ``schema.TickEvidenceAgentsArgs``. Returns -1, or the first agent whose action holds a control
+    outside [0, num_controls) (then nothing is computed)."""
     ns, ncontrols = _ints1(ints, NS), _ints1(ints, NCONTROLS)
     for i in range(obs.shape[0]):
         for f in range(ns.shape[0]):
             if action[i, f] < 0 or action[i, f] >= ncontrols[f]:
                 return i
-    _tick_evidence_into(ints, log_A, B, A, obs, prior, num_iter, minval, action, gates, out)
+    _tick_evidence_into(ints, log_A, B, A_clip, obs, prior, num_iter, minval, action, gates, out)
     return -1
 
 

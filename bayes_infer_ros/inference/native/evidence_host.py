@@ -15,6 +15,7 @@ import numpy as np
 from ..api import Engine, FreeEnergy, free_energy_size
 from ..numerics import MINVAL
 from .arrays import NativeModel
+from .schema import FreeEnergyArgs, SurpriseArgs, TickEvidenceAgentsArgs, TickEvidenceArgs, model_fields
 
 
 class NativeEvidence:
@@ -30,8 +31,8 @@ class NativeEvidence:
         self.width = 2 * engine.layout.state_size + structure.num_modalities + free_energy_size(
             structure.num_modalities, structure.num_factors)
         self._A_clip: Optional[np.ndarray] = None
+        self._bound: dict[type, tuple] = {}  # each entry point's model arguments, bound at its first call
         self._tick_call = None  # fpi_tick_evidence's entry point, at the first call
-        self._tick_model: Optional[tuple] = None  # its (ints, floats, n_log_A, n_B)
         self._agents_call = None  # fpi_tick_evidence_batched's
 
     def clipped_A(self) -> np.ndarray:
@@ -42,6 +43,16 @@ class NativeEvidence:
                 [np.clip(np.asarray(a, np.float64), MINVAL, None).reshape(b, -1) for a in self._A_b], axis=1),
                 dtype=self._engine.dtype)
         return self._A_clip
+
+    def _args(self, schema: type) -> tuple:
+        """An evidence entry point's leading (model) arguments, by name (``schema``): the model's, and ``A_clip``,
+        ``evidence_floats`` and ``n_B``, made here; bound once."""
+        if schema not in self._bound:
+            m = self._model
+            own = {"A_clip": self.clipped_A, "n_B": lambda: int(m.B.shape[1]),
+                   "evidence_floats": lambda: self._k.pack_evidence_model(m.log_A, m.B, self.clipped_A())}
+            self._bound[schema] = tuple(own[n]() if n in own else getattr(m, n) for n in model_fields(schema))
+        return self._bound[schema]
 
     def gates(self, gates: Optional[np.ndarray]) -> np.ndarray:
         """``gates`` (M,) in the engine's dtype (None: no gate, +inf each); ValueError naming a wrong shape."""
@@ -75,8 +86,7 @@ class NativeEvidence:
             raise ValueError(f"surprise: expected obs (…, {e.layout.obs_size}) and prior (…, "
                              f"{e.layout.state_size}) with the same rows, got {obs.shape} and {prior.shape}")
         out = np.empty((obs.shape[0], e.structure.num_modalities), e.dtype)
-        self._k.surprise(m.log_A, self.clipped_A(), m.a_off, m.ll_off, m.deps, m.dims, m.ks, m.o_off, m.s_off, obs,
-                         prior, m.minval, out)
+        self._k.surprise(*self._args(SurpriseArgs), obs, prior, m.minval, out)
         return out[0] if single else out
 
     def free_energy(self, obs_packed: Any, prior_packed: Any, posterior_packed: Any, actions: Optional[Any] = None,
@@ -108,9 +118,7 @@ class NativeEvidence:
             acts = np.zeros((b, 0, F), np.int64)
         out = np.empty((b, T, free_energy_size(e.structure.num_modalities, F)), e.dtype)
         vs = -1 if valid_steps is None else int(valid_steps)
-        self._k.free_energy(m.log_A, m.a_off, m.ll_off, m.deps, m.dims, m.ks, m.ns, m.o_off, m.s_off, m.log_B,
-                            m.b_off, m.bdeps, m.bdims, m.bks, m.ncontrols, m.has_B and window, obs, prior, q, acts, vs,
-                            m.minval, out)
+        self._k.free_energy(*self._args(FreeEnergyArgs), obs, prior, q, acts, vs, m.minval, out)
         terms = out if window else out[:, 0]
         return FreeEnergy(terms[0] if single else terms, e.structure.num_modalities, F, window)
 
@@ -122,10 +130,8 @@ class NativeEvidence:
         e, m = self._engine, self._model
         if self._tick_call is None:
             self._tick_call = self._k.fpi_tick_evidence_entry(e.dtype)
-            floats = self._k.pack_evidence_model(m.log_A, m.B, self.clipped_A())
-            self._tick_model = (m.ints, floats, m.log_A.shape[1], m.B.shape[1])
         out = np.empty(self.width, e.dtype)
-        self._tick_call(*self._tick_model, obs, prior, e.num_iter, m.minval, action, gates, out)
+        self._tick_call(*self._args(TickEvidenceArgs), obs, prior, e.num_iter, m.minval, action, gates, out)
         if not m.has_B:  # no transitions: the next prior is the beliefs (as tick)
             S = e.layout.state_size
             out[S:2 * S] = out[:S]
@@ -139,7 +145,7 @@ class NativeEvidence:
         if self._agents_call is None:
             self._agents_call = self._k.fpi_tick_evidence_batched_entry(e.dtype)
         out = np.empty((obs.shape[0], self.width), e.dtype)
-        bad = self._agents_call(m.ints, m.log_A, m.B, self.clipped_A(), obs, prior, e.num_iter, m.minval, act, gates,
+        bad = self._agents_call(*self._args(TickEvidenceAgentsArgs), obs, prior, e.num_iter, m.minval, act, gates,
                                 out)
         if bad >= 0:
             raise ValueError(f"tick_evidence: action[{bad}]: expected controls in [0, num_controls) = "

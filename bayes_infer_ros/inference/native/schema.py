@@ -5,7 +5,7 @@ argument costs on every call). Their names live here instead: each entry point h
 field order is the positional order (``test/inference/native/test_schema.py`` holds every kernel's signature to
 its schema), and every argument is documented once, below. Each entry point takes the model's arrays first (a
 :class:`~.arrays.NativeModel` binds them by name once: ``NativeModel.bind``), then the call's. Pure Python: the
-numba kernels (``fpi``, ``sequence``, ``transitions``, ``tick``) and the CUDA kernels (``cuda_kernels``,
+numba kernels (``fpi``, ``sequence``, ``transitions``, ``tick``, ``evidence``) and the CUDA kernels (``cuda_kernels``,
 ``cuda_window``) import it, and so do the engines.
 
 Arguments
@@ -62,6 +62,13 @@ floats : (NA + NB,)
     Row 0 of ``log_A`` then row 0 of ``B``.
 n_log_A : int
     NA, the split of ``floats``.
+A_clip : (bA, NA)
+    A clipped at ``minval`` in ``log_A``'s layout (the likelihoods a reading's surprise sums; exp of ``log_A`` without
+    its rounding).
+evidence_floats : (2 NA + NB,)
+    Row 0 of ``log_A``, of ``B`` and of ``A_clip``, concatenated (``evidence.pack_evidence_model``).
+n_B : int
+    NB, the length of ``B``'s row in ``evidence_floats``.
 msg_off : (M + 1,)
     Where modality m's messages start in an agent's ``msg`` row: its message to dependency j at level a is at
     ``msg_off[m] + sum_{j' < j} dims[m, j'] + a`` (none when ``ks[m] < 2``).
@@ -87,6 +94,11 @@ b_index : int
     The row of ``B`` a prediction reads.
 q : (S,)
     Packed beliefs to predict from.
+posterior : (b, T, S)
+    Packed posteriors whose free energy is computed (T = 1: one FPI step).
+gates : (M,)
+    Each modality's surprise gate (nats): a reading whose surprise under the prior is above it is left out of the
+    tick; +inf: no gate.
 inp : (b, O + S + F) or (b, T O + S + (T - 1) F)
     A CUDA launch's inputs, one row per agent, as floats: the tick's observation, prior and action, or the
     window's T observations, prior and T - 1 actions.
@@ -102,8 +114,10 @@ scratch : (b, L + 3 S)
     Each agent's log likelihood, constant term, iteration term and posterior, in global memory.
 msg : (b, msg_off[M]) float64
     Each agent's messages of one iteration (``msg_off``).
-out : (b, S), (b, T, S), (S,), (2, S) or (b, 2, S)
-    The results, written by the kernel: beliefs; a tick's beliefs (row 0) and next prior (row 1).
+out : (b, S), (b, T, S), (S,), (2, S), (b, 2, S), (b, M), (b, T, E) or ([b,] 2 S + M + E)
+    The results, written by the kernel: beliefs; a tick's beliefs (row 0) and next prior (row 1); each reading's
+    surprise; the free-energy terms, E = M + 3 F + 1 per step (``api.FreeEnergy``); a tick with its evidence: beliefs,
+    next prior, surprise and the beliefs' free-energy terms.
 """
 from __future__ import annotations
 
@@ -162,6 +176,23 @@ TickAgentsArgs = _schema(
     "TickAgentsArgs", "ints log_A B obs prior num_iter minval action out",
     "``tick.fpi_tick_batched`` (through ``tick.fpi_tick_batched_entry``): b agents' FPI ticks, obs (b, O), prior "
     "(b, S), action (b, F) -> out (b, 2, S); returns -1, or the first agent whose action is out of range.")
+SurpriseArgs = _schema(
+    "SurpriseArgs", "log_A A_clip a_off ll_off deps dims ks o_off s_off obs prior minval out",
+    "``evidence.surprise_rows``: each reading's surprise under its row's prior predictive, obs (b, O), prior (b, S) "
+    "-> out (b, M).")
+FreeEnergyArgs = _schema(
+    "FreeEnergyArgs", "log_A a_off ll_off deps dims ks ns o_off s_off log_B b_off bdeps bdims bks ncontrols has_B "
+    "obs prior posterior actions valid_steps minval out",
+    "``evidence.free_energy_rows``: pymdp ``calc_vfe``'s terms of each row's posterior, obs (b, T, O), prior (b, S), "
+    "posterior (b, T, S), actions (b, T - 1, F) -> out (b, T, E); transition terms from a window's second step.")
+TickEvidenceArgs = _schema(
+    "TickEvidenceArgs", "ints evidence_floats n_log_A n_B obs prior num_iter minval action gates out",
+    "``evidence.fpi_tick_evidence`` (through ``fpi_tick_evidence_entry``): one agent's FPI tick with its surprise, "
+    "gates and free energy, obs (O,), prior (S,), action (F,), gates (M,) -> out (2 S + M + E,).")
+TickEvidenceAgentsArgs = _schema(
+    "TickEvidenceAgentsArgs", "ints log_A B A_clip obs prior num_iter minval action gates out",
+    "``evidence.fpi_tick_evidence_batched``: b agents' ticks with their evidence, obs (b, O), prior (b, S), action "
+    "(b, F), gates (M,) -> out (b, 2 S + M + E); returns -1, or the first agent whose action is out of range.")
 CudaTickArgs = _schema(
     "CudaTickArgs", "ints log_A B inp num_iter minval out",
     "``cuda_kernels.fpi_tick_kernel``'s kernel: b agents' FPI ticks in one launch (one block per agent), inp "
@@ -183,6 +214,10 @@ ENTRY_POINTS: dict[str, type] = {
     "transitions.predict": PredictArgs,
     "tick.fpi_tick": TickArgs,
     "tick.fpi_tick_batched": TickAgentsArgs,
+    "evidence.surprise_rows": SurpriseArgs,
+    "evidence.free_energy_rows": FreeEnergyArgs,
+    "evidence.fpi_tick_evidence": TickEvidenceArgs,
+    "evidence.fpi_tick_evidence_batched": TickEvidenceAgentsArgs,
     "cuda_kernels.fpi_tick": CudaTickArgs,
     "cuda_large.fpi_tick_global": CudaTickGlobalArgs,
     "cuda_window.window": CudaWindowArgs,
@@ -198,6 +233,7 @@ def model_fields(schema: type) -> tuple[str, ...]:
     return fields[:n]
 
 
-#: The names a model supplies (``NativeModel`` attributes; ``Bs`` is the CUDA window's choice of B or log B).
+#: The names a model supplies (``NativeModel`` attributes; ``Bs`` is the CUDA window's choice of B or log B; the
+#: evidence's ``A_clip``, ``evidence_floats`` and ``n_B`` are made by ``evidence_host.NativeEvidence``).
 MODEL_NAMES = frozenset(ModelIndex._fields) | {"log_A", "B", "log_B", "Bs", "has_B", "ints", "floats", "n_log_A",
-                                               "msg_off"}
+                                               "msg_off", "A_clip", "evidence_floats", "n_B"}
