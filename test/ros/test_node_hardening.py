@@ -116,6 +116,11 @@ def diag(io, fqn=f"{NS}/{NAME}", timeout=5.0):
     return got[-1] if got else ({}, None, "")
 
 
+def builds_settled(io) -> bool:
+    """No engine build is pending or under way: every request made so far has swapped in or failed."""
+    return diag(io)[0].get("switch_pending") == "False"
+
+
 def obs(level=-1, probs=(), stamp_ns=None, sec=None, nanosec=None):
     from bayes_infer_ros.msg import CategoricalObservation
 
@@ -311,11 +316,13 @@ def test_memory_budget_applies_to_a_users_variant(probe, agent, io):
         assert not answer.success and "estimated at" in answer.message, answer.message
     finally:
         assert all(r.successful for r in set_params(probe, memory_budget_mb=2048.0))
+        assert wait_for(lambda: builds_settled(io), 120)  # the builds these requests started have swapped in
 
 
 def test_one_set_parameters_request_is_one_build(probe, agent, io):
     """A SetParameters request of 5 parameters is one build, and 30 quick num_iter changes are coalesced."""
     ensure_active(probe, agent)
+    assert wait_for(lambda: builds_settled(io), 120)  # an earlier test's builds would land in this one's counts
     before, _, _ = diag(io)
     res = set_params(probe, num_iter=12, tau=0.9, horizon=4, autotune_verify_top_k=0, variant="baseline")
     assert all(r.successful for r in res), [r.reason for r in res]
