@@ -212,7 +212,8 @@ def test_every_line_of_readmes_adapter_table_works_on_its_message_type(ros_graph
     """README's "Sensor adapters" table: each one-line adapter parses and fits its type's definition."""
     import re
 
-    from bayes_infer_ros.adapters import PARAMETER_HELP, flatten, parse_adapters
+    from bayes_infer_ros.adapters import PARAMETER_HELP, parse_adapters
+    from bayes_infer_ros.model.io import flatten_parameters as flatten
     from bayes_infer_ros.ros.adapter_inputs import AdapterInputs
 
     readme = (repo_root / "README.md").read_text()

@@ -159,7 +159,7 @@ def test_every_message_package_a_shipped_adapter_reads_is_declared_and_in_both_w
     requirements/ (make setup, make test-jazzy)."""
     import yaml
 
-    from bayes_infer_ros.adapters import flatten
+    from bayes_infer_ros.model.io import flatten_parameters as flatten
 
     packages = set()
     for path in (REPO_ROOT / "config").glob("*.yaml"):
