@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import csv
 import importlib
-import math
 import multiprocessing as mp
 import os
 import random
@@ -47,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from bayes_infer_ros.autotune.budget import MemoryBudget, MemoryBudgetExceeded
+from bayes_infer_ros.autotune.budget import MemoryBudget
 from bayes_infer_ros.autotune.decision import EngineConfig, decide
 from bayes_infer_ros.autotune.features import peak_elements, size_estimates
 from bayes_infer_ros.autotune.timing import CandidateTiming, block, environment, loadavg, time_round_robin
@@ -484,11 +483,7 @@ def _over_budget(variant: str, spec: ConfigSpec, budget: MemoryBudget, itemsize:
     """Why ``variant`` is skipped on ``spec`` (the node's budget check), or "" when it fits (pymdp always runs)."""
     if variant in (PYMDP, AUTO):  # pymdp always runs; auto holds itself to the node's budget
         return ""
-    try:
-        budget.check(variant, spec, itemsize, est)
-    except MemoryBudgetExceeded as exc:
-        return str(exc)
-    return ""
+    return budget.refusal(variant, spec, itemsize, est)
 
 
 @dataclass(frozen=True)

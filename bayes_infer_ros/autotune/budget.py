@@ -79,3 +79,11 @@ class MemoryBudget:
                 f"{self.describe()}; raise {self.name}, or pick a variant that stores less, e.g. baseline at "
                 f"{format_bytes(base)}")
         return est
+
+    def refusal(self, variant: str, model: Any, itemsize: int = ITEMSIZE, estimates: Optional[dict] = None) -> str:
+        """Why ``variant`` is over this budget on ``model`` (:meth:`check`'s message), or "" when it fits."""
+        try:
+            self.check(variant, model, itemsize, estimates)
+        except MemoryBudgetExceeded as exc:
+            return str(exc)
+        return ""

@@ -36,7 +36,7 @@ from ..inference.native import numba_available
 from ..inference.algorithm_specs import algorithm_spec
 from ..inference.registry import NATIVE_VARIANTS
 from . import guard
-from .budget import ITEMSIZE, MemoryBudget, MemoryBudgetExceeded
+from .budget import ITEMSIZE, MemoryBudget
 from .features import feature_names, size_estimates, structure_features
 from .forest import NumpyForest
 
@@ -136,13 +136,7 @@ def infeasible(variant: str, model: Any, memory_budget: MemoryBudget = DEFAULT_B
         return "not a registered variant"
     if variant in NATIVE_VARIANTS and not NATIVE_VARIANTS[variant].available():
         return f"{variant} cannot be built here (its library is not installed)"
-    if variant == FALLBACK:
-        return ""
-    try:
-        memory_budget.check(variant, model, itemsize, estimates)
-    except MemoryBudgetExceeded as exc:
-        return str(exc)
-    return ""
+    return "" if variant == FALLBACK else memory_budget.refusal(variant, model, itemsize, estimates)
 
 
 @dataclass(frozen=True)

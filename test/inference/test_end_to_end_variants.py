@@ -16,7 +16,6 @@ from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_reference_jit, random_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
 from variant_cases import (ONE_FACTOR, ONE_MODALITY, SKEWED_ZEROS, StructureCases, assert_batched_matches,
-                           assert_many_modalities_match, assert_program_size_flat_in_M, rotated,
                            assert_float64_matches, assert_no_B_matches, assert_packed_matches, assert_plans_hashable,
                            batched_wants, build, float32_oracle_test, no_B_case, prepared_elements, window)
 
@@ -155,16 +154,3 @@ def test_random_sweep(seed):
         for variant in E2E:
             engine = build(case, algorithm, variant, 8)
             assert max_abs_diff(engine(case.obs, case.prior, case.actions), want) <= FLOAT32_ATOL, (variant, algorithm)
-
-
-@pytest.mark.oracle
-@pytest.mark.parametrize("variant,algorithm", rotated(E2E, 1))
-def test_many_modalities_match_pymdp(variant, algorithm):
-    """M = 30 modalities in six shapes (ranks 1 to 4): one batched contraction per group, pymdp's beliefs."""
-    assert_many_modalities_match(variant, algorithm)
-
-
-@pytest.mark.parametrize("variant,algorithm", rotated(E2E, 0))
-def test_program_does_not_grow_with_modalities(variant, algorithm):
-    """Twice the modalities of the same shapes: the same program size (no operation per modality)."""
-    assert_program_size_flat_in_M(variant, algorithm)

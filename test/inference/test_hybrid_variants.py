@@ -12,8 +12,7 @@ from bayes_infer_ros.inference import ALGORITHMS, PAPER_VARIANTS, build_inferenc
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_reference, random_case
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL, REPEAT_ATOL
-from variant_cases import (ONE_FACTOR, ONE_MODALITY, StructureCases, assert_many_modalities_match,
-                           assert_program_size_flat_in_M, rotated)
+from variant_cases import ONE_FACTOR, ONE_MODALITY, StructureCases
 
 HYBRIDS = tuple(v for v in PAPER_VARIANTS if "hybrid" in v)
 
@@ -126,16 +125,3 @@ def test_oversized_dense_merge_is_refused(monkeypatch):
     with pytest.raises(VariantUnsupported):
         build_inference("fpi", case.A, case.A_deps, variant="hybrid")
     build_inference("fpi", case.A, case.A_deps, variant="sparse_hybrid")
-
-
-@pytest.mark.oracle
-@pytest.mark.parametrize("variant,algorithm", rotated(HYBRIDS, 0))
-def test_many_modalities_match_pymdp(variant, algorithm):
-    """M = 30 modalities in six shapes (ranks 1 to 4): one batched contraction per group, pymdp's beliefs."""
-    assert_many_modalities_match(variant, algorithm)
-
-
-@pytest.mark.parametrize("variant,algorithm", rotated(HYBRIDS, 2))
-def test_program_does_not_grow_with_modalities(variant, algorithm):
-    """Twice the modalities of the same shapes: the same program size (no operation per modality)."""
-    assert_program_size_flat_in_M(variant, algorithm)

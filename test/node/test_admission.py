@@ -50,8 +50,6 @@ def test_a_stamp_before_the_clock_starts_cannot_block_the_topic():
 
 
 def test_every_stamp_refusal_is_a_documented_reason():
-    from bayes_infer_ros.node.conversion import REJECT_REASONS
-
     for d in (admit(1000 + 86400), admit(-1), admit(1000, last=1001 * S), admit(900)):
         assert not d.ok and d.reason in REJECT_REASONS, d
 

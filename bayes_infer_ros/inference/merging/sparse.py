@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse as jsparse
 
