@@ -21,5 +21,5 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 echo "== core tests on $(.venv310/bin/python --version), jax $(.venv310/bin/python -c 'import jax; print(jax.__version__)')"
-JAX_PLATFORMS=cpu PYTHONPATH="$PWD" .venv310/bin/python -m pytest -p no:cacheprovider -q \
+JAX_PLATFORMS=cpu PYTHONPATH="$PWD" .venv310/bin/python -m pytest -p no:cacheprovider -q -n "${TEST_WORKERS:-2}" --dist loadfile \
   test/model test/test_core_without_ros.py test/inference/test_baseline_vs_pymdp.py

@@ -38,7 +38,7 @@ set +u
 source install-jazzy/setup.bash
 set -u
 echo "== ROS tests on $(python --version), rclpy $(python -c 'import importlib.metadata as m; print(m.version("ros-rclpy"))') (Jazzy)"
-python -m pytest -p no:cacheprovider -q "$@" \
+python -m pytest -p no:cacheprovider -q -n "${TEST_WORKERS:-2}" --dist loadfile "$@" \
   test/ros/test_node_graph.py test/ros/test_node_modes.py test/ros/test_replay.py test/ros/test_humble_api.py \
   test/node/test_conversion.py test/node/test_controls.py test/node/test_parameters.py test/node/test_help_text.py \
   test/node/test_statistics.py test/ros/test_rclpy_api.py

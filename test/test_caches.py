@@ -25,59 +25,10 @@ from pathlib import Path
 import pytest
 
 from bayes_infer_ros.inference import kernel_cache
+from configure_probe import CONFIGURE, only
 from tolerances import FLOAT32_ATOL
 
 REPO = Path(__file__).resolve().parents[1]
-
-# The node's configure work in a fresh process, its log lines on stdout ("WARN ..."), then one JSON line.
-CONFIGURE = textwrap.dedent("""
-    import json, sys
-    from bayes_infer_ros.model.io import read_parameters_yaml
-    from bayes_infer_ros.node.engine_host import EngineHost
-    from bayes_infer_ros.node.parameters import PARAMETERS
-
-    class Log:
-        def info(self, m): print("INFO", m, flush=True)
-        def warning(self, m): print("WARN", m, flush=True)
-        def error(self, m): print("ERROR", m, flush=True)
-
-    values = {s.name: s.default for s in PARAMETERS}
-    values.update(read_parameters_yaml(sys.argv[1]))
-    model = {k: v for k, v in values.items() if k.startswith("model.")}
-    host = EngineHost(values.__getitem__, lambda: model, Log(), lambda *a: None, lambda: False)
-    slot = host.load_and_build()
-    print(json.dumps({"variant": slot.variant, "note": slot.note}))
-""")
-
-# A disk that fills after the folders were checked: every numba cache file (.nbi/.nbc, wherever numba keeps them)
-# and JAX cache entry (<key>-cache under HOME) refuses to be written.
-FULL_DISK = textwrap.dedent("""
-    import builtins, errno, io, os
-    _open = io.open
-    def full(file, mode="r", *args, **kwargs):
-        name = os.fspath(file) if isinstance(file, (str, bytes, os.PathLike)) else ""
-        if isinstance(name, str) and any(c in mode for c in "wax") and (
-                ".nb" in name or (name.startswith(os.environ["HOME"]) and name.endswith("-cache"))):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), name)
-        return _open(file, mode, *args, **kwargs)
-    builtins.open = io.open = full
-""")
-
-
-def configure(env: dict, prelude: str = "", params: Path = REPO / "config" / "agent.yaml") -> tuple[dict, list[str], str]:
-    """(result, WARN lines, whole output) of one configure with the shipped model (``params``) in a fresh process."""
-    full_env = {**os.environ, "JAX_PLATFORMS": "cpu", **env}
-    proc = subprocess.run([sys.executable, "-c", prelude + CONFIGURE, str(params)],
-                          env=full_env, capture_output=True, text=True, timeout=1800)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result, [line for line in proc.stdout.splitlines() if line.startswith("WARN")], out
-
-
-def only(lines: list[str], needle: str) -> list[str]:
-    return [line for line in lines if needle in line]
-
 
 # ---- the folder check and the fallback order (in-process, fast) ----------------------------------------------
 @pytest.fixture
@@ -301,84 +252,6 @@ def test_a_damaged_kernel_cache_file_is_compiled_again_with_one_warning_naming_i
 
 
 # ---- the node's configure (subprocesses: fresh numba and JAX state) --------------------------------------------
-@pytest.mark.numba
-def test_configure_with_unwritable_caches_keeps_fused_numba_and_warns_once_per_cache(tmp_path):
-    """A read-only HOME (here: HOME under a regular file) and an unwritable NUMBA_CACHE_DIR (/proc): configure
-    succeeds, auto still picks fused_numba, one WARN names each cache's setting."""
-    (tmp_path / "file").write_text("x")
-    result, warns, out = configure({"HOME": str(tmp_path / "file" / "home"), "XDG_CACHE_HOME": "",
-                                    "NUMBA_CACHE_DIR": "/proc/self/bayes_infer_ros_numba"})
-    assert result["variant"] == "fused_numba", out[-3000:]
-    assert len(only(warns, "jax_compilation_cache_dir")) == 1, warns
-    assert len(only(warns, "NUMBA_CACHE_DIR")) == 1, warns
-    assert len(warns) == 2, warns
-
-
-@pytest.mark.numba
-def test_configure_on_a_disk_that_fills_keeps_fused_numba_and_warns_once_per_cache(tmp_path):
-    """Every numba and JAX cache write fails with ENOSPC after the folders were found writable. variant auto compiles
-    no JAX program in the node (its verify step runs in a child process): numba's cache warns, JAX's has nothing to
-    write; a JAX variant's configure warns once for JAX's."""
-    import yaml
-
-    env = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": ""}
-    result, warns, out = configure(env, prelude=FULL_DISK)
-    assert result["variant"] == "fused_numba", out[-3000:]
-    numba_warns = only(warns, "NUMBA_CACHE_DIR")
-    assert len(numba_warns) == 1 and "disk is full" in numba_warns[0], warns
-    assert only(warns, "jax_compilation_cache_dir") == [], warns
-    doc = yaml.safe_load((REPO / "config" / "agent.yaml").read_text())
-    doc["/**"]["ros__parameters"]["variant"] = "baseline"
-    (tmp_path / "baseline.yaml").write_text(yaml.safe_dump(doc))
-    result, warns, out = configure(env, prelude=FULL_DISK, params=tmp_path / "baseline.yaml")
-    jax_warns = only(warns, "jax_compilation_cache_dir")
-    assert result["variant"] == "baseline" and len(jax_warns) == 1 and "No space left" in jax_warns[0], warns
-    assert "Error writing persistent compilation cache entry" not in out.replace(jax_warns[0], "")
-
-
-@pytest.mark.numba
-def test_configure_with_a_damaged_decision_record_and_kernel_index_keeps_fused_numba(tmp_path):
-    """A kept decision whose timings are a list and kernel indexes whose pickle protocol byte is damaged.
-    ``variant: auto`` still starts fused_numba, its candidates to verify again; ``variant: fused_numba``
-    configures. Each damaged file is named in one WARN, and nothing else warns."""
-    import yaml
-
-    env = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": "", "NUMBA_CACHE_DIR": "",
-           "BAYES_INFER_DECISION_CACHE": ""}
-    caches = tmp_path / "home" / ".cache" / "bayes_infer_ros"
-    # warmup keeps the verified decision (the node's configure starts fused_numba and verifies in the background)
-    proc = subprocess.run([sys.executable, "-m", "bayes_infer_ros.cli", "warmup"],
-                          env={**os.environ, "JAX_PLATFORMS": "cpu", **env}, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0 and "WARNING" not in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
-
-    def damage_indexes() -> list[Path]:
-        indexes = sorted((caches / "numba").rglob("*.nbi"))
-        assert indexes
-        for index in indexes:
-            data = bytearray(index.read_bytes())
-            data[1] = 99  # pickle's protocol byte: "unsupported pickle protocol: 99"
-            index.write_bytes(bytes(data))
-        return indexes
-
-    [record] = (caches / "decisions").glob("*.json")
-    record.write_text(json.dumps({**json.loads(record.read_text()), "timings": [1, 2]}))
-    damaged = damage_indexes()
-    result, warns, out = configure(env)
-    assert result["variant"] == "fused_numba", out[-3000:]
-    assert len(only(warns, str(record))) == 1, warns
-    assert all(any(str(p) in w for p in damaged + [record]) for w in warns), warns
-    assert len(warns) == len(set(warns)) and len(warns) > 1, warns
-
-    doc = yaml.safe_load((REPO / "config" / "agent.yaml").read_text())
-    doc["/**"]["ros__parameters"]["variant"] = "fused_numba"
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(doc))
-    damaged = damage_indexes()
-    result, warns, out = configure(env, params=params)
-    assert result["variant"] == "fused_numba", out[-3000:]
-    assert warns and all(any(str(p) in w for p in damaged) for w in warns), warns
-
-
 # ---- a damaged JAX compilation cache entry is a miss: compiled again, one warning naming the file, replaced ------
 # One program through the node's JAX set-up (jax_cache.enable_cache) in a fresh process: its log lines ("WARN ...")
 # and JAX's own warnings on stdout, then the program's result.
