@@ -52,6 +52,7 @@ def warm(params_file: Path) -> dict[str, Any]:
         counts[name] = counts.get(name, 0) + n
 
     host = EngineHost(values.__getitem__, lambda: model_values, log, count, lambda: False)
+    host.agents = [str(a) for a in values.get("agents") or []]  # a fleet's batch, as the node's configure builds it
     forward_cache_warnings(None)  # the cache modules' warnings reach the console once, through the root logger
     t0 = time.perf_counter()
     slot = host.load_and_build()

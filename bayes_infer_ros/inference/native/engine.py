@@ -44,7 +44,7 @@ from .arrays import NativeModel
 from .evidence_host import NativeEvidence
 from .schema import FpiArgs, SequenceArgs, TickAgentsArgs, TickArgs
 from .host import (agent_threads, list_call, native_planned_elements, native_tick_inputs, native_warmup,
-                   over_agent_blocks, predict_states, window_actions)
+                   numba_threads, over_agent_blocks, parallel_layer, predict_states, window_actions)
 
 NUMBA_HINT = "variant fused_numba needs numba: pip install 'numba==0.68.1' (or the package's [native] extra)"
 
@@ -69,6 +69,7 @@ def kernels() -> SimpleNamespace:
         enable_disk_cache(module, sources)
     return SimpleNamespace(fpi=fpi.fpi, sequence=sequence.sequence, predict=transitions.predict,
                            fpi_tick_entry=tick.fpi_tick_entry, fpi_tick_batched_entry=tick.fpi_tick_batched_entry,
+                           fpi_tick_agents_parallel_entry=tick.fpi_tick_agents_parallel_entry,
                            surprise=evidence.surprise_rows, free_energy=evidence.free_energy_rows,
                            fpi_tick_evidence_entry=evidence.fpi_tick_evidence_entry,
                            pack_evidence_model=evidence.pack_evidence_model,
@@ -104,6 +105,7 @@ class NativeEngine(Engine):
         self._agents_model = m.bind(TickAgentsArgs)
         self._tick_call = None  # fpi_tick's entry point, resolved at the first tick
         self._agents_call = None  # fpi_tick_batched's, at the first tick_agents
+        self._agents_parallel = None  # fpi_tick_agents_parallel's, at the first tick_agents on several threads
         self._tick_out_shape = (2, self.layout.state_size)  # fpi_tick's out: beliefs and the next prior
         # tick_prepared calls fpi_tick's entry point directly where tick does: FPI, one model, with B
         self._direct_tick = self.spec.ticks and batch_size is None and m.has_B
@@ -178,8 +180,9 @@ class NativeEngine(Engine):
         agents all run its one model (any b >= 1); a batched engine's agent i runs model i (b = ``batch_size``).
         Agent i's outputs are the bits of ``tick`` on agent i's inputs (tick.fpi_tick_batched). With B, the agents
         run in contiguous blocks on every CPU the calling thread may use (its affinity: the node's
-        ``cpu_affinity``), at least ``host.MIN_AGENTS_PER_THREAD`` agents per thread, each block one call of the
-        serial kernel (which releases the GIL)."""
+        ``cpu_affinity``), at least ``host.MIN_AGENTS_PER_THREAD`` agents per thread: the serial kernel on each
+        block, on the threads of numba's threading layer (``tick.fpi_tick_agents_parallel``) where a thread-safe one
+        loads (``host.parallel_layer``), else from Python threads (it releases the GIL)."""
         self.require_fpi("tick_agents")
         obs, prior, act = agents_inputs(self, obs_packed, prior_packed, action)
         b = obs.shape[0]
@@ -199,7 +202,16 @@ class NativeEngine(Engine):
             return -1 if bad < 0 else lo + bad
 
         threads = agent_threads(b)
-        bad = [i for i in (over_agent_blocks(b, threads, block) if threads > 1 else [block(0, b)]) if i >= 0]
+        if threads == 1:
+            bad = [i for i in [block(0, b)] if i >= 0]
+        elif parallel_layer():
+            if self._agents_parallel is None:
+                self._agents_parallel = self._k.fpi_tick_agents_parallel_entry(self.dtype)
+            with numba_threads(threads):
+                first = self._agents_parallel(*model, obs, prior, self.num_iter, m.minval, act, out, threads)
+            bad = [first] if first >= 0 else []
+        else:
+            bad = [i for i in over_agent_blocks(b, threads, block) if i >= 0]
         if bad:
             raise ValueError(f"tick_agents: action[{bad[0]}]: expected controls in [0, num_controls) = "
                              f"{m.ncontrols.tolist()}, got {act[bad[0]].tolist()}")

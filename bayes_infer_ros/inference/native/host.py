@@ -4,12 +4,14 @@ and the host's threads for many agents (``agent_threads``, ``over_agent_blocks``
 (its public attributes) and, where it calls a kernel, the packed model."""
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -124,10 +126,63 @@ def _workers() -> ThreadPoolExecutor:
         return _pool
 
 
+# numba's threading layer for ``tick.fpi_tick_agents_parallel``: None until the first question, then whether a
+# thread-safe layer (TBB or OpenMP) runs the engines' parallel kernels in this process.
+_parallel: Optional[bool] = None
+_THREADSAFE_LAYERS = ("tbb", "omp")
+
+
+def parallel_layer() -> bool:
+    """numba's ``prange`` may run the agents' blocks here: a thread-safe threading layer (TBB or OpenMP) loads, and
+    numba is not told to use another (``NUMBA_THREADING_LAYER``). Its fallback, ``workqueue``, aborts the process
+    when two threads run parallel kernels at once (the node's build thread warms an engine while its tick thread
+    runs the old one), so without TBB or OpenMP the blocks run on Python threads (``over_agent_blocks``). Decided
+    once per process; a forked child uses Python threads (GNU OpenMP does not survive a fork)."""
+    global _parallel
+    with _pool_lock:
+        if _parallel is None:
+            _parallel = _threadsafe_layer_loads()
+        return _parallel
+
+
+def _threadsafe_layer_loads() -> bool:
+    import numba  # optional dependency: only a fused_numba engine asks
+
+    if str(numba.config.THREADING_LAYER) not in ("default", "safe", "threadsafe") + _THREADSAFE_LAYERS:
+        return False
+    for module in ("tbbpool", "omppool"):
+        try:
+            importlib.import_module(f"numba.np.ufunc.{module}")
+        except (ImportError, OSError):
+            continue
+        return True
+    return False
+
+
+@contextmanager
+def numba_threads(n: int) -> Iterator[None]:
+    """numba's thread count for parallel kernels called from this thread, ``n`` inside the block (numba keeps it per
+    calling thread); afterwards the layer is checked to be thread-safe (``parallel_layer`` refuses it from then on
+    otherwise)."""
+    global _parallel
+    import numba  # optional dependency: only a fused_numba engine calls it
+
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+        if numba.threading_layer() not in _THREADSAFE_LAYERS:
+            _parallel = False
+
+
 def _forget_workers() -> None:
-    """In a forked child: the parent's workers did not come along; the next use starts its own."""
-    global _pool
+    """In a forked child: the parent's workers did not come along, and its OpenMP threads cannot be used; the next
+    use starts workers of its own."""
+    global _pool, _parallel
     _pool = None
+    _parallel = False
 
 
 if hasattr(os, "register_at_fork"):

@@ -106,6 +106,8 @@ T : int
     The window's steps.
 blocks : int
     Thread blocks per agent (a launch of b agents has b * blocks blocks; agent i's are i * blocks ...).
+threads : int
+    Threads of numba's threading layer for one call of b agents: the agents in that many contiguous blocks, one each.
 phase_lo : int
     The first phase of the tick a launch runs (``cuda_large.phases``; a barrier between two phases).
 phase_hi : int
@@ -193,6 +195,10 @@ TickEvidenceAgentsArgs = _schema(
     "TickEvidenceAgentsArgs", "ints log_A B A_clip obs prior num_iter minval action gates out",
     "``evidence.fpi_tick_evidence_batched``: b agents' ticks with their evidence, obs (b, O), prior (b, S), action "
     "(b, F), gates (M,) -> out (b, 2 S + M + E); returns -1, or the first agent whose action is out of range.")
+TickAgentsParallelArgs = _schema(
+    "TickAgentsParallelArgs", "ints log_A B obs prior num_iter minval action out threads",
+    "``tick.fpi_tick_agents_parallel`` (through ``tick.fpi_tick_agents_parallel_entry``): ``fpi_tick_batched`` on "
+    "``threads`` contiguous blocks of the agents at once (numba's ``prange``); returns as ``fpi_tick_batched``.")
 CudaTickArgs = _schema(
     "CudaTickArgs", "ints log_A B inp num_iter minval out",
     "``cuda_kernels.fpi_tick_kernel``'s kernel: b agents' FPI ticks in one launch (one block per agent), inp "
@@ -214,6 +220,7 @@ ENTRY_POINTS: dict[str, type] = {
     "transitions.predict": PredictArgs,
     "tick.fpi_tick": TickArgs,
     "tick.fpi_tick_batched": TickAgentsArgs,
+    "tick.fpi_tick_agents_parallel": TickAgentsParallelArgs,
     "evidence.surprise_rows": SurpriseArgs,
     "evidence.free_energy_rows": FreeEnergyArgs,
     "evidence.fpi_tick_evidence": TickEvidenceArgs,

@@ -12,8 +12,11 @@ simulation running one model) or one model per agent (b rows: the engine's batch
 is ``fpi_tick``'s, call for call: the same helpers in the same order on scratch of the same layout, so agent i's
 outputs are the bits of an unbatched tick of its inputs.
 
-Serial over the agents (one core): ``NativeEngine.tick_agents`` runs several calls on contiguous blocks of the
-agents from threads (``host.over_agent_blocks``; the kernel releases the GIL).
+``fpi_tick_batched`` is serial over the agents (one core). ``fpi_tick_agents_parallel`` runs it on contiguous blocks
+of the agents at once, one per thread of numba's threading layer (``prange``), so agent i's outputs are its bits
+whatever the split; where no thread-safe layer loads, ``NativeEngine.tick_agents`` runs the serial kernel on the
+blocks from Python threads instead (``host.over_agent_blocks``; the kernel releases the GIL). Why ``prange``:
+TUNING.md beside this file, "Many agents".
 """
 import numba
 import numpy as np
@@ -93,15 +96,24 @@ def fpi_tick_batched(ints, log_A, B, obs, prior, num_iter, minval, action, out):
     """b agents' FPI ticks (``schema.TickAgentsArgs``): obs (b, O), prior (b, S), action (b, F) -> out (b, 2, S) (see
     the module docstring). Returns -1, or the first agent whose action holds a control outside [0, num_controls)
     (then nothing is computed)."""
+    return fpi_tick_range(ints, log_A, B, obs, prior, num_iter, minval, action, out, 0, obs.shape[0])
+
+
+@njit
+def fpi_tick_range(ints, log_A, B, obs, prior, num_iter, minval, action, out, lo, hi):
+    """``fpi_tick_batched`` on the agents lo..hi-1 of its arrays (their rows of ``log_A`` / ``B`` too, unless those
+    hold one row): the one body of the serial and the parallel kernels, so both compile it once and agent i's outputs
+    are the same bits whatever the blocks. Returns -1, or the first agent in [lo, hi) whose action is out of range
+    (then nothing is computed)."""
     a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims, bks, ncontrols = _index(ints)
-    for i in range(obs.shape[0]):
+    for i in range(lo, hi):
         for f in range(ns.shape[0]):
             if action[i, f] < 0 or action[i, f] >= ncontrols[f]:
                 return i
     nobs, idx, idx_b, ll, dbuf, wv, c, x, Q, Qp, tmp = _tick_scratch(ll_off, deps, dims, ks, ns, o_off, bdeps, prior)
     shared = log_A.shape[0] == 1
     mode = flush_subnormals()
-    for i in range(obs.shape[0]):
+    for i in range(lo, hi):
         ab = 0 if shared else i
         _fpi_into(log_A[ab:ab + 1], a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs[i:i + 1], prior[i:i + 1],
                   num_iter, minval, out[i, :1], nobs, idx, ll, dbuf, wv, c, x, Q)
@@ -119,3 +131,28 @@ def fpi_tick_batched_entry(dtype):
     arr = lambda t, nd: numba.types.Array(t, nd, "C")  # noqa: E731
     return fpi_tick_batched.compile((arr(numba.int64, 1), arr(f, 2), arr(f, 2), arr(f, 2), arr(f, 2), numba.types.int64,
                                      f, arr(numba.int32, 2), arr(f, 3)))
+
+
+@numba.njit(nogil=True, parallel=True)
+def fpi_tick_agents_parallel(ints, log_A, B, obs, prior, num_iter, minval, action, out, threads):
+    """``fpi_tick_batched`` on ``threads`` contiguous blocks of the b agents at once (``schema.TickAgentsParallelArgs``;
+    one block per thread of numba's threading layer, each ``fpi_tick_range``). Returns -1, or the first agent whose
+    action holds a control outside [0, num_controls) (then nothing is computed for its block)."""
+    b = obs.shape[0]
+    first_bad = np.full(threads, -1, np.int64)
+    for t in numba.prange(threads):
+        first_bad[t] = fpi_tick_range(ints, log_A, B, obs, prior, num_iter, minval, action, out, t * b // threads,
+                                      (t + 1) * b // threads)
+    for t in range(threads):
+        if first_bad[t] >= 0:
+            return first_bad[t]
+    return -1
+
+
+def fpi_tick_agents_parallel_entry(dtype):
+    """``fpi_tick_agents_parallel``'s compiled entry point for ``dtype``: the types of ``fpi_tick_batched_entry``'s,
+    then ``threads`` (int)."""
+    f = numba.from_dtype(np.dtype(dtype))
+    arr = lambda t, nd: numba.types.Array(t, nd, "C")  # noqa: E731
+    return fpi_tick_agents_parallel.compile((arr(numba.int64, 1), arr(f, 2), arr(f, 2), arr(f, 2), arr(f, 2),
+                                             numba.types.int64, f, arr(numba.int32, 2), arr(f, 3), numba.types.int64))

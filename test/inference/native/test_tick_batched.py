@@ -6,6 +6,7 @@ import os
 import signal
 import time
 
+import numba
 import numpy as np
 import pytest
 
@@ -83,15 +84,19 @@ def test_agents_without_B_and_refused_inputs():
         engine.tick_agents(obs, prior, np.array([[0, 0], [2, 0], [0, 0]]))
 
 
+@pytest.mark.parametrize("threads", ["numba", "python"])
 @pytest.mark.parametrize("cpus", [2, 3])
-def test_agents_on_several_threads_get_the_unbatched_ticks_bits(monkeypatch, cpus):
-    """Enough agents run in contiguous blocks on every usable CPU (one thread each); agent i's beliefs and next prior
-    are still the bits of ``tick`` on its inputs, for one model and for a batched engine's model i, and a bad
-    control in a later block is named by its agent's index."""
+def test_agents_on_several_threads_get_the_unbatched_ticks_bits(monkeypatch, cpus, threads):
+    """Enough agents run in contiguous blocks on every usable CPU (one thread each: numba's threading layer, or
+    Python threads where no thread-safe layer loads); agent i's beliefs and next prior are still the bits of ``tick``
+    on its inputs, for one model and for a batched engine's model i, and a bad control in a later block is named by
+    its agent's index. Three blocks on this machine's two CPUs: numba runs more blocks than threads."""
     monkeypatch.setattr(host, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(engine_module, "parallel_layer", lambda: threads == "numba")
     blocks = []
-    real = host.over_agent_blocks
-    monkeypatch.setattr(engine_module, "over_agent_blocks", lambda b, t, run: blocks.append(t) or real(b, t, run))
+    real_blocks, real_threads = host.over_agent_blocks, host.numba_threads
+    monkeypatch.setattr(engine_module, "over_agent_blocks", lambda b, t, run: blocks.append(t) or real_blocks(b, t, run))
+    monkeypatch.setattr(engine_module, "numba_threads", lambda t: blocks.append(t) or real_threads(t))
     case = structured_case(SKEWED_ZEROS, 61, T=2)
     engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6)
     b = cpus * host.MIN_AGENTS_PER_THREAD + 1
@@ -112,6 +117,16 @@ def test_agents_on_several_threads_get_the_unbatched_ticks_bits(monkeypatch, cpu
     bad[b - 2, 0] = engine.structure.num_controls[0]
     with pytest.raises(ValueError, match=rf"tick_agents: action\[{b - 2}\]: expected controls"):
         engine.tick_agents(obs, prior, bad)
+
+
+def test_numba_runs_the_blocks_only_on_a_thread_safe_layer(monkeypatch):
+    """``prange`` runs the agents' blocks where TBB or OpenMP loads and numba is not told otherwise; told
+    ``workqueue`` (which aborts when two threads run parallel kernels at once), the blocks go to Python threads."""
+    monkeypatch.setattr(host, "_parallel", None)
+    assert host.parallel_layer() == host._threadsafe_layer_loads()
+    monkeypatch.setattr(host, "_parallel", None)
+    monkeypatch.setattr(numba.config, "THREADING_LAYER", "workqueue")
+    assert host.parallel_layer() is False
 
 
 def test_the_agents_threads_follow_the_cpu_affinity():
