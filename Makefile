@@ -101,16 +101,23 @@ demo: setup
 # same tests on the machine's CUDA device). The ROS graph tests claim a domain id per worker (test/ros/ros_harness.py).
 # The suite's JAX programs compile with XLA's backend (LLVM) optimisation level 0, as a debug build does: the same
 # HLO, held to the same tolerance table, in about two thirds of the compile time (test_fused_variants' fused_dense
-# windows: 46 s -> 31 s). The node, the benchmarks and CI's Jazzy and Python 3.10 steps run XLA's default; a set
-# XLA_FLAGS wins.
+# windows: 46 s -> 31 s). `make test-jazzy` does the same; the node, the benchmarks and CI's Python 3.10 step (the
+# oracle tests on Jetson's JAX) run XLA's default; a set XLA_FLAGS wins.
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0
 TEST_ENV := XLA_FLAGS="$${XLA_FLAGS:-$(TEST_XLA_FLAGS)}"
+# The numba tests and the simulator's run side by side (each leaves a core idle at its end: a few long modules); the
+# simulator's report follows the numba tests', and either failing fails the target.
+SIM_LOG := log/test-cudasim.log
 test: setup
 	$(RUN) $(TEST_ENV) python -m pytest $(XDIST) -m "not slow and not numba and not gpu_kernel"
-	$(RUN) $(TEST_ENV) python -m pytest $(XDIST) -m "numba and not slow"
-	$(RUN) $(TEST_ENV) NUMBA_ENABLE_CUDASIM=1 python -m pytest $(XDIST) -m "gpu_kernel and not slow"
+	@mkdir -p $(dir $(SIM_LOG))
+	$(RUN) { $(TEST_ENV) NUMBA_ENABLE_CUDASIM=1 python -m pytest $(XDIST) -m "gpu_kernel and not slow" \
+	    > $(SIM_LOG) 2>&1 & sim=$$!; \
+	  $(TEST_ENV) python -m pytest $(XDIST) -m "numba and not slow"; numba=$$?; \
+	  wait $$sim; simulated=$$?; echo "== fused_cuda's kernel in numba's CUDA simulator ($(SIM_LOG))"; \
+	  cat $(SIM_LOG); exit $$(( numba || simulated )); }
 
 # The quick tier: the units that need no ROS graph and no long compile (about a minute on 2 cores). test/inference
 # (oracle sweeps: JAX and numba compiles) and test/ros (a ROS graph) are left out, and so is every test marked

@@ -26,6 +26,8 @@ if [ ! -f "$stamp" ]; then
 fi
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_LOCALHOST_ONLY=1 RMW_IMPLEMENTATION=rmw_fastrtps_cpp
 export JAX_PLATFORMS=cpu XLA_PYTHON_CLIENT_PREALLOCATE=false
+# the suite compiles its JAX programs at XLA's backend optimisation level 0, as `make test` does (Makefile)
+export XLA_FLAGS="${XLA_FLAGS:---xla_backend_optimization_level=0}"
 # shellcheck disable=SC1091
 source $VENV/bin/activate
 AMENT_PREFIX_PATH=$VIRTUAL_ENV CMAKE_PREFIX_PATH=$VIRTUAL_ENV \
