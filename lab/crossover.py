@@ -64,6 +64,23 @@ def crossover(cells: list[tuple[int, dict]]) -> str:
     return f"{cells[k][0]:,} parameters ({'every configuration' if k == 0 else f'above {cells[k - 1][0]:,}'})"
 
 
+def headline(rows: list[dict], metric: str = "time_s") -> dict[str, dict]:
+    """algorithm -> the run's three figures: ``gpu_x`` (best GPU candidate over pymdp on the GPU, per configuration
+    where both were timed), the ``crossover`` text, and ``auto`` (auto's time over the fastest (device, variant), per
+    configuration where auto was timed)."""
+    out: dict[str, dict] = {}
+    tab = table(rows, metric)
+    for alg in sorted({a for a, _ in tab}):
+        cells = [(c.get("params", 0), c) for (a, _), c in tab.items() if a == alg]
+        out[alg] = {
+            "gpu_x": [c["pymdp"] / c["gpu"][1] for _, c in cells if "pymdp" in c and "gpu" in c],
+            "crossover": crossover(cells),
+            "auto": [c["auto"][1] / min(c.get("gpu", ("", math.inf))[1], c.get("cpu", math.inf))
+                     for _, c in cells if "auto" in c and ("gpu" in c or "cpu" in c)],
+        }
+    return out
+
+
 def not_timed(rows: list[dict]) -> dict[str, list[str]]:
     """algorithm -> "config variant: status (reason)" for every row that was not timed."""
     out: dict[str, list[str]] = defaultdict(list)

@@ -1,5 +1,5 @@
-"""The result tables of README.md, benchmarks/README.md and docs/autotune.md, rendered from the committed result
-files.
+"""The result tables of README.md, benchmarks/README.md, docs/autotune.md and docs/gpu.md, rendered from the
+committed result files.
 
     python -m lab readme-tables           # rewrite the marked blocks
     python -m lab readme-tables --check   # change nothing; exit 1 naming the tables that differ
@@ -34,11 +34,12 @@ import numpy as np
 from bayes_infer_ros.autotune.pickable import auto_variants_table
 from bayes_infer_ros.autotune.select import DEFAULT_MODEL_DIR
 from bayes_infer_ros.inference.registry import PAPER_VARIANTS
-from lab import report
+from lab import crossover, report
 
 ALGORITHMS = ("fpi", "vmp", "mmp")
 ROOT = Path(__file__).resolve().parents[1]
-FILES = (ROOT / "README.md", ROOT / "benchmarks" / "README.md", ROOT / "docs" / "autotune.md")
+FILES = (ROOT / "README.md", ROOT / "benchmarks" / "README.md", ROOT / "docs" / "autotune.md",
+         ROOT / "docs" / "gpu.md")
 MODEL_DIR = DEFAULT_MODEL_DIR
 BLOCK = re.compile(r"(<!-- table:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /table:(?P=name) -->)", re.S)
 
@@ -409,6 +410,36 @@ def gpu_summary(latency_txt: Path, throughput_csv: Path) -> str:
                    "second beat the host CPU's.\n")
 
 
+def gpu_scale_table(sweep_csv: Path) -> str:
+    """``python -m lab scale``'s run on a GPU, per algorithm: the best GPU candidate over pymdp on the same GPU
+    (median, range), the model size from which the GPU beats fused_numba on the host CPU, and ``auto`` against the
+    fastest (device, variant); ``time_s`` (p10 over the round-robin's rounds) throughout."""
+    rows = _rows(sweep_csv)
+    heads = crossover.headline(rows)
+    params = sorted({int(float(r["param_count"])) for r in rows if r["variant"] == "pymdp" and r.get("param_count")})
+    status: dict[str, int] = {}
+    for r in rows:
+        status[r["status"]] = status.get(r["status"], 0) + 1
+    configs = len({r["config_id"] for r in rows})
+    out = [f"The paper's scale in one device call (`python -m lab scale`, round-robin per (configuration, algorithm), "
+           f"p10 times): {configs} configurations of {params[0]:,} to {params[-1]:,} parameters, {len(rows)} "
+           "(configuration, algorithm, candidate) rows: "
+           + ", ".join(f"{n} {s}" for s, n in sorted(status.items(), key=lambda sn: -sn[1])) + ".",
+           "| algorithm | configurations with pymdp and a GPU candidate timed | best GPU / pymdp (GPU): median (range) "
+           "| the GPU beats the host CPU from | auto within 5% of the fastest |",
+           "|---|---:|---|---|---|"]
+    for alg in ALGORITHMS:
+        h = heads.get(alg)
+        if h is None:
+            continue
+        gx, au = sorted(h["gpu_x"]), sorted(h["auto"])
+        gcell = f"{np.median(gx):.2f}x ({gx[0]:.2f}-{gx[-1]:.2f}x)" if gx else "-"
+        acell = (f"{sum(a <= 1.05 for a in au)} of {len(au)} ({au[0]:.2f}-{au[-1]:.2f}x the fastest)"
+                 if au else "not timed")
+        out.append(f"| {alg} | {len(gx)} of {configs} | {gcell} | {h['crossover']} | {acell} |")
+    return "\n".join(out) + "\n"
+
+
 #: benchmarks/bringup.py's targets: configure and first belief in seconds, auto's memory over the pinned node's.
 BRINGUP_TARGETS = {"configure_s": 2.0, "first_belief_s": 3.0, "memory_ratio": 1.15}
 
@@ -522,6 +553,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "bringup": lambda d: bringup_table(d / "bringup_cpu.csv"),
     "gpu_variants_h200": lambda d: latency_rows_table(d / "default_model_latency_nvidia_h200.txt"),
     "launch_floor_h200": lambda d: launch_floor_table(d / "launch_floor_nvidia_h200.txt"),
+    "gpu_scale_h200": lambda d: gpu_scale_table(d / "sweep_scale_nvidia_h200.csv"),
     "fleet": lambda d: fleet_table(d / "fleet_cpu.csv"),
     "free_energy_cost": lambda d: free_energy_table(d / "free_energy_cost_cpu.csv"),
     "free_energy_cost_full": lambda d: free_energy_full_table(d / "free_energy_cost_cpu.csv"),

@@ -140,3 +140,21 @@ def test_gpu_crossover_compares_gpu_host_cpu_and_auto():
     assert gc.crossover(cells).startswith("10,000 parameters (above 100)")
     rows[-2]["time_s"] = "0.001"  # the host CPU wins the largest one
     assert gc.crossover([(c["params"], c) for c in gc.table(rows, "time_s").values()]).startswith("none")
+
+
+def test_the_scale_headline_counts_what_was_timed():
+    """crossover.headline: the best GPU candidate over pymdp only where both were timed, auto over the fastest of the
+    GPU and the host CPU, and a configuration whose pymdp was not timed left out of the ratio."""
+    from lab import crossover
+
+    def row(cfg, variant, ms, params=0, status="ok"):
+        return {"status": status, "algorithm": "mmp", "config_id": cfg, "variant": variant, "time_s": str(ms / 1e3),
+                "param_count": str(params), "reason": "chose v@gpu" if variant == "auto" else ""}
+    rows = [row("a", "pymdp", 4.0, 100), row("a", "hybrid_block", 1.0), row("a", "fused_numba", 2.0),
+            row("a", "auto", 1.1),
+            row("b", "pymdp", 9.0, 200, status="skipped_compile"), row("b", "hybrid_block", 3.0),
+            row("b", "fused_numba", 1.5)]
+    h = crossover.headline(rows)["mmp"]
+    assert h["gpu_x"] == [4.0]  # b's pymdp was not timed
+    assert h["auto"] == [1.1]
+    assert h["crossover"].startswith("none")  # the host CPU wins b, the largest
