@@ -1,6 +1,7 @@
 """InferenceEngine: build once (validation, log-tensors, merging), call many times (jitted, no retrace)."""
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, final
@@ -11,6 +12,7 @@ import numpy as np
 
 from ..model.generative_model import ModelStructure
 from . import free_energy as fe
+from . import xla_config
 from .algorithms import run_fpi, run_sequence
 from .api import Capabilities, Engine, FreeEnergy, agents_inputs, split_tick_evidence, warmup_inputs
 from .numerics import log_stable, log_stable_np
@@ -153,18 +155,19 @@ class InferenceEngine(Engine):
                 padded[:, f, :n, :n, :u] = np.asarray(bf)
             self._B_padded = self._place(jnp.asarray(padded))
         self._zero_actions: dict[tuple[int, ...], Array] = {}
-        self._call_lists = jax.jit(self._lists_impl)
-        self._call_packed = jax.jit(self._packed_impl)
-        self._predict = jax.jit(self._predict_impl)
-        self._tick = jax.jit(self._tick_impl)
+        jit = functools.partial(jax.jit, compiler_options=xla_config.compile_options(self.jax_device))
+        self._call_lists = jit(self._lists_impl)
+        self._call_packed = jit(self._packed_impl)
+        self._predict = jit(self._predict_impl)
+        self._tick = jit(self._tick_impl)
         self._A = A
         self._evidence_params: Optional[dict] = None  # log A, log B on the device, at the first evidence call
         self._no_gates: Optional[np.ndarray] = None
-        self._free_energy = jax.jit(self._free_energy_impl)
-        self._surprise = jax.jit(self._surprise_impl)
-        self._tick_evidence = jax.jit(self._tick_evidence_impl)
+        self._free_energy = jit(self._free_energy_impl)
+        self._surprise = jit(self._surprise_impl)
+        self._tick_evidence = jit(self._tick_evidence_impl)
         # b agents of an unbatched engine's one model: its tick mapped over the agents' rows
-        self._tick_agents = jax.jit(jax.vmap(self._tick_impl, in_axes=(None, None, None, 0, 0, 0)))
+        self._tick_agents = jit(jax.vmap(self._tick_impl, in_axes=(None, None, None, 0, 0, 0)))
 
     @classmethod
     def available(cls) -> bool:

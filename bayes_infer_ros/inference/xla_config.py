@@ -1,4 +1,13 @@
-"""Optional XLA flags for the engine, applied before JAX starts its backend (opt in: BAYES_INFER_XLA_DEFAULTS=1).
+"""XLA settings of the engines: per-program compile options, and optional XLA flags applied before JAX starts its
+backend (opt in: BAYES_INFER_XLA_DEFAULTS=1).
+
+**Compile options** (``compile_options(device)``, passed to every engine program's ``jax.jit``): on a CPU device,
+``xla_cpu_use_fusion_emitters=False``, XLA:CPU's elemental loop emitters instead of its MLIR fusion emitters. The
+HLO is the same; LLVM's code generation, which is most of a large model's compile (2.8 s of 2.9 s for
+fused_pairwise's VMP at F = M = 125), takes about half as long, and the programs run as fast within a few percent
+either way (benchmarks/README.md, "Compile times"). A jaxlib that does not know the option (JAX 0.11 dropped it)
+gets none: ``compile_options`` compiles a one-element program with it once per process and falls back on any
+error. ``BAYES_INFER_XLA_FUSION_EMITTERS=1`` keeps XLA's default.
 
 XLA reads ``XLA_FLAGS`` once, when the first computation creates the backend; a flag set later is silently
 ignored. ``apply_defaults()`` runs when ``bayes_infer_ros.inference`` is imported (the library, the
@@ -18,12 +27,39 @@ speed-up of the looped programs, and the fused and numba variants do not need it
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from typing import Any, Optional
+
+import jax  # importing jax starts no backend: XLA_FLAGS set below still apply
+import numpy as np
 
 SMALL_WHILE_LOOP_BYTES = 65536
 DEFAULT_BACKEND_OPTIONS = {"xla_cpu_small_while_loop_byte_threshold": str(SMALL_WHILE_LOOP_BYTES)}
 OPT_IN = "BAYES_INFER_XLA_DEFAULTS"
+CPU_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+FUSION_EMITTERS = "BAYES_INFER_XLA_FUSION_EMITTERS"  # "1": XLA's default emitters on the CPU too
+
+
+@functools.lru_cache(maxsize=None)
+def _accepted(platform: str, options: tuple[tuple[str, Any], ...]) -> bool:
+    """True when this jaxlib compiles a program for ``platform`` with ``options`` (one tiny compile, cached)."""
+    try:
+        x = jax.device_put(np.zeros(1, np.float32), jax.devices(platform)[0])
+        jax.jit(lambda v: v + 1.0, compiler_options=dict(options)).lower(x).compile()
+    except Exception:  # noqa: BLE001 - an unknown option (XlaRuntimeError, ValueError, ...): compile without it
+        return False
+    return True
+
+
+def compile_options(device: Any) -> Optional[dict[str, Any]]:
+    """The compile options of an engine program on ``device`` (a ``jax.Device``): ``CPU_COMPILE_OPTIONS`` on a CPU
+    whose jaxlib accepts them, else None (XLA's defaults)."""
+    if getattr(device, "platform", None) != "cpu" or os.environ.get(FUSION_EMITTERS, "0") == "1":
+        return None
+    items = tuple(sorted(CPU_COMPILE_OPTIONS.items()))
+    return dict(CPU_COMPILE_OPTIONS) if _accepted("cpu", items) else None
 
 
 def merged_flags(current: str, options: dict[str, str] = DEFAULT_BACKEND_OPTIONS) -> str:

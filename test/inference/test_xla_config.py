@@ -17,3 +17,47 @@ def test_appends_to_existing_backend_options_and_keeps_other_flags():
 def test_user_value_wins():
     mine = f"--xla_backend_extra_options={KEY}=7"
     assert merged_flags(mine) == mine
+
+
+# ---- per-program compile options ------------------------------------------------------------------------------
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from bayes_infer_ros.inference import xla_config  # noqa: E402
+
+
+class _Device:
+    platform = "gpu"
+
+
+def test_cpu_programs_compile_with_the_classic_emitters(monkeypatch):
+    monkeypatch.delenv(xla_config.FUSION_EMITTERS, raising=False)
+    assert xla_config.compile_options(jax.devices("cpu")[0]) == xla_config.CPU_COMPILE_OPTIONS
+    assert xla_config.compile_options(_Device()) is None  # a GPU compiles with XLA's defaults
+
+
+def test_the_environment_keeps_xlas_default(monkeypatch):
+    monkeypatch.setenv(xla_config.FUSION_EMITTERS, "1")
+    assert xla_config.compile_options(jax.devices("cpu")[0]) is None
+
+
+def test_an_option_this_jaxlib_does_not_know_is_left_out():
+    """The probe compiles with the option and falls back on the error (as JAX 0.11, without this option, does)."""
+    assert xla_config._accepted("cpu", (("xla_no_such_option_anywhere", True),)) is False
+    assert xla_config._accepted("cpu", tuple(sorted(xla_config.CPU_COMPILE_OPTIONS.items()))) is True
+
+
+def test_the_engine_passes_them_to_its_programs(monkeypatch):
+    """Every jitted program of a JAX engine carries the options (read off the lowering: a private field of jax)."""
+    from bayes_infer_ros.inference import build_inference
+
+    monkeypatch.delenv(xla_config.FUSION_EMITTERS, raising=False)
+    A = [np.full((2, 3), 0.5, np.float32)]
+    B = [np.stack([np.eye(3, dtype=np.float32)] * 2, axis=-1)]
+    engine = build_inference("fpi", A, [[0]], B, [[0]], variant="fused_pairwise", num_iter=4)
+    lowered = engine.lower([np.array([1.0, 0.0], np.float32)], [np.full(3, 1 / 3, np.float32)])
+    kvs = getattr(lowered._lowering, "_compiler_options_kvs", None)
+    if kvs is None:
+        pytest.skip("this jax keeps a lowering's compile options elsewhere")
+    assert dict(kvs) == xla_config.CPU_COMPILE_OPTIONS
