@@ -494,13 +494,33 @@ def _first_call(row: dict | None) -> str:
     return f"{float(row['first_call_s']):.1f}"
 
 
+def compile_caption(rows: Sequence[dict], merged: Sequence[str]) -> str:
+    """One sentence: the merged variants' first calls per number of modalities (range, and the slowest case) and
+    pymdp's."""
+    def ok(r: dict) -> bool:
+        return r.get("status") == "ok" and bool(r.get("first_call_s"))
+
+    parts = []
+    for m in sorted({int(r["M"]) for r in rows}):
+        mine = [r for r in rows if int(r["M"]) == m and r["variant"] in merged and ok(r)]
+        ref = [float(r["first_call_s"]) for r in rows if int(r["M"]) == m and r["variant"] == "pymdp" and ok(r)]
+        if not mine:
+            continue
+        t = sorted(float(r["first_call_s"]) for r in mine)
+        worst = max(mine, key=lambda r: float(r["first_call_s"]))
+        parts.append(f"at M = {m}, {t[0]:.1f}-{t[-1]:.1f} s (the slowest: {worst['variant']}'s {worst['algorithm']} on "
+                     f"{worst['config_id']})" + (f" against pymdp's {min(ref):.1f}-{max(ref):.1f} s" if ref else ""))
+    return "The merged variants' first calls: " + "; ".join(parts) + ".\n"
+
+
 def compile_table(compile_csv: Path, columns: Sequence[str] = COMPILE_COLUMNS) -> str:
     """``python -m lab compile-times``: the first call (trace + compile + one run, a fresh process each) in seconds,
     per configuration and algorithm; "refused": the variant does not build the model. The load average is the
     1-minute one before each case (range over the line's cases)."""
     rows = _rows(compile_csv)
     by = {(r["config_id"], r["algorithm"], r["variant"]): r for r in rows}
-    lines = ["| configuration | algorithm | " + " | ".join(columns) + " | load |",
+    lines = [compile_caption(rows, [c for c in columns if c not in ("pymdp", "baseline")]),
+             "| configuration | algorithm | " + " | ".join(columns) + " | load |",
              "|---|---|" + "---:|" * len(columns) + "---:|"]
     configs = list(dict.fromkeys(r["config_id"] for r in rows))
     for cfg in configs:

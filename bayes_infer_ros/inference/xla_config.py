@@ -4,8 +4,9 @@ backend (opt in: BAYES_INFER_XLA_DEFAULTS=1).
 **Compile options** (``compile_options(device)``, passed to every engine program's ``jax.jit``): on a CPU device,
 ``xla_cpu_use_fusion_emitters=False``, XLA:CPU's elemental loop emitters instead of its MLIR fusion emitters. The
 HLO is the same; LLVM's code generation, which is most of a large model's compile (2.8 s of 2.9 s for
-fused_pairwise's VMP at F = M = 125), takes about half as long, and the programs run as fast within a few percent
-either way (benchmarks/README.md, "Compile times"). A jaxlib that does not know the option (JAX 0.11 dropped it)
+fused_pairwise's VMP at F = M = 125), takes about half as long, the programs run within a few percent of the
+same time either way, and give the same bits (benchmarks/README.md, "Compile times"). A jaxlib that does not know
+the option (JAX 0.11 dropped it)
 gets none: ``compile_options`` compiles a one-element program with it once per process and falls back on any
 error. ``BAYES_INFER_XLA_FUSION_EMITTERS=1`` keeps XLA's default.
 
