@@ -8,8 +8,8 @@ host CPU, timed round-robin per (configuration, algorithm). Four phases share on
    ``--min-total-a`` A elements (``bench``'s selection, seeded), the largest strata interleaved; their arrays are
    built here, once.
 2. **compile** (``--compile-seconds``): every (configuration, algorithm, candidate)'s first call, one process per
-   (configuration, algorithm) (``compile-times --in-process``, ``--jobs`` at once, its candidates in
-   ``compile_order``), into JAX's persistent compilation cache (numba caches its kernels in its own folder). Their
+   (configuration, algorithm) and pass (``compile-times --in-process``, ``--jobs`` at once; ``compile_passes``: the
+   headline's candidates for every group first, then the others), into JAX's persistent compilation cache (numba caches its kernels in its own folder). Their
    rows (``compile_<tag>.csv``) are the device's first-call times, measured side by side. At the deadline every one
    of these processes still running is killed with its process group; the rows it wrote stay.
 3. **time**: ``bench`` in one process: a candidate whose first call did not finish in phase 2 gets a row
@@ -48,9 +48,13 @@ from lab.generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_bui
 ROOT = Path(__file__).resolve().parents[1]
 COMPAT = Path(__file__).resolve().parent / "numpy_compat"
 #: The candidates beside pymdp: the merged JAX variants that were fastest at this scale on a CPU or a GPU, the CUDA
-#: kernel, the host CPU's kernel and the node's decision. Phase 2 compiles them in this order (cheap first).
-DEFAULT_VARIANTS = ("fused_numba", "fused_cuda", "fused_pairwise", "clustered_end_to_end", "hybrid_block",
-                    "clustered_hybrid_block", "auto")
+#: kernel, the host CPU's kernel and the node's decision, in phase 2's compile order (``compile_passes``).
+DEFAULT_VARIANTS = ("fused_numba", "clustered_hybrid_block", "fused_pairwise", "hybrid_block",
+                    "clustered_end_to_end", "fused_cuda", "auto")
+#: Phase 2's first pass, over every group before any second pass: what the crossover table's headline needs (the
+#: host CPU's kernel, the merged variant fastest on most of the H200's rows, pymdp). On the H200 a group's
+#: candidates took 200 s and more in one pass (pymdp alone 15-117 s), so 16 processes reached 24 of 33 groups.
+FIRST_PASS = ("fused_numba", "clustered_hybrid_block", harness.PYMDP)
 DEFAULT_MODALITIES = (25, 125)
 DEFAULT_MIN_TOTAL_A = 100_000
 DEFAULT_MINUTES = 8.0
@@ -114,20 +118,21 @@ def select(cache: Path, ids: Optional[Sequence[str]], modalities: Sequence[int],
 def compile_phase(specs: Sequence[ConfigSpec], algorithms: Sequence[str], variants: Sequence[str], cache: Path,
                   folder: Path, jobs: int, deadline: float, env: dict, horizon: int, num_iter: int,
                   case_limit: float) -> list[dict]:
-    """Every candidate's first call: one process per (configuration, algorithm), ``jobs`` at once, each measuring its
-    candidates in ``compile_order`` and writing a row as each one finishes (a candidate over ``case_limit`` seconds:
-    a ``timeout`` row); the processes still running at ``deadline`` are killed with their process groups. Returns
-    the rows written (``compile_times.COLUMNS``)."""
+    """Every candidate's first call: one process per (configuration, algorithm) and pass of ``compile_passes`` (the
+    first pass of every group before any second pass), ``jobs`` at once, each measuring its candidates in order and
+    writing a row as each one finishes (a candidate over ``case_limit`` seconds: a ``timeout`` row); the processes
+    still running at ``deadline`` are killed with their process groups. Returns the rows written
+    (``compile_times.COLUMNS``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    queue = [(spec, alg) for spec in specs for alg in algorithms]
-    order = compile_order(variants)
+    queue = [(spec, alg, k, order) for k, order in enumerate(compile_passes(variants)) if order
+             for spec in specs for alg in algorithms]
     running: list[subprocess.Popen] = []
     outs = []
     try:
         while (queue or running) and time.monotonic() < deadline:
             while queue and len(running) < jobs:
-                spec, alg = queue.pop(0)
-                out = folder / f"{spec.config_id}_{alg}.csv"
+                spec, alg, k, order = queue.pop(0)
+                out = folder / f"{spec.config_id}_{alg}_{k}.csv"
                 outs.append(out)
                 cmd = [sys.executable, "-m", "lab", "compile-times", "--in-process", "--no-pymdp", "--no-hlo", "--quiet",
                        "--cache", str(cache), "--ids", spec.config_id, "--algorithms", alg, "--variants", *order,
@@ -153,12 +158,12 @@ def compile_phase(specs: Sequence[ConfigSpec], algorithms: Sequence[str], varian
     return rows
 
 
-def compile_order(variants: Sequence[str]) -> list[str]:
-    """pymdp after the first three candidates (the kernels and a merged variant: what the crossover needs), auto last
-    (its verify step compiles several programs)."""
-    order = [v for v in variants if v != "auto"]
-    order.insert(min(len(order), 3), harness.PYMDP)
-    return order + (["auto"] if "auto" in variants else [])
+def compile_passes(variants: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Phase 2's two passes: ``FIRST_PASS``'s candidates among ``variants`` and pymdp, then the others in the order
+    given, auto last (its verify step compiles several programs, from the cache where the passes left them)."""
+    first = [v for v in FIRST_PASS if v == harness.PYMDP or v in variants]
+    rest = [v for v in variants if v not in first and v != "auto"]
+    return first, rest + (["auto"] if "auto" in variants else [])
 
 
 def skips(specs: Sequence[ConfigSpec], algorithms: Sequence[str], variants: Sequence[str], rows: Sequence[dict],

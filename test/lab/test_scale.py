@@ -80,3 +80,13 @@ def test_numpy_without_row_stack_gets_the_shim_on_the_path(monkeypatch):
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(scale.COMPAT)),
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_the_first_pass_compiles_the_headline_for_every_group_first():
+    """compile_passes: the host kernel, the merged variant fastest on the H200 and pymdp first (only those asked
+    for, pymdp always), the others after in the order given, auto last."""
+    first, rest = scale.compile_passes(scale.DEFAULT_VARIANTS)
+    assert first == ["fused_numba", "clustered_hybrid_block", "pymdp"]
+    assert rest == ["fused_pairwise", "hybrid_block", "clustered_end_to_end", "fused_cuda", "auto"]
+    assert scale.compile_passes(["auto", "fused_pairwise", "fused_numba"]) == (["fused_numba", "pymdp"],
+                                                                              ["fused_pairwise", "auto"])
