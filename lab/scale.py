@@ -52,8 +52,8 @@ COMPAT = Path(__file__).resolve().parent / "numpy_compat"
 DEFAULT_VARIANTS = ("fused_numba", "clustered_hybrid_block", "fused_pairwise", "hybrid_block",
                     "clustered_end_to_end", "fused_cuda", "auto")
 #: Phase 2's first pass, over every group before any second pass: what the crossover table's headline needs (the
-#: host CPU's kernel, the merged variant fastest on most of the H200's rows, pymdp). On the H200 a group's
-#: candidates took 200 s and more in one pass (pymdp alone 15-117 s), so 16 processes reached 24 of 33 groups.
+#: host CPU's kernel, the merged variant fastest on most of the H200's rows, pymdp). On the H200 one process per
+#: group took 60-180 s for its candidates (pymdp alone 15-117 s), so 16 of them reached 24 of 33 groups.
 FIRST_PASS = ("fused_numba", "clustered_hybrid_block", harness.PYMDP)
 DEFAULT_MODALITIES = (25, 125)
 DEFAULT_MIN_TOTAL_A = 100_000
