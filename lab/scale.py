@@ -9,7 +9,8 @@ host CPU, timed round-robin per (configuration, algorithm). Four phases share on
    built here, once.
 2. **compile** (``--compile-seconds``): every (configuration, algorithm, candidate)'s first call, one process per
    (configuration, algorithm) and pass (``compile-times --in-process``, ``--jobs`` at once; ``compile_passes``: the
-   headline's candidates for every group first, then the others), into JAX's persistent compilation cache (numba caches its kernels in its own folder). Their
+   headline's candidates for every group first, then the others), into JAX's persistent compilation cache (numba
+   caches its kernels in its own folder). Their
    rows (``compile_<tag>.csv``) are the device's first-call times, measured side by side. At the deadline every one
    of these processes still running is killed with its process group; the rows it wrote stay.
 3. **time**: ``bench`` in one process: a candidate whose first call did not finish in phase 2 gets a row

@@ -6,9 +6,8 @@ backend (opt in: BAYES_INFER_XLA_DEFAULTS=1).
 HLO is the same; LLVM's code generation, which is most of a large model's compile (2.8 s of 2.9 s for
 fused_pairwise's VMP at F = M = 125), takes about half as long, the programs run within a few percent of the
 same time either way, and give the same bits (benchmarks/README.md, "Compile times"). A jaxlib that does not know
-the option (JAX 0.11 dropped it)
-gets none: ``compile_options`` compiles a one-element program with it once per process and falls back on any
-error. ``BAYES_INFER_XLA_FUSION_EMITTERS=1`` keeps XLA's default.
+the option (JAX 0.11 dropped it) gets none: ``compile_options`` compiles a one-element program with it once per
+process and falls back on any error. ``BAYES_INFER_XLA_FUSION_EMITTERS=1`` keeps XLA's default.
 
 XLA reads ``XLA_FLAGS`` once, when the first computation creates the backend; a flag set later is silently
 ignored. ``apply_defaults()`` runs when ``bayes_infer_ros.inference`` is imported (the library, the
