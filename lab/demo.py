@@ -252,7 +252,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 def run_replay(params_file: Path, bag: Path, parameters: dict, env: dict, out_dir: Path, rate: float,
                startup_timeout: float):
     """One node started with ``params_file`` and ``parameters``, the bag played into it in lockstep: (its Beliefs,
-    its /diagnostics statuses with the bag step each arrived at, the node's exit status); None when it failed (said)."""
+    its /diagnostics statuses, the node's exit status); None when it failed (said)."""
     from lab.replay_session import ReplaySession
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -267,17 +267,16 @@ def run_replay(params_file: Path, bag: Path, parameters: dict, env: dict, out_di
                     return None
             stats = session.play(rate=rate, wait_for="beliefs", wait_timeout=5.0)
             session.drain(stats.steps, timeout=5.0)
-            samples = list(session.beliefs)
-            # each status's bag step: the newest Beliefs received before it (statuses come on the steady clock)
-            received = [(s.received, s.stamp_ns) for s in samples]
-            diagnostics = []
-            for d in session.diagnostics:
-                before = [ns for r, ns in received if r <= d.received]
-                if before:
-                    diagnostics.append((before[-1], d))
+            samples, diagnostics = list(session.beliefs), list(session.diagnostics)
     finally:
         status = node.stop()
     return samples, diagnostics, status
+
+
+def stamp_ns(text: str) -> int:
+    """A ``sec.nanosec`` stamp of /diagnostics (``surprise.<modality>.warning_since``) in nanoseconds (-1 when empty)."""
+    sec, _, nanosec = text.partition(".")
+    return int(sec) * 1_000_000_000 + int(nanosec) if sec else -1
 
 
 def fault_demo(args, env: dict) -> int:
@@ -309,7 +308,10 @@ def fault_demo(args, env: dict) -> int:
     for gated in (False, True):
         run = "gated" if gated else "ungated"
         parameters = {k: v for k, v in surprise.items() if gated or not k.startswith(GATE_PREFIX)}
-        parameters.update({"use_sim_time": True, "autostart": True, "rate_hz": 0.0, "diagnostics_period": 0.1})
+        # Every step of the bag carries every modality: the node waits for all of them (observation_timeout 0), so
+        # each step is one tick on a machine of any load (a silence timeout, on the wall clock, could tick on part).
+        parameters.update({"use_sim_time": True, "autostart": True, "rate_hz": 0.0, "observation_timeout": 0.0,
+                           "diagnostics_period": 0.1})
         print(f"demo --fault: {run} run ...", flush=True)
         got = run_replay(args.params_file, bag, parameters, env, out_dir / run, args.rate, args.startup_timeout)
         if got is None:
@@ -322,12 +324,13 @@ def fault_demo(args, env: dict) -> int:
             t = step_of.get(s.stamp_ns)
             if t is not None and s.surprise is not None:
                 evidence.surprise[t], evidence.outliers[t], evidence.free_energy[t] = s.surprise, s.outliers, s.free_energy
-        warned = {}  # modality -> (bag step, the status message that named it)
-        for ns, d in diagnostics:
+        warned = {}  # modality -> (the bag step its warning holds from, the first status message that named it)
+        for d in diagnostics:
             if d.message.startswith("surprising input"):
                 for name in d.values.get("surprise_warnings", "").split(", "):
                     if name and name not in warned:
-                        warned[name] = (step_of.get(ns, -1), d.message)
+                        warned[name] = (step_of.get(stamp_ns(d.values.get(f"surprise.{name}.warning_since", "")), -1),
+                                        d.message)
         acc_faulty = accuracy(beliefs, episode.states, answered & faulty_steps)
         acc_clean = accuracy(beliefs, episode.states, answered & ~faulty_steps)
         rows[run] = (acc_faulty, acc_clean, evidence.outliers, warned)

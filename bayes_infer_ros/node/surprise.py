@@ -12,7 +12,8 @@ by the engine in the tick (``tick_evidence``). Per modality, over the ticks that
 - **warning** (``surprise_threshold.<modality>``, nats): while the mean of the modality's last ``warn_ticks``
   readings is above its threshold (a stuck sensor, a driver sending garbage, a model that no longer fits), the
   node's diagnostics warn naming it. A modality without a threshold never warns; one with a gate and no threshold
-  warns at its gate.
+  warns at its gate. The warning carries the stamp of the reading from which it holds (``warning_since_ns``), so
+  a fault's onset is known in the robot's time however late the diagnostics report it.
 
 Shapes: surprise and presence per tick ``(M,)``, modalities in the model's order.
 """
@@ -75,6 +76,7 @@ class ModalitySurprise:
     outliers: int
     gate: float
     threshold: float
+    warning_since_ns: Optional[int] = None  # the stamp of the reading from which the warning holds (None: none)
 
     @property
     def warning(self) -> bool:
@@ -102,16 +104,18 @@ class SurpriseMonitor:
         self._sums = [0.0] * M  # the sum of the last warn_ticks readings
         self.readings = [0] * M
         self.outliers = [0] * M
+        self._since: list[Optional[int]] = [None] * M  # the stamp from which each warning holds
 
     def refused(self, surprise: np.ndarray, present: np.ndarray) -> np.ndarray:
         """(M,) bool: the readings the gates refuse (``surprise > gate`` in the engine's dtype, as the engine
         decides it)."""
         return np.asarray(present, bool) & (np.asarray(surprise, self.gates.dtype) > self.gates)
 
-    def record(self, surprise: np.ndarray, present: np.ndarray, refused: Optional[np.ndarray] = None) -> np.ndarray:
-        """Add one tick's surprise (M,) of the modalities ``present`` (M,) bool (those with a reading); returns the
-        refused ones (M,) bool, counted as outliers: ``refused`` when given (the engine's decision), else
-        :meth:`refused`'s."""
+    def record(self, surprise: np.ndarray, present: np.ndarray, refused: Optional[np.ndarray] = None,
+               stamp_ns: int = 0) -> np.ndarray:
+        """Add one tick's surprise (M,) of the modalities ``present`` (M,) bool (those with a reading), stamped
+        ``stamp_ns`` (the tick's); returns the refused ones (M,) bool, counted as outliers: ``refused`` when given (the
+        engine's decision), else :meth:`refused`'s."""
         refused = (self.refused(surprise, present) if refused is None
                    else np.asarray(refused, bool) & np.asarray(present, bool))
         W, N = self._window, self._recent
@@ -127,7 +131,9 @@ class SurpriseMonitor:
             values[k % W] = x
             self._sums[m] += x
             self.readings[m] = k + 1
-            self._means[m][k % W] = self._sums[m] / N if k + 1 >= N else math.nan
+            mean = self._means[m][k % W] = self._sums[m] / N if k + 1 >= N else math.nan
+            warning = mean > self.thresholds[m]
+            self._since[m] = (int(stamp_ns) if self._since[m] is None else self._since[m]) if warning else None
         return refused
 
     def reset(self) -> None:
@@ -137,6 +143,7 @@ class SurpriseMonitor:
             self._means[m] = [math.nan] * self._window
             self._sums[m] = 0.0
             self.readings[m] = 0
+            self._since[m] = None
 
     def modality(self, m: int) -> ModalitySurprise:
         k, W = self.readings[m], self._window
@@ -151,7 +158,8 @@ class SurpriseMonitor:
             mean=float(values.mean()) if values.size else math.nan,
             p95=float(np.percentile(values, 95)) if values.size else math.nan,
             recent_mean=float(recent), recent_mean_max=float(means.max()) if means.size else math.nan,
-            outliers=int(self.outliers[m]), gate=float(self.gates[m]), threshold=self.thresholds[m])
+            outliers=int(self.outliers[m]), gate=float(self.gates[m]), threshold=self.thresholds[m],
+            warning_since_ns=self._since[m])
 
     def statistics(self) -> list[ModalitySurprise]:
         return [self.modality(m) for m in range(len(self.names))]

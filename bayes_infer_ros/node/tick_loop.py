@@ -193,19 +193,19 @@ class TickLoop:
         out = []
         for k in agents:
             self.ticks[k] += 1
-            evidence = self._evidence(k, present[k]) if self.monitors else None
+            evidence = self._evidence(k, present[k], stamps[k]) if self.monitors else None
             out.append((k, TickOutput(posteriors[k], stamps[k], inference_s, arrivals[k], evidence)))
         self.stats.ticks += 1
         return out
 
-    def _evidence(self, k: int, present: np.ndarray) -> Optional[TickEvidence]:
-        """Agent ``k``'s step's evidence: recorded in its monitor, its refused readings counted as refused inputs of
-        their modalities (``outlier``)."""
+    def _evidence(self, k: int, present: np.ndarray, stamp_ns: int) -> Optional[TickEvidence]:
+        """Agent ``k``'s step's evidence (the step stamped ``stamp_ns``): recorded in its monitor, its refused readings
+        counted as refused inputs of their modalities (``outlier``)."""
         ev = self.filter.evidence(k)
         if ev is None:
             return None
         monitor, inputs = self.monitors[k], self.agent_inputs[k]
-        refused = monitor.record(ev.surprise, present, ev.refused)
+        refused = monitor.record(ev.surprise, present, ev.refused, stamp_ns)
         reports = []
         for m in np.flatnonzero(refused):
             mod = inputs.modalities[m]

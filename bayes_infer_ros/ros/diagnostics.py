@@ -87,7 +87,8 @@ def surprise_values(surprise: Sequence[tuple[str, str, ModalitySurprise]]) -> di
     """Each modality's surprise statistics (nats, three decimals; ``nan`` before its first reading):
     ``surprise.<modality>.last``, ``.mean`` and ``.p95`` over the window, ``.recent_mean`` (its last
     surprise_warn_ticks readings) and ``.recent_mean_max`` (the largest over the window), ``.readings``,
-    ``.outliers``, and its ``.gate`` and ``.threshold`` when it has them."""
+    ``.outliers``, its ``.gate`` and ``.threshold`` when it has them, and while it warns ``.warning_since``: the stamp
+    (``sec.nanosec``) of the tick from which the warning holds."""
     values: dict[str, Any] = {}
     for name, _topic, st in surprise:
         key = f"surprise.{name}"
@@ -99,6 +100,8 @@ def surprise_values(surprise: Sequence[tuple[str, str, ModalitySurprise]]) -> di
         for field, value in (("gate", st.gate), ("threshold", st.threshold)):
             if value != float("inf"):
                 values[f"{key}.{field}"] = f"{value:g}"
+        if st.warning_since_ns is not None:
+            values[f"{key}.warning_since"] = "{}.{:09d}".format(*divmod(st.warning_since_ns, 1_000_000_000))
     return values
 
 

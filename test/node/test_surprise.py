@@ -50,6 +50,20 @@ def test_warning_when_the_mean_of_the_last_readings_passes_the_threshold():
     assert not monitor.warnings()  # (3.0 + 0.1 + 0.1) / 3 = 1.07
 
 
+def test_a_warning_carries_the_stamp_of_the_reading_it_holds_from():
+    monitor = SurpriseMonitor(NAMES, SurpriseSettings(thresholds={"lidar_gap": 1.5}, warn_ticks=2))
+    present = np.ones(3, bool)
+    since = []
+    for stamp, value in enumerate((0.2, 3.0, 3.0, 0.1, 0.1, 2.0, 2.0, 2.0), start=100):
+        monitor.record(np.array([0.1, 0.1, value]), present, stamp_ns=stamp)
+        since.append(monitor.modality(2).warning_since_ns)
+    # means of the last 2: 1.6 (101), 3.0, 1.55, 0.1, 1.05, 2.0 (106), 2.0
+    assert since == [None, 101, 101, 101, None, None, 106, 106]
+    assert monitor.modality(0).warning_since_ns is None  # no threshold, no gate: never warns
+    monitor.reset()
+    assert monitor.modality(2).warning_since_ns is None
+
+
 def test_a_gate_refuses_and_counts_and_warns_without_a_threshold():
     monitor = SurpriseMonitor(NAMES, SurpriseSettings(gates={"voltage": 2.0}, warn_ticks=2))
     assert monitor.gates.dtype == np.float32 and np.isinf(monitor.gates[[0, 2]]).all()

@@ -522,6 +522,13 @@ def _robot_params(ros_graph, repo_root, **extra) -> dict:
     return params
 
 
+def _reliable_subscriptions(topics) -> dict:
+    """``qos_overrides`` making the node's subscriptions to ``topics`` (resolved names) reliable and transient local:
+    with a publisher of that QoS, a message sent before the node's reader has matched the publisher, or dropped
+    under load, is delivered."""
+    return {topic: {"subscription": {"reliability": "reliable", "durability": "transient_local"}} for topic in topics}
+
+
 def _bag_steps(bag) -> list[dict]:
     """Each step's messages of a ``make-bag --adapters`` bag (its sensors, and ``/observations/*`` for a modality
     without an adapter): bag topic -> rclpy message."""
@@ -544,6 +551,8 @@ def test_a_fleet_node_with_adapters_gives_each_agent_a_single_agent_nodes_belief
                                                                                   repo_root):
     """agents [a, b, c] with the robot's adapters: agent k reads its sensors under ``<k>/`` (``/fleet/a/odom``, ...)
     and its beliefs equal those of a single-agent node fed the same messages."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
     from bayes_infer_ros.cli.make_bag import main as make_bag_main
     from bayes_infer_ros.msg import Beliefs
 
@@ -558,26 +567,36 @@ def test_a_fleet_node_with_adapters_gives_each_agent_a_single_agent_nodes_belief
         episodes[agent] = _bag_steps(bag)
     for folder in ("fleet", *(f"single_{a}" for a in FLEET_AGENTS)):
         (tmp_path / folder).mkdir()
-    fleet = AgentProcess(tmp_path / "fleet", "agent", _robot_params(ros_graph, repo_root, agents=list(FLEET_AGENTS)),
-                         namespace="/fleet_sensors")
-    singles = [AgentProcess(tmp_path / f"single_{a}", "agent", _robot_params(ros_graph, repo_root),
-                            namespace=f"/single_sensors_{a}") for a in FLEET_AGENTS]
+    targets = {a: (f"/fleet_sensors/{a}", f"/single_sensors_{a}") for a in FLEET_AGENTS}
+    # Each step is published once, on reliable, transient-local publishers and subscriptions
+    reliable = {ns: _reliable_subscriptions(ns + topic for topic in episodes[a][0])
+                for a in FLEET_AGENTS for ns in targets[a]}
+    fleet_qos = {k: v for a in FLEET_AGENTS for k, v in reliable[targets[a][0]].items()}
+    fleet = AgentProcess(tmp_path / "fleet", "agent", _robot_params(
+        ros_graph, repo_root, agents=list(FLEET_AGENTS), qos_overrides=fleet_qos), namespace="/fleet_sensors")
+    singles = [AgentProcess(tmp_path / f"single_{a}", "agent", _robot_params(
+        ros_graph, repo_root, qos_overrides=reliable[targets[a][1]]), namespace=targets[a][1]) for a in FLEET_AGENTS]
     procs = [fleet, *singles]
     try:
-        targets = {a: (f"/fleet_sensors/{a}", f"/single_sensors_{a}") for a in FLEET_AGENTS}
         beliefs = {ns: probe.record(f"{ns}/beliefs", Beliefs) for a in FLEET_AGENTS for ns in targets[a]}
-        pubs = {(ns, topic): probe.publisher(ns + topic, type(msg))
+        latched = QoSProfile(depth=FLEET_STEPS, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        pubs = {(ns, topic): probe.publisher(ns + topic, type(msg), latched)
                 for a in FLEET_AGENTS for ns in targets[a] for topic, msg in episodes[a][0].items()}
         ready = lambda: all(p.get_subscription_count() >= 1 for p in pubs.values())  # noqa: E731
         assert wait_for(lambda: ready() or not all(p.alive() for p in procs), 240) and ready(), \
             "\n".join(p.log_tail() for p in procs)
+        assert {(i.qos_profile.reliability, i.qos_profile.durability) for ns, topic in pubs
+                for i in probe.node.get_subscriptions_info_by_topic(ns + topic)} == {
+            (ReliabilityPolicy.RELIABLE, DurabilityPolicy.TRANSIENT_LOCAL)}
         for t in range(FLEET_STEPS):
             for a in FLEET_AGENTS:
                 for topic, msg in episodes[a][t].items():
                     for ns in targets[a]:
                         pubs[(ns, topic)].publish(msg)
-            assert wait_for(lambda: all(len(b) >= t + 1 for b in beliefs.values()), 30), \
+            assert wait_for(lambda: all(len(b) >= t + 1 for b in beliefs.values()), 90), \
                 ({ns: len(b) for ns, b in beliefs.items()}, fleet.log_tail())
+        assert not any("ignored" in p.log_text() for p in procs), "\n".join(p.log_tail() for p in procs)
         series = {}
         for a in FLEET_AGENTS:
             got, want = (beliefs[ns] for ns in targets[a])

@@ -76,14 +76,16 @@ def test_surprise_statistics_and_the_warning_name_each_modality_and_its_topic():
 
     monitor = SurpriseMonitor(["voltage", "lidar_gap"], SurpriseSettings(gates={"voltage": 2.0},
                                                                          thresholds={"lidar_gap": 1.0}, warn_ticks=2))
-    for lidar in (0.1, 2.3, 2.3):
-        monitor.record(np.array([2.5, lidar]), np.ones(2, bool))
+    for stamp, lidar in ((5_000_000_000, 0.1), (5_100_000_007, 2.3), (5_200_000_000, 2.3)):
+        monitor.record(np.array([2.5, lidar]), np.ones(2, bool), stamp_ns=stamp)
     rows = [("voltage", "battery_state", monitor.modality(0)), ("lidar_gap", "scan", monitor.modality(1))]
     values = diagnostics.surprise_values(rows)
     assert values["surprise.voltage.outliers"] == 3 and values["surprise.voltage.gate"] == "2"
     assert values["surprise.lidar_gap.mean"] == f"{(0.1 + 2.3 + 2.3) / 3:.3f}"
     assert values["surprise.lidar_gap.recent_mean"] == "2.300" and values["surprise.lidar_gap.threshold"] == "1"
     assert "surprise.lidar_gap.gate" not in values  # none
+    # both warnings hold from the second tick, the first with a mean of the last 2 (voltage 2.5, lidar_gap 1.2)
+    assert values["surprise.voltage.warning_since"] == values["surprise.lidar_gap.warning_since"] == "5.100000007"
     warning = diagnostics.surprise_warning(rows, 2)
     assert warning.startswith("surprising input")
     assert "voltage on battery_state: mean 2.50 nats over its last 2 readings > 2" in warning  # warns at its gate

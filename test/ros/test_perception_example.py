@@ -64,7 +64,9 @@ def test_the_agent_accepts_the_example_nodes_labelled_observations(ros_graph, pr
         assert {m.label for _, m in heard} == {"low"} and {m.level for _, m in heard} == {0}
         now = values()
         assert not any(k.startswith("rejected.") and int(v) > 0 for k, v in now.items()), now
-        assert beliefs and beliefs[-1][1].factors[1].most_likely_label == "low"  # the label gave the level
+        # the label gave the level (the ticks that show it may come after the 40th reading on a loaded machine)
+        low = lambda: bool(beliefs) and beliefs[-1][1].factors[1].most_likely_label == "low"  # noqa: E731
+        assert wait_for(low, 60), (len(beliefs), values(), agent.log_tail())
     finally:
         perception.stop()
         agent.stop()
