@@ -11,6 +11,9 @@ return_info=True)`` passes it; its terms per modality and per factor come from `
 other modalities' (factors') contributions switched off (:func:`free_energy_terms`). The surprise of a reading is
 built from pymdp's likelihood and ``factor_dot`` (:func:`surprise`).
 
+Every pymdp program here is traced at the engines' full precision (``xla_config.full_precision``): a GPU's default
+float32 dot rounds its operands to TF32, which would move the oracle itself; on a CPU nothing changes.
+
 Needs pymdp (the ``[bench]`` extra); the installed package never imports the lab.
 """
 from __future__ import annotations
@@ -28,6 +31,8 @@ from pymdp.inference import (
     _condition_transitions_on_actions,
     update_posterior_states,
 )
+
+from bayes_infer_ros.inference import xla_config
 
 SEQUENCE_ALGORITHMS = ("vmp", "mmp")
 
@@ -82,15 +87,20 @@ def expected_state(qs: Sequence[Any], B: Sequence[Any], action: Sequence[int],
                                           _deps(B_dependencies))
 
 
+def _jit(fn: Callable) -> Callable:
+    """``jax.jit`` of ``fn`` traced with full-precision dots."""
+    return jax.jit(xla_config.full_precision(fn))
+
+
 @functools.lru_cache(maxsize=None)
 def program(algorithm: str, A_dependencies: tuple, B_dependencies: tuple, num_iter: int, tau: float = 1.0,
             valid_steps: Optional[int] = None) -> Callable:
     """One jitted program per structure (cached): ``f(A, B, obs, prior, actions) -> qs``, the same calls as
     :func:`run_fpi` (B and actions unused) / :func:`run_window`. pymdp op by op costs seconds per case."""
     if algorithm == "fpi":
-        return jax.jit(lambda A, B, obs, prior, actions: run_fpi(A, obs, prior, A_dependencies, num_iter))
+        return _jit(lambda A, B, obs, prior, actions: run_fpi(A, obs, prior, A_dependencies, num_iter))
     _sequence_runner(algorithm)
-    return jax.jit(lambda A, B, obs, prior, actions: run_window(
+    return _jit(lambda A, B, obs, prior, actions: run_window(
         algorithm, A, B, obs, prior, actions, A_dependencies, B_dependencies, num_iter, tau, valid_steps))
 
 
@@ -100,9 +110,9 @@ def benchmark_callable(algorithm: str, A_dependencies: Sequence[Sequence[int]],
     dispatch cost for unused leaves): fpi ``f(A, obs, prior)``; vmp/mmp ``f(A, B, obs, prior, actions)``."""
     A_deps, B_deps = _deps(A_dependencies), _deps(B_dependencies)
     if algorithm == "fpi":
-        return jax.jit(lambda A, obs, prior: run_fpi(A, obs, prior, A_deps, num_iter))
+        return _jit(lambda A, obs, prior: run_fpi(A, obs, prior, A_deps, num_iter))
     _sequence_runner(algorithm)
-    return jax.jit(lambda A, B, obs, prior, actions: run_window(
+    return _jit(lambda A, B, obs, prior, actions: run_window(
         algorithm, A, B, obs, prior, actions, A_deps, B_deps, num_iter, tau))
 
 
@@ -114,7 +124,7 @@ def masked_window_program(algorithm: str, A: Sequence[Any], B: Sequence[Any], pr
     A, B, prior = list(A), list(B), list(prior)
     A_deps, B_deps = _deps(A_dependencies), _deps(B_dependencies)
 
-    @jax.jit
+    @_jit
     def masked(obs, actions, valid_steps):
         return update_posterior_states(A, B, obs, actions, prior=prior, A_dependencies=A_deps,
                                        B_dependencies=B_deps, num_iter=num_iter, method=algorithm,
@@ -188,7 +198,7 @@ def _terms_program(A_dependencies: tuple, B_dependencies: Optional[tuple], windo
         return {"accuracy": stack(accuracy), "neg_entropy": stack(neg_entropy), "prior_cross_entropy": stack(prior_ce),
                 "transition_cross_entropy": stack(transition_ce), "vfe_t": vfe_t, "vfe": vfe}
 
-    return jax.jit(terms)
+    return _jit(terms)
 
 
 def posterior_free_energy(algorithm: str, A: Sequence[Any], B: Sequence[Any], obs: Sequence[Any], prior: Sequence[Any],

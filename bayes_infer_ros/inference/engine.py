@@ -155,7 +155,11 @@ class InferenceEngine(Engine):
                 padded[:, f, :n, :n, :u] = np.asarray(bf)
             self._B_padded = self._place(jnp.asarray(padded))
         self._zero_actions: dict[tuple[int, ...], Array] = {}
-        jit = functools.partial(jax.jit, compiler_options=xla_config.compile_options(self.jax_device))
+        options = xla_config.compile_options(self.jax_device)
+
+        def jit(fn: Callable) -> Callable:
+            return jax.jit(xla_config.full_precision(fn), compiler_options=options)
+
         self._call_lists = jit(self._lists_impl)
         self._call_packed = jit(self._packed_impl)
         self._predict = jit(self._predict_impl)

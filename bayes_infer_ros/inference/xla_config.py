@@ -1,5 +1,9 @@
-"""XLA settings of the engines: per-program compile options, and optional XLA flags applied before JAX starts its
-backend (opt in: BAYES_INFER_XLA_DEFAULTS=1).
+"""XLA settings of the engines: full-precision dots, per-program compile options, and optional XLA flags applied
+before JAX starts its backend (opt in: BAYES_INFER_XLA_DEFAULTS=1).
+
+**Full-precision dots** (``full_precision``, around every engine program): traced under
+``jax.default_matmul_precision("highest")``, so a GPU does not round float32 dot operands to TF32 (see
+``MATMUL_PRECISION``). On a CPU the results and times are unchanged (benchmarks/archive/precision_ab_cpu.txt).
 
 **Compile options** (``compile_options(device)``, passed to every engine program's ``jax.jit``): on a CPU device,
 ``xla_cpu_use_fusion_emitters=False``, XLA:CPU's elemental loop emitters instead of its MLIR fusion emitters. The
@@ -40,6 +44,23 @@ DEFAULT_BACKEND_OPTIONS = {"xla_cpu_small_while_loop_byte_threshold": str(SMALL_
 OPT_IN = "BAYES_INFER_XLA_DEFAULTS"
 CPU_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 FUSION_EMITTERS = "BAYES_INFER_XLA_FUSION_EMITTERS"  # "1": XLA's default emitters on the CPU too
+
+
+#: Every float32 dot of an engine program at full precision (``jax.default_matmul_precision``, fixed at trace time):
+#: a GPU's default (Ampere and later, a Jetson Orin's included) rounds a float32 dot's operands to TF32, 10 bits of
+#: mantissa, and on the H200 that moved the merged variants' beliefs by up to 0.96 from pymdp's in a VMP window
+#: (benchmarks/sweep_scale_nvidia_h200.csv, ``max_abs_diff_vs_pymdp``). A CPU computes float32 dots exactly either
+#: way.
+MATMUL_PRECISION = "highest"
+
+
+def full_precision(fn: Any) -> Any:
+    """``fn`` traced under ``jax.default_matmul_precision(MATMUL_PRECISION)``: its dots carry HIGHEST precision."""
+    @functools.wraps(fn)
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        with jax.default_matmul_precision(MATMUL_PRECISION):
+            return fn(*args, **kwargs)
+    return traced
 
 
 @functools.lru_cache(maxsize=None)

@@ -61,3 +61,48 @@ def test_the_engine_passes_them_to_its_programs(monkeypatch):
     if kvs is None:
         pytest.skip("this jax keeps a lowering's compile options elsewhere")
     assert dict(kvs) == xla_config.CPU_COMPILE_OPTIONS
+
+
+@pytest.mark.parametrize("algorithm", ["fpi", "vmp"])
+@pytest.mark.parametrize("variant", ["baseline", "hybrid_block", "fused_pairwise"])
+def test_every_dot_of_an_engine_program_is_full_precision(algorithm, variant):
+    """On a GPU a float32 dot at the default precision rounds its operands to TF32; the engines' dots say HIGHEST."""
+    import re
+
+    from bayes_infer_ros.inference import build_inference
+
+    rng = np.random.default_rng(3)
+    A = [rng.dirichlet(np.ones(2), size=(3, 2)).transpose(2, 0, 1).astype(np.float32),
+         rng.dirichlet(np.ones(3), size=(3, 2)).transpose(2, 0, 1).astype(np.float32)]
+    B = [np.stack([np.eye(3, dtype=np.float32)] * 2, axis=-1), np.stack([np.eye(2, dtype=np.float32)] * 2, axis=-1)]
+    engine = build_inference(algorithm, A, [[0, 1], [0, 1]], B, [[0], [1]], variant=variant, num_iter=3)
+    T = 1 if algorithm == "fpi" else 3
+    obs = [np.eye(a.shape[0], dtype=np.float32)[np.zeros(T, int)] for a in A]
+    obs = [o[0] for o in obs] if T == 1 else obs
+    prior = [np.full(n, 1.0 / n, np.float32) for n in (3, 2)]
+    actions = None if T == 1 else np.zeros((T - 1, 2), np.int32)
+    dots = re.findall(r"stablehlo\.dot_general.*", engine.lower(obs, prior, actions).as_text())
+    assert dots, "the program has no dot to check"
+    assert all("HIGHEST" in d for d in dots), [d for d in dots if "HIGHEST" not in d][:2]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("algorithm", ["fpi", "vmp"])
+def test_the_pymdp_oracle_runs_at_the_engines_precision(algorithm):
+    """pymdp's programs, as the lab runs them (the oracle, the benchmarks' pymdp), carry the engines' precision: on
+    a GPU the oracle itself would otherwise round to TF32."""
+    import re
+
+    pymdp_oracle = pytest.importorskip("lab.pymdp_oracle")
+    rng = np.random.default_rng(4)
+    A = [rng.dirichlet(np.ones(2), size=(3, 2)).transpose(2, 0, 1).astype(np.float32)]
+    B = [np.stack([np.eye(3, dtype=np.float32)] * 2, axis=-1), np.stack([np.eye(2, dtype=np.float32)] * 2, axis=-1)]
+    prior = [np.full(n, 1.0 / n, np.float32) for n in (3, 2)]
+    T = 1 if algorithm == "fpi" else 3
+    obs = [np.eye(2, dtype=np.float32)[np.zeros(T, int)]]
+    obs = [o[0] for o in obs] if T == 1 else obs
+    program = pymdp_oracle.program(algorithm, ((0, 1),), ((0,), (1,)), 3)
+    text = program.lower(A, B, obs, prior, np.zeros((T - 1, 2), np.int32)).as_text()
+    dots = re.findall(r"stablehlo\.dot_general.*", text)
+    assert dots, "the program has no dot to check"
+    assert all("HIGHEST" in d for d in dots), [d for d in dots if "HIGHEST" not in d][:2]
