@@ -175,7 +175,7 @@ class Probe:
             if not client.wait_for_service(timeout_sec=min(timeout, 30.0)):
                 self.node.destroy_client(client)
                 raise TimeoutError(f"service {name} not available")
-            time.sleep(0.3)
+            time.sleep(1.0)
             self._clients[key] = client
         end = time.monotonic() + timeout
         while True:

@@ -10,8 +10,8 @@ from lab.ros_graph import (REPO_ROOT, Probe, change_state, claim_domain_id, defa
 AgentProcess = start_agent
 
 __all__ = ["REPO_ROOT", "AgentProcess", "Probe", "agent_executable", "change_state", "claim_domain_id",
-           "default_params", "latest_status", "publish_until_beliefs", "ros_unavailable_reason", "set_loopback_env",
-           "status_values", "wait_for"]
+           "default_params", "latest_status", "publish_until_beliefs", "reliable_subscriptions", "ros_unavailable_reason",
+           "set_loopback_env", "status_values", "wait_for"]
 
 
 def publish_until_beliefs(probe: Probe, ns: str, beliefs: list, levels: dict[str, int], timeout: float) -> bool:
@@ -31,3 +31,12 @@ def publish_until_beliefs(probe: Probe, ns: str, beliefs: list, levels: dict[str
             pub.publish(CategoricalObservation(level=levels[m]))
         wait_for(lambda: len(beliefs) >= 1, 0.5)
     return bool(beliefs)
+
+
+def reliable_subscriptions(topics, transient_local: bool = False) -> dict:
+    """A node's ``qos_overrides`` making its subscriptions to ``topics`` (resolved names) reliable (and transient
+    local): a test that sends each step once, after ``get_subscription_count()`` saw the node's reader, loses none
+    of it, though the node's reader may match the probe's writer a moment later or the machine be loaded. Its
+    observation topics are best effort by default (SensorDataQoS), where such a message can be lost."""
+    policy = {"reliability": "reliable", **({"durability": "transient_local"} if transient_local else {})}
+    return {topic: {"subscription": dict(policy)} for topic in topics}

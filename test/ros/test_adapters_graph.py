@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from optional_messages import VISION_MSGS, needs_vision_msgs, robot_adapters, robot_adapters_file
-from ros_harness import AgentProcess, default_params, wait_for
+from ros_harness import AgentProcess, default_params, reliable_subscriptions, wait_for
 
 pytestmark = pytest.mark.ros
 
@@ -284,7 +284,10 @@ def sensor_agent(ros_graph, tmp_path_factory, repo_root):
     params = default_params()
     params.update({"adapters": shipped_adapters(repo_root), "autostart": True, "rate_hz": 0.0,
                    "variant": "baseline", "observation_timeout": 0.0, "diagnostics_period": 0.1,
-                   "jax_compilation_cache_dir": ros_graph["jax_cache"]})
+                   "jax_compilation_cache_dir": ros_graph["jax_cache"],
+                   # bad values are counted exactly: no message of the probe's may be lost
+                   "qos_overrides": reliable_subscriptions(["/sensors/battery_state", "/sensors/scan",
+                                                            "/sensors/rfid/tag"])})
     proc = AgentProcess(tmp, "agent", params, namespace="/sensors")
     yield proc
     proc.stop()
@@ -357,7 +360,7 @@ def test_the_node_reads_sensor_messages_and_counts_bad_values(probe, sensor_agen
         now = _diag_values(diags)
         return all(int(now.get(k, 0)) - int(before.get(k, 0)) == v for k, v in expected.items())
 
-    assert wait_for(counted, 10), (_diag_values(diags), before, sensor_agent.log_tail())
+    assert wait_for(counted, 30), (_diag_values(diags), before, sensor_agent.log_tail())
     assert sensor_agent.alive()
     assert step() is not None  # still ticking on good messages
 
@@ -522,13 +525,6 @@ def _robot_params(ros_graph, repo_root, **extra) -> dict:
     return params
 
 
-def _reliable_subscriptions(topics) -> dict:
-    """``qos_overrides`` making the node's subscriptions to ``topics`` (resolved names) reliable and transient local:
-    with a publisher of that QoS, a message sent before the node's reader has matched the publisher, or dropped
-    under load, is delivered."""
-    return {topic: {"subscription": {"reliability": "reliable", "durability": "transient_local"}} for topic in topics}
-
-
 def _bag_steps(bag) -> list[dict]:
     """Each step's messages of a ``make-bag --adapters`` bag (its sensors, and ``/observations/*`` for a modality
     without an adapter): bag topic -> rclpy message."""
@@ -569,7 +565,7 @@ def test_a_fleet_node_with_adapters_gives_each_agent_a_single_agent_nodes_belief
         (tmp_path / folder).mkdir()
     targets = {a: (f"/fleet_sensors/{a}", f"/single_sensors_{a}") for a in FLEET_AGENTS}
     # Each step is published once, on reliable, transient-local publishers and subscriptions
-    reliable = {ns: _reliable_subscriptions(ns + topic for topic in episodes[a][0])
+    reliable = {ns: reliable_subscriptions((ns + topic for topic in episodes[a][0]), transient_local=True)
                 for a in FLEET_AGENTS for ns in targets[a]}
     fleet_qos = {k: v for a in FLEET_AGENTS for k, v in reliable[targets[a][0]].items()}
     fleet = AgentProcess(tmp_path / "fleet", "agent", _robot_params(

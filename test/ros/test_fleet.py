@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from ros_harness import AgentProcess, default_params, status_values, wait_for
+from ros_harness import AgentProcess, default_params, reliable_subscriptions, status_values, wait_for
 from tolerances import ROS_FLOAT32_ATOL
 
 pytestmark = pytest.mark.ros
@@ -31,9 +31,13 @@ def _params(ros_graph, **extra):
 
 @pytest.fixture(scope="module")
 def nodes(ros_graph, tmp_path_factory):
-    fleet = AgentProcess(tmp_path_factory.mktemp("fleet"), "agent", _params(ros_graph, agents=list(AGENTS)),
-                         namespace="/fleet")
-    single = AgentProcess(tmp_path_factory.mktemp("single"), "agent", _params(ros_graph), namespace="/single")
+    # each step is sent once (_step): on reliable subscriptions none is lost
+    fleet_inputs = reliable_subscriptions(f"/fleet/{a}/observations/{m}" for a in AGENTS for m in MODALITIES)
+    fleet = AgentProcess(tmp_path_factory.mktemp("fleet"), "agent", _params(
+        ros_graph, agents=list(AGENTS), qos_overrides=fleet_inputs), namespace="/fleet")
+    single = AgentProcess(tmp_path_factory.mktemp("single"), "agent", _params(
+        ros_graph, qos_overrides=reliable_subscriptions(f"/single/observations/{m}" for m in MODALITIES)),
+        namespace="/single")
     try:
         for p in (fleet, single):
             assert p.wait_log("active: tick", 120), p.log_text()
@@ -43,34 +47,37 @@ def nodes(ros_graph, tmp_path_factory):
         single.stop()
 
 
-def _step(probe, ns, beliefs, levels, control=None, controls_counted=None, timeout=20.0):
+def _step(probe, ns, beliefs, levels, control=None, controls_counted=None, timeout=60.0):
     """Publish ``control`` (the location factor's, the others 0) and wait until the node counted it
     (``controls_counted()``: its controls counter; a control on another topic may otherwise arrive after the
     observations it precedes), then one observation per modality under ``ns`` (the odd modalities by label, the
-    level left 0) until a new Beliefs message answers; returns the packed beliefs."""
+    level left 0), once (the node's subscriptions are reliable), and wait for the Beliefs that answer; returns the
+    packed beliefs."""
     from bayes_infer_ros.msg import CategoricalObservation, Controls
 
     pubs = [probe.publisher(f"{ns}/observations/{m}", CategoricalObservation) for m in MODALITIES]
+    matched = lambda publishers: all(p.get_subscription_count() >= 1 for p in publishers)  # noqa: E731
+    assert wait_for(lambda: matched(pubs), 60), f"{ns}: the node's observation readers are not matched"
     n = len(beliefs)
     if control is not None:
         before = controls_counted()
         msg = Controls()
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
         msg.indices = [int(control)] + [0] * (MODEL['factors'] - 1)
-        probe.publisher(f"{ns}/controls", Controls, qos=100).publish(msg)
-        assert wait_for(lambda: controls_counted() > before, 10.0), f"{ns}/controls: not counted"
-    end = time.monotonic() + timeout
-    while len(beliefs) == n and time.monotonic() < end:
-        stamp = time.time_ns()
-        for i, (pub, level) in enumerate(zip(pubs, levels)):
-            msg = CategoricalObservation()
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 10**9)
-            if i % 2:
-                msg.label = LABELS_OF[MODALITIES[i]][level]
-            else:
-                msg.level = int(level)
-            pub.publish(msg)
-        wait_for(lambda: len(beliefs) > n, 2.0)
+        pub = probe.publisher(f"{ns}/controls", Controls, qos=100)
+        assert wait_for(lambda: matched([pub]), 60), f"{ns}/controls: the node's reader is not matched"
+        pub.publish(msg)
+        assert wait_for(lambda: controls_counted() > before, 30.0), f"{ns}/controls: not counted"
+    stamp = time.time_ns()
+    for i, (pub, level) in enumerate(zip(pubs, levels)):
+        msg = CategoricalObservation()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 10**9)
+        if i % 2:
+            msg.label = LABELS_OF[MODALITIES[i]][level]
+        else:
+            msg.level = int(level)
+        pub.publish(msg)
+    assert wait_for(lambda: len(beliefs) > n, timeout), f"{ns}: no beliefs for the step"
     assert len(beliefs) == n + 1, f"{ns}: {len(beliefs) - n} beliefs for one step"
     return np.concatenate([np.asarray(f.probabilities) for f in beliefs[-1][1].factors])
 

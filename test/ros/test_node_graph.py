@@ -55,7 +55,7 @@ def io(probe, agent):
 
     from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls
 
-    beliefs = probe.record(f"{NS}/beliefs", Beliefs)
+    beliefs = probe.record(f"{NS}/beliefs", Beliefs, 1000)  # a stalled probe must not lose a tick (switch test)
     location = probe.record(f"{NS}/beliefs/location", Belief)
     diags = probe.record("/diagnostics", DiagnosticArray)
     return {"beliefs": beliefs, "location": location, "diags": diags, "Obs": CategoricalObservation,
@@ -83,6 +83,8 @@ def active(probe, agent, io):
     # them, so steps are sent until one is answered.
     step = {"rfid_tag": 0, "voltage": 1, "lidar_gap": 0, "charging": 1}
     assert any(publish_step(probe, io, step, timeout=1.0, check=False) for _ in range(30)), agent.log_text()
+    # a step sent again while a slow tick ran ticks too: let those ticks come before the reset, not after it
+    assert wait_for(lambda: time.monotonic() - io["beliefs"][-1][0] >= 1.0, 60), agent.log_text()
     assert reset(probe).success
     return agent
 
@@ -293,7 +295,7 @@ def max_diff(got_msgs, want) -> float:
 # ---------------------------------------------------------------------------------------------
 def test_lifecycle_configure_then_activate(probe, agent, io):
     assert agent.proc.poll() is None, agent.log_text()
-    assert agent.wait_log("unknown parameter 'num_iters' ignored (did you mean 'num_iter'?)", 30), agent.log_text()
+    assert agent.wait_log("unknown parameter 'num_iters' ignored (did you mean 'num_iter'?)", 120), agent.log_text()
     assert lifecycle_state(probe) == "unconfigured"
     # an unconfigured lifecycle node says how to configure it
     assert agent.wait_log(f"unconfigured: waiting for `ros2 lifecycle set {NS}/{NAME} configure`", 10), agent.log_text()
