@@ -477,7 +477,7 @@ def test_shutdown_during_configure_exits_cleanly(probe, ros_graph, io, tmp_path)
             proc.proc.wait(timeout=30)  # a hang detector: the configure it interrupts runs for minutes
         except Exception:  # noqa: BLE001
             pytest.fail("the node did not exit on SIGINT during configure:\n" + proc.log_text())
-        assert proc.proc.returncode == 0, proc.log_text()  # not -6 (SIGABRT from a thread killed inside XLA)
+        assert proc.proc.returncode == 0, (proc.proc.returncode, proc.log_text())  # not -6 (SIGABRT from a thread killed inside XLA)
     finally:
         proc.stop()
 
