@@ -58,10 +58,12 @@ class CompanionServices:
         self.node.destroy_service(service)
 
     def close(self) -> None:
+        """Join the spinner, then shut its executor down and destroy the node (the order of
+        ``spinning.stop_spinning``): rclpy's ``Executor.shutdown`` destroys the guard conditions a spin in another
+        thread may still be waiting on."""
         if self._spinner is None:
             return
-        self._spinner.stop(timeout=0.0)
-        self._executor.shutdown(timeout_sec=1.0)
         self._spinner.stop(timeout=2.0)
+        self._executor.shutdown(timeout_sec=1.0)
         self.node.destroy_node()
         self._spinner = None

@@ -112,3 +112,31 @@ def test_the_spin_goes_on_after_an_escaped_exception(ros_graph):
         node.destroy_node()
         rclpy.try_shutdown(context=context)
     assert len(calls) == 3 and [str(e) for e in escaped] == ["escaped"]
+
+
+def test_the_companion_joins_its_spinner_before_shutting_its_executor_down(ros_graph):
+    """rclpy's Executor.shutdown destroys the guard conditions a spin in another thread may still wait on (SIGINT
+    during configure crashed the node that way): the companion services join their spinner first."""
+    from rclpy.node import Node
+
+    from bayes_infer_ros.ros.companion import CompanionServices
+
+    owner = Node("companion_owner")
+    companion = CompanionServices(owner)
+    spinner = companion._spinner.thread
+    executor_shutdown = companion._executor.shutdown
+    spinning_at_shutdown = []
+
+    def shutdown(timeout_sec=None):
+        spinning_at_shutdown.append(spinner.is_alive())
+        return executor_shutdown(timeout_sec=timeout_sec)
+
+    companion._executor.shutdown = shutdown
+    try:
+        assert spinner.is_alive()
+        companion.close()
+        assert spinning_at_shutdown == [False]
+        companion.close()  # idempotent
+        assert spinning_at_shutdown == [False]
+    finally:
+        owner.destroy_node()

@@ -44,9 +44,12 @@ class Context:
             pass
 
     def close(self):
+        # the context first (the spin returns), then the spinning thread, then the executor and the node: rclpy's
+        # Executor.shutdown destroys the guard conditions a spin in another thread may still be waiting on
+        self.rclpy.try_shutdown(context=self.ctx)
+        self.thread.join(timeout=5)
         self.executor.shutdown(timeout_sec=2)
         self.node.destroy_node()
-        self.rclpy.try_shutdown(context=self.ctx)
 
 
 @pytest.fixture
