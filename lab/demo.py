@@ -274,7 +274,8 @@ def run_replay(params_file: Path, bag: Path, parameters: dict, env: dict, out_di
 
 
 def stamp_ns(text: str) -> int:
-    """A ``sec.nanosec`` stamp of /diagnostics (``surprise.<modality>.warning_since``) in nanoseconds (-1 when empty)."""
+    """A ``sec.nanosec`` stamp of /diagnostics (``surprise.<modality>.warning_since``) in nanoseconds (-1 when
+    empty)."""
     sec, _, nanosec = text.partition(".")
     return int(sec) * 1_000_000_000 + int(nanosec) if sec else -1
 

@@ -10,8 +10,8 @@ from lab.ros_graph import (REPO_ROOT, Probe, change_state, claim_domain_id, defa
 AgentProcess = start_agent
 
 __all__ = ["REPO_ROOT", "AgentProcess", "Probe", "agent_executable", "change_state", "claim_domain_id",
-           "default_params", "latest_status", "publish_until_beliefs", "reliable_subscriptions", "ros_unavailable_reason",
-           "set_loopback_env", "status_values", "wait_for"]
+           "default_params", "latest_status", "publish_until_beliefs", "reliable_subscriptions",
+           "ros_unavailable_reason", "set_loopback_env", "status_values", "wait_for"]
 
 
 def publish_until_beliefs(probe: Probe, ns: str, beliefs: list, levels: dict[str, int], timeout: float) -> bool:

@@ -161,7 +161,8 @@ def counter(d: dict, key: str) -> int:
 def test_configure_is_reported_and_integer_labels_are_published_as_strings(probe, agent, io):
     """State labels that YAML reads as integers are published as strings (the tick goes on), and diagnostics say
     "configuring" while configure parses and compiles off the executor."""
-    assert agent.wait_log("parameter 'rate_hz' = 1e-10 from the command line / params file refused", 120), agent.log_text()
+    assert agent.wait_log("parameter 'rate_hz' = 1e-10 from the command line / params file refused", 120), \
+        agent.log_text()
     assert wait_for(lambda: statuses(io), 60)
     n = len(io["diags"])
     assert lifecycle(probe, "configure"), agent.log_text()
@@ -477,7 +478,8 @@ def test_shutdown_during_configure_exits_cleanly(probe, ros_graph, io, tmp_path)
             proc.proc.wait(timeout=30)  # a hang detector: the configure it interrupts runs for minutes
         except Exception:  # noqa: BLE001
             pytest.fail("the node did not exit on SIGINT during configure:\n" + proc.log_text())
-        assert proc.proc.returncode == 0, (proc.proc.returncode, proc.log_text())  # not -6 (SIGABRT from a thread killed inside XLA)
+        # not -6 (SIGABRT from a thread killed inside XLA) nor -11 (a crash while tearing ROS down)
+        assert proc.proc.returncode == 0, (proc.proc.returncode, proc.log_text())
     finally:
         proc.stop()
 
