@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import threading
@@ -42,9 +43,19 @@ def _bound_shutdown() -> None:
     rclpy.get_default_context().on_shutdown(arm)
 
 
+def _enable_faulthandler() -> None:
+    """A crash in native code (rclpy, XLA, numba) prints every thread's Python stack to stderr, the node's log."""
+    if not faulthandler.is_enabled():
+        try:
+            faulthandler.enable()
+        except (AttributeError, ValueError, OSError):  # a stderr without a file descriptor (captured in-process)
+            pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point (scripts/agent_node). ``argv`` with or without the program name; ``--plain``: plain-node mode;
     everything after ``--ros-args`` goes to rclpy."""
+    _enable_faulthandler()
     argv = list(sys.argv if argv is None else argv)
     if not argv or argv[0].startswith("-"):  # called as main(argv[1:]) (bayes-infer CLI convention)
         argv = ["agent_node"] + argv

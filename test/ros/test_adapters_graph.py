@@ -373,7 +373,7 @@ def test_a_bad_adapter_refuses_configure_naming_the_parameter(ros_graph, tmp_pat
     proc = AgentProcess(tmp_path, "agent", params, namespace="/bad_adapter", plain=True)
     try:
         assert wait_for(lambda: not proc.alive(), 120), proc.log_tail()
-        assert proc.proc.returncode == 1
+        assert proc.proc.returncode == 1, (proc.proc.returncode, proc.log_text())
         assert "adapters.voltage.bins: edges must be strictly ascending" in proc.log_text(), proc.log_tail()
     finally:
         proc.stop()
