@@ -276,8 +276,10 @@ def run_replay(params_file: Path, bag: Path, parameters: dict, env: dict, out_di
 def stamp_ns(text: str) -> int:
     """A ``sec.nanosec`` stamp of /diagnostics (``surprise.<modality>.warning_since``) in nanoseconds (-1 when
     empty)."""
+    from bayes_infer_ros.node.conversion import stamp_to_ns
+
     sec, _, nanosec = text.partition(".")
-    return int(sec) * 1_000_000_000 + int(nanosec) if sec else -1
+    return stamp_to_ns(int(sec), int(nanosec)) if sec else -1
 
 
 def fault_demo(args, env: dict) -> int:
