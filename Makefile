@@ -20,13 +20,14 @@ BUILD_STAMP := install/.bayes_infer_ros-build
 WARMUP_STAMP := install/.bayes_infer_ros-warmup
 REQS := requirements/core.txt requirements/dev.txt requirements/ros-kilted.txt
 
-.PHONY: help setup venv build warmup demo test check test-core test-gpu test-slow test-jazzy test-colcon bench clean
+.PHONY: help setup venv build warmup demo test check test-core test-gpu test-slow test-jazzy test-colcon bench bench-check clean
 help:
 	@echo "make demo   - run the agent on the default model (config/agent.yaml); sets up first if needed"
 	@echo "make test   - run the whole test suite; sets up first if needed"
 	@echo "make check  - the quick tier: the units without a ROS graph or a long compile (about a minute)"
 	@echo "make setup  - idempotent: .venv with pinned deps, ROS 2 Kilted wheels, CMake fix-up, colcon build, warmup"
 	@echo "make warmup - compile the kernels and fill the caches the node's first start reads (bayes-infer warmup)"
+	@echo "make bench-check - the speed gate: call and tick ratios against benchmarks/bench_check_cpu.json"
 	@echo "make test-gpu - fused_cuda's kernel tests on this machine's CUDA device (make test runs them in a simulator)"
 	@echo "make test-jazzy  - the ROS tests on ROS 2 Jazzy (ros-jazzy-* wheels, Python 3.12) in .venv-jazzy/"
 	@echo "make test-colcon - the suite through colcon test (ament_cmake_pytest) + colcon test-result"
@@ -119,12 +120,12 @@ test: setup
 	  wait $$sim; simulated=$$?; echo "== fused_cuda's kernel in numba's CUDA simulator ($(SIM_LOG))"; \
 	  cat $(SIM_LOG); exit $$(( numba || simulated )); }
 
-# The quick tier: the units that need no ROS graph and no long compile (about a minute on 2 cores). test/inference
-# (oracle sweeps: JAX and numba compiles) and test/ros (a ROS graph) are left out, and so is every test marked
-# `heavy` (seconds each: engine builds, subprocesses, timed sweeps). `make test` runs all of them.
+# The quick tier: the units that need no ROS graph and no long compile (about a minute on 2 cores). test/ros (a ROS
+# graph) is left out, and so is every test marked `heavy` (seconds each: engine builds, subprocesses, timed sweeps;
+# test/inference's pymdp oracle sweeps among them: test/inference/conftest.py). `make test` runs all of them.
 check: setup
 	$(RUN) $(TEST_ENV) python -m pytest $(XDIST) -m "not slow and not heavy and not ros and not numba and not gpu_kernel" \
-	  --ignore=test/inference --ignore=test/ros
+	  --ignore=test/ros
 
 test-gpu: setup
 	$(RUN) python -m pytest -m "gpu_kernel and not slow"
@@ -155,6 +156,12 @@ test-colcon: setup
 
 bench: setup
 	$(RUN) python -m lab bench-variants
+
+# The speed gate (CI runs it after the tests): the calls' and the node's tick's ratios to their bare kernels, and
+# fused_numba's to pymdp's, measured side by side, against benchmarks/bench_check_cpu.json (benchmarks/README.md,
+# "The speed gate"). About a minute; exits 1 with the figures when a ratio got more than 25% worse.
+bench-check: setup
+	$(RUN) python -m lab bench-check
 
 clean:
 	rm -rf build install log $(UNDERLAY)

@@ -6,14 +6,14 @@ prior) for b agents at once, every candidate and every b timed round-robin in on
 
 Candidates (those that cannot be built here are reported and skipped):
 
-* ``fused_numba``: ``NativeEngine.tick_agents``, b agents of one model in one call on every CPU the process may use
+* ``fused_numba``: ``NativeEngine.step``, b agents of one model in one call on every CPU the process may use
   (contiguous blocks of agents, one thread each: ``native/host.py``), host CPU;
 * ``fused_numba:1 thread``: the same call held to the calling thread (``host.MIN_AGENTS_PER_THREAD`` raised for the
   call): one core, interleaved with the other candidates in the same rounds;
 * ``fused_numba_loop``: b calls of the unbatched ``tick`` (what b agents cost without the batch axis);
 * ``jax:<variant>``: a batched JAX engine of b copies of the model, ``tick`` (vmapped) in one dispatch, on JAX's
   default device (the CPU here; the GPU under ``JAX_PLATFORMS=cuda``);
-* ``fused_cuda`` (``--gpu``): ``CudaEngine.tick_agents``, one CUDA launch of b blocks.
+* ``fused_cuda`` (``--gpu``): ``CudaEngine.step``, one CUDA launch of b blocks.
 
 Every candidate's beliefs and next priors are checked against fused_numba's tick per agent first (``max_diff``).
 The statistic: the median over rounds of the per-call time (a round is the mean of back-to-back calls), its 10th
@@ -55,13 +55,13 @@ def candidates(model, b: int, num_iter: int, jax_variants: list[str], gpu: bool)
     obs, prior, action = agents(model, b)
     out = {}
     numba_eng = engine_for_model(model, "fpi", variant="fused_numba", num_iter=num_iter)
-    out["fused_numba"] = (lambda: numba_eng.tick_agents(obs, prior, action), "cpu")
+    out["fused_numba"] = (lambda: numba_eng.tick(obs, prior, action), "cpu")
 
     def one_thread():
         every = host.MIN_AGENTS_PER_THREAD
         host.MIN_AGENTS_PER_THREAD = b + 1  # every agent on the calling thread
         try:
-            return numba_eng.tick_agents(obs, prior, action)
+            return numba_eng.tick(obs, prior, action)
         finally:
             host.MIN_AGENTS_PER_THREAD = every
     out["fused_numba:1 thread"] = (one_thread, "cpu")
@@ -81,10 +81,10 @@ def candidates(model, b: int, num_iter: int, jax_variants: list[str], gpu: bool)
     if gpu:
         try:
             ceng = engine_for_model(model, "fpi", variant="fused_cuda", num_iter=num_iter)
-            out["fused_cuda"] = (lambda: ceng.tick_agents(obs, prior, action), "gpu")
+            out["fused_cuda"] = (lambda: ceng.tick(obs, prior, action), "gpu")
         except Exception as exc:  # noqa: BLE001
             print(f"b={b} fused_cuda: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
-    ref_q, ref_next = numba_eng.tick_agents(obs, prior, action)
+    ref_q, ref_next = numba_eng.tick(obs, prior, action)
     checked = {}
     for name, (fn, dev) in out.items():
         res = fn()

@@ -4,8 +4,8 @@ tick with its evidence, all timed round-robin in one process, hot and cold.
     PYTHONPATH=. python benchmarks/free_energy_cost.py --engines fused_numba
     PYTHONPATH=. python benchmarks/free_energy_cost.py --engines baseline,fused_dense,fused_pairwise --append
 
-FPI: ``tick`` is ``engine.tick_prepared`` (what the node's BeliefFilter calls each tick without evidence);
-``evidence`` is ``engine.tick_evidence_prepared`` with a gate per modality (each reading's surprise, the gates, the
+FPI: ``tick`` is ``engine.step`` of one row (what the node's BeliefFilter calls each tick without evidence);
+``evidence`` is ``engine.step`` with a gate per modality (each reading's surprise, the gates, the
 beliefs, the next prior and the free energy: one dispatch; what it calls with evidence). VMP / MMP (a full window
 of ``horizon`` 5 steps): ``tick`` is ``run_packed`` of the window; ``evidence`` adds the newest reading's surprise
 under the predicted prior and the window's free energy (``surprise`` and ``free_energy``: two more dispatches). Every
@@ -51,8 +51,9 @@ def candidates(model, algorithm: str, variant: str) -> dict:
     ob, pr = layout.pack_obs(obs), layout.pack_states(prior).astype(np.float32)
     gates = np.full(model.num_modalities, 30.0, np.float32)
     if algorithm == "fpi":
-        return {"tick": lambda: engine.tick_prepared(ob, pr, zero),
-                "evidence": lambda: engine.tick_evidence_prepared(ob, pr, zero, gates)}
+        ob1, pr1, zero1 = ob[None], pr[None], zero[None]
+        return {"tick": lambda: engine.step(ob1, pr1, zero1),
+                "evidence": lambda: engine.step(ob1, pr1, zero1, gates)}
     window = np.ascontiguousarray(np.tile(ob, (HORIZON, 1)))
     actions = np.zeros((HORIZON - 1, model.num_factors), np.int32)
 

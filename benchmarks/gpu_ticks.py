@@ -64,8 +64,8 @@ def tick_callable(model, algorithm: str, variant: str, num_iter: int, horizon: i
     if algorithm == "fpi":  # the node's tick: beliefs and next prior back on the host (BeliefFilter's call)
         ob = np.ascontiguousarray(ob, dtype=eng.dtype)
         pr = np.ascontiguousarray(pr, dtype=eng.dtype)
-        zero = np.zeros(len(model.D), np.int32)
-        return lambda: eng.tick_prepared(ob, pr, zero)
+        zero = np.zeros((1, len(model.D)), np.int32)
+        return lambda: eng.step(ob[None], pr[None], zero)
     return lambda: eng.run_packed(ob, pr, actions, valid_steps=T)
 
 
@@ -168,7 +168,7 @@ def timing(args) -> None:
     print(f"device: {jax.devices()[0].device_kind}, jax {jax.__version__}")
     for algorithm in args.algorithms:
         names = ["pymdp"] + args.variants
-        # fpi: each variant's inference call, and (":tick") the node's whole tick through tick_prepared
+        # fpi: each variant's inference call, and (":tick") the node's whole tick through the engine's step
         entries = [(v, False) for v in names] + ([(v, True) for v in args.variants] if algorithm == "fpi" else [])
         ticks = {}
         for v, whole in entries:

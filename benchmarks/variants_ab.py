@@ -4,7 +4,7 @@
 
 REV's ``bayes_infer_ros/model`` and ``bayes_infer_ros/inference`` are loaded as a second copy of their own
 (``bayes_infer_ros_at_rev``, from ``git archive``). Per algorithm, every (revision, variant) engine is built on the
-same model and called on the same inputs as the node calls it (fpi: ``tick_prepared``, the one-dispatch tick with its
+same model and called on the same inputs as the node calls it (fpi: ``step``, the one-dispatch tick with its
 results on the host; vmp / mmp: ``run_packed`` over a ``--horizon`` window with ``valid_steps``); the beliefs of the
 two revisions are compared element-wise (``max|new-old|``), and all engines of the algorithm are timed together
 with ``timing.time_round_robin``. ``new/old`` is the ratio of the p10 per-call times (< 1: the working tree is faster).
@@ -56,8 +56,8 @@ def calls(engine, model, algorithm: str, horizon: int, rng: np.random.Generator)
     ob = np.ascontiguousarray(layout.pack_obs([o[0] for o in obs] if algorithm == "fpi" else obs), dtype=np.float32)
     pr = np.ascontiguousarray(layout.pack_states([np.asarray(d, np.float32) for d in model.D]), dtype=np.float32)
     if algorithm == "fpi":
-        action = np.zeros(len(model.D), np.int32)
-        return (lambda: engine.tick_prepared(ob, pr, action)), lambda: np.asarray(engine.tick_prepared(ob, pr, action)[0])
+        rows = ob[None], pr[None], np.zeros((1, len(model.D)), np.int32)
+        return (lambda: engine.step(*rows)), lambda: np.asarray(engine.step(*rows)[0, :layout.state_size])
     actions = np.zeros((T - 1, len(model.D)), np.int32)
     fn = lambda: engine.run_packed(ob, pr, actions, valid_steps=T)  # noqa: E731
     return fn, lambda: np.asarray(fn(), dtype=np.float64)

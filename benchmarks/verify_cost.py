@@ -21,6 +21,7 @@ import jax
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bayes_infer_ros.autotune import EngineConfig, MemoryBudget  # noqa: E402
 from bayes_infer_ros.autotune import decision as dec  # noqa: E402
+from bayes_infer_ros.autotune import deployment as dep  # noqa: E402
 from bayes_infer_ros.autotune.devices import Devices  # noqa: E402
 from bayes_infer_ros.model.io import load_model  # noqa: E402
 from lab import generator  # noqa: E402
@@ -45,7 +46,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             plan = dec.plan_decision(model, config, MemoryBudget.from_mib(2048, "memory_budget_mb"), found=found)
             t_plan = time.perf_counter() - t0
-            plan, engine = dec.start_engine(plan, model)
+            plan, engine = dep.start_engine(plan, model)
             t_start = time.perf_counter() - t0 - t_plan
             left_out = "; ".join(f"left out {c}" for c, _ in plan.skipped)
             if not plan.verify:
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
                       f"nothing to verify; {left_out}", flush=True)
                 continue
             t0 = time.perf_counter()
-            timings, errors = dec.verify_candidates(model, config, plan.timed, found,
+            timings, errors = dep.verify_candidates(model, config, plan.timed, found,
                                                     engines={str(plan.start): engine})
             outcome = dec.conclude(plan, timings, errors)
             t_verify = time.perf_counter() - t0

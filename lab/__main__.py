@@ -14,6 +14,8 @@ COMMANDS = {
     "scale": ("scale", "the paper's scale in one run: compiles, round-robin timings, reports, one deadline"),
     "report": ("report", "plots and summary tables from benchmark CSVs"),
     "readme-tables": ("readme_tables", "rewrite (or --check) the generated tables of README, benchmarks/README, docs"),
+    "bench-check": ("bench_check", "the speed gate: call and tick ratios against the committed baselines"),
+    "bench-holdout": ("holdout_benchmark", "fused_numba against pymdp on unseen generated models, every algorithm"),
     "bench-unseen": ("unseen_benchmark", "variant: auto against baseline on models the autotuner never saw"),
     "bench-fleet": ("fleet_benchmark", "many agents in one node against one process per agent (needs ROS)"),
     "first-start": ("first_start", "the node's first start after an install, and a warm start (needs ROS)"),

@@ -314,7 +314,7 @@ LATENCY_LINE = re.compile(r"^(?P<alg>fpi|vmp|mmp)\s+(?P<name>\S+)\s+median\s+(?P
 
 def latency_medians(path: Path) -> dict[tuple[str, str], float]:
     """``benchmarks/gpu_ticks.py time``'s output: {(algorithm, name): median microseconds} (``name:tick``: the
-    node's fpi tick through ``tick_prepared``)."""
+    node's fpi tick through the engine's ``step``)."""
     return {(m["alg"], m["name"]): float(m["median"]) for m in LATENCY_LINE.finditer(Path(path).read_text())}
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from bayes_infer_ros.autotune import EngineConfig, MemoryBudget
 from bayes_infer_ros.autotune import decision as dec
+from bayes_infer_ros.autotune import deployment as dep
 from bayes_infer_ros.autotune.devices import Devices
 from bayes_infer_ros.autotune.select import engine_call
 from bayes_infer_ros.autotune.timing import time_round_robin
@@ -51,18 +52,18 @@ def one(model, algorithm: str, args, found: Devices) -> dict:
     config = EngineConfig(algorithm, "auto", args.num_iter, 1.0, args.horizon, args.k, "cpu")
     t0 = time.perf_counter()
     plan = dec.plan_decision(model, config, MemoryBudget.from_mib(2048, "memory_budget_mb"), found=found)
-    plan, engine = dec.start_engine(plan, model)
+    plan, engine = dep.start_engine(plan, model)
     configure_s = time.perf_counter() - t0
     engines = {str(plan.start): engine}
     t0 = time.perf_counter()
-    timings, errors = dec.verify_candidates(model, config, plan.timed, found, engines=engines)
+    timings, errors = dep.verify_candidates(model, config, plan.timed, found, engines=engines)
     outcome = dec.conclude(plan, timings, errors)
     verify_s = time.perf_counter() - t0 if plan.verify else 0.0
     every = list(dict.fromkeys(plan.timed + tuple(c for c, _ in plan.skipped) + (dec.Candidate("cpu", "baseline"),)))
     for c in every:
         if str(c) not in engines:
             try:
-                engines[str(c)] = dec.build_engine(model, config, c.variant, found.by_platform[c.platform])
+                engines[str(c)] = dep.engine_for(model, config, c.variant, found.by_platform[c.platform])
             except (MemoryError, ValueError):
                 continue
     again = time_round_robin({name: engine_call(e, algorithm, args.horizon) for name, e in engines.items()},

@@ -16,8 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGURE = textwrap.dedent("""
     import json, sys
     from bayes_infer_ros.model.io import read_parameters_yaml
-    from bayes_infer_ros.node.engine_host import EngineHost
     from bayes_infer_ros.node.parameters import PARAMETERS
+    from bayes_infer_ros.node.runtime import AgentRuntime
+    from bayes_infer_ros.node.settings import NodeSettings
 
     class Log:
         def info(self, m): print("INFO", m, flush=True)
@@ -26,9 +27,10 @@ CONFIGURE = textwrap.dedent("""
 
     values = {s.name: s.default for s in PARAMETERS}
     values.update(read_parameters_yaml(sys.argv[1]))
-    model = {k: v for k, v in values.items() if k.startswith("model.")}
-    host = EngineHost(values.__getitem__, lambda: model, Log(), lambda *a: None, lambda: False)
-    slot = host.load_and_build()
+    settings = NodeSettings.from_values(values)
+    runtime = AgentRuntime(settings, Log(), lambda: 0, lambda: False, lambda *a: None)
+    slot = runtime.configure(settings, 0.5, lambda: True, lambda back: None)
+    runtime.cleanup("probe done")
     print(json.dumps({"variant": slot.variant, "note": slot.note}))
 """)
 

@@ -17,9 +17,9 @@ class Slowed(_Wrapped):
         super().__init__(engine)
         self._seconds = seconds
 
-    def tick_prepared(self, *args):
+    def step(self, *args):
         time.sleep(self._seconds)
-        return self._engine.tick_prepared(*args)
+        return self._engine.step(*args)
 
 
 class Broken(_Wrapped):
@@ -29,5 +29,5 @@ class Broken(_Wrapped):
         super().__init__(engine)
         self._error = error
 
-    def tick_prepared(self, *args):
+    def step(self, *args):
         raise self._error

@@ -4,7 +4,7 @@ configure, never makes ``variant: auto`` drop fused_numba, and is logged once as
 
 The tests run as root, where a chmod'ed folder stays writable: an unwritable folder is a path under a regular file
 or under /proc, and a full disk is an ``open`` for writing that raises ENOSPC. The configure runs (the node's
-``EngineHost.load_and_build``, what ``bayes-infer warmup`` runs) are subprocesses: numba's kernels and JAX's cache
+``AgentRuntime.configure``, what ``bayes-infer warmup`` runs) are subprocesses: numba's kernels and JAX's cache
 are set up once per process.
 """
 from __future__ import annotations
@@ -258,7 +258,7 @@ def test_a_damaged_kernel_cache_file_is_compiled_again_with_one_warning_naming_i
 JAX_PROGRAM = textwrap.dedent("""
     import logging, sys, warnings
     import jax, jax.numpy as jnp
-    from bayes_infer_ros.node import jax_cache
+    from bayes_infer_ros.inference import jax_cache
 
     class Out(logging.Handler):
         def emit(self, record): print("WARN", record.getMessage(), flush=True)

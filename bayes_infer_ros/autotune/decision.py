@@ -1,16 +1,16 @@
-"""The one decision: which device and variant run a model. One short pipeline, used by the node (``node/builder.py``
-starts, ``node/verification.py`` verifies off the tick path), ``bayes-infer warmup``, ``select_variant`` and the
+"""The one decision: which device and variant run a model, decided without building anything (the building is
+``deployment``'s). One short pipeline, used by the node, ``bayes-infer warmup``, ``select_variant`` and the
 benchmarks:
 
     candidates -> decision cache -> start -> verification -> record
 
     plan = plan_decision(model, config, budget, cache=cache)   # milliseconds, nothing built: what starts, what
                                                                # is verified, what is left out and why
-    plan, engine = start_engine(plan, model)                   # the engine that runs at once
-    timings, errors = verify_candidates(model, config, plan.timed, found)   # the node: in a child process
+    deployment = deploy(model, config, budget)                 # deployment.py: the engine that runs at once
+    timings, errors = verify_candidates(model, config, plan.timed, found)   # deployment.py; the node: in a child
     outcome = conclude(plan, timings, errors, cache)           # swap only beyond the noise; kept on disk
 
-``decide`` runs the whole pipeline here, in order.
+``deployment.decide`` runs the whole pipeline here, in order.
 
 **Candidates** are (device, variant) pairs on the devices ``config.device`` allows ("auto" | "cpu" | "gpu"; a GPU
 must pass the self-test, ``devices.find_devices``), per device:
@@ -42,20 +42,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-import jax
 import numpy as np
 
-from .. import inference
-from ..inference import Engine, VariantUnsupported, variant_devices
+from ..inference import VariantUnsupported, variant_devices
 from ..inference.registry import NATIVE_VARIANTS
 from . import devices as device_lookup
 from . import slowdowns
 from .budget import ITEMSIZE, MemoryBudget
 from .decision_cache import DecisionCache
-from .select import FALLBACK, engine_call, infeasible, model_variants, ranking, trained_model
-from .timing import CandidateTiming, time_round_robin
+from .select import FALLBACK, infeasible, model_variants, ranking, trained_model
+from .timing import CandidateTiming
 
 #: The verify step's round-robin: at most this many rounds, stopping after this many seconds of timing (it runs off
 #: the tick path: rounds are cheap, and the more of them, the surer the round-by-round comparison under load).
@@ -71,7 +69,9 @@ TIE = 0.05
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """What an engine is built from. ``variant`` and ``device`` may be "auto"."""
+    """What an engine is built from. ``variant`` and ``device`` may be "auto"; ``agents``: the b agents of the model
+    one engine serves (b rows of each call). Every field is part of the decision's key: the same model decided for
+    one agent and for a fleet are two decisions."""
 
     algorithm: str
     variant: str = "auto"
@@ -80,6 +80,7 @@ class EngineConfig:
     horizon: int = 1
     autotune_verify_top_k: int = 3
     device: str = "auto"
+    agents: int = 1
 
 
 @dataclass(frozen=True)
@@ -141,31 +142,6 @@ class Outcome:
     timings: dict[str, CandidateTiming]
     errors: dict[str, str]
     reason: str
-
-
-@dataclass
-class Decision:
-    """What runs: the candidate's ``platform`` and ``variant``, the ``device`` as ``platform:id`` ("" when nothing
-    was placed), its engine (None when the caller asked for no build), a one-line reason, the verify step's seconds
-    per candidate (``variant@platform``), and warnings to log once (an unwritable decision cache)."""
-
-    platform: str
-    variant: str
-    device: str
-    engine: Optional[Engine]
-    reason: str
-    timings: dict[str, float] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-
-
-def _no_checkpoint() -> None:
-    return None
-
-
-def build_engine(model: Any, config: EngineConfig, variant: str, device: Optional[jax.Device]) -> Engine:
-    """``variant``'s engine for ``model`` with ``config``'s settings, its calls on ``device``."""
-    return inference.engine_for_model(model, config.algorithm, variant=variant, num_iter=config.num_iter,
-                                      tau=config.tau, device=device)
 
 
 # ---- candidates ---------------------------------------------------------------------------------------------------
@@ -320,72 +296,6 @@ def _record_problem(record: Mapping[str, Any], chosen: Candidate, plan: Plan) ->
     return None
 
 
-# ---- start ---------------------------------------------------------------------------------------------------------
-def start_engine(plan: Plan, model: Any, checkpoint: Callable[[], None] = _no_checkpoint,
-                 build: Optional[Callable[[str, Any], Engine]] = None) -> tuple[Plan, Engine]:
-    """Build the plan's start (``build(variant, device)``, default :func:`build_engine` with the plan's settings).
-    A start that refuses the model (over its own memory limits, a shape it cannot run) gives way to the next
-    candidate, which then starts unverified; the returned plan says so."""
-    refused: list[tuple[Candidate, str]] = []
-    if plan.uncached is not None:  # the decision cache's choice: one that does not build here is a miss
-        checkpoint()
-        try:
-            device = plan.devices.by_platform.get(plan.start.platform)
-            return plan, (build(plan.start.variant, device) if build is not None
-                          else build_engine(model, plan.config, plan.start.variant, device))
-        except Exception as exc:  # noqa: BLE001 - not a failure: the plan without the kept choice runs
-            if plan.cache is not None:
-                plan.cache.refuse(plan.cache_key, f"its choice {plan.start} does not build here ({type(exc).__name__}: "
-                                                  f"{' '.join(str(exc).split())[:120]})")
-            return start_engine(plan.uncached, model, checkpoint, build)
-    for i, c in enumerate(plan.timed):
-        checkpoint()
-        try:
-            device = plan.devices.by_platform.get(c.platform)
-            engine = build(c.variant, device) if build is not None else build_engine(model, plan.config, c.variant,
-                                                                                     device)
-        except (MemoryError, ValueError) as exc:
-            if len(plan.timed) == 1:
-                raise  # nothing to fall back to: the build's own error
-            refused.append((c, f"refused the model: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}"))
-            continue
-        if not refused:
-            return plan, engine
-        rest = plan.timed[i + 1:]
-        return dataclasses.replace(plan, start=c, verify=rest, skipped=plan.skipped + tuple(refused),
-                                   reason=f"the next candidate: {refused[0][0]} refused the model"), engine
-    if refused:
-        raise VariantUnsupported("no candidate could be built: " + "; ".join(f"{c} {why}" for c, why in refused))
-    raise VariantUnsupported("no candidate to build")  # pragma: no cover - a plan always has a start
-
-
-# ---- verify ---------------------------------------------------------------------------------------------------------
-def verify_candidates(model: Any, config: EngineConfig, timed: Sequence[Candidate], found: device_lookup.Devices,
-                      checkpoint: Callable[[], None] = _no_checkpoint, engines: Optional[dict[str, Engine]] = None,
-                      ) -> tuple[dict[str, CandidateTiming], dict[str, str]]:
-    """Build each candidate, run it once (a kernel that does not compile for this device fails here) and time them
-    round-robin on the call the node makes per tick: ({str(candidate): timing}, {str(candidate): why it did not
-    run}). ``engines``: engines already built, by ``str(candidate)`` (reused; the ones built here are added).
-    ``checkpoint()`` runs before each build (it may raise to abandon)."""
-    engines = engines if engines is not None else {}
-    calls: dict[str, Callable[[], Any]] = {}
-    errors: dict[str, str] = {}
-    for c in timed:
-        name = str(c)
-        checkpoint()
-        try:
-            if name not in engines:
-                engines[name] = build_engine(model, config, c.variant, found.by_platform.get(c.platform))
-            calls[name] = engine_call(engines[name], config.algorithm, config.horizon)
-            calls[name]()  # compiles: a device without code for this kernel fails here, not in the timing
-        except Exception as exc:  # noqa: BLE001 - any candidate that cannot run here is out, with its reason
-            calls.pop(name, None)
-            engines.pop(name, None)
-            errors[name] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
-    checkpoint()
-    return time_round_robin(calls, rounds=VERIFY_ROUNDS, max_time_s=VERIFY_MAX_TIME_S), errors
-
-
 def wins_beyond_noise(challenger: CandidateTiming, running: CandidateTiming) -> bool:
     """Round by round (both timed in each round, back to back), the challenger was faster in at least ``WIN_SHARE``
     of the rounds and by more than ``TIE`` in the median round. Without per-round samples: its 90th percentile under
@@ -436,63 +346,3 @@ def _format(timings: Mapping[str, float]) -> str:
     return ", ".join(f"{name} {t * 1e3:.3g} ms" for name, t in timings.items())
 
 
-# ---- the whole pipeline here ------------------------------------------------------------------------------------
-def decide(model: Any, config: EngineConfig, budget: MemoryBudget, *, build: bool = True,
-           checkpoint: Callable[[], None] = _no_checkpoint, found: Optional[device_lookup.Devices] = None,
-           model_dir: Any = None, cache: Optional[DecisionCache] = None) -> Decision:
-    """The pipeline in this thread: plan, start, verify here, conclude (the policy is the module's).
-
-    build:      False: plan only (no engine, no timing)
-    checkpoint: called between builds; raising from it (the node's BuildCancelled) abandons the decision
-    found:      the devices to consider (default ``devices.find_devices(config.device)``)
-    cache:      verified decisions on disk (default: none)
-
-    Raises as :func:`plan_decision` does.
-    """
-    cache_warnings = len(cache.warnings) if cache is not None else 0  # this decision's: those added from here
-    plan = plan_decision(model, config, budget, found=found, model_dir=model_dir, cache=cache)
-
-    def done(c: Candidate, engine: Optional[Engine], reason: str, timings: Optional[dict] = None) -> Decision:
-        warnings = tuple(cache.warnings[cache_warnings:]) if cache is not None else ()
-        return Decision(c.platform, c.variant, device_lookup.describe(plan.devices.by_platform.get(c.platform)),
-                        engine, reason, timings or {}, warnings)
-
-    if not build:
-        return done(plan.start, None, plan.describe())
-    plan, engine = start_engine(plan, model, checkpoint)
-    if not plan.verify:
-        return done(plan.start, engine, plan.describe())
-    engines = {str(plan.start): engine}
-    timings, errors = verify_candidates(model, config, plan.timed, plan.devices, checkpoint, engines)
-    outcome = conclude(plan, timings, errors, cache)
-    skipped = "".join(f"; not compiled: {c} ({why})" for c, why in plan.skipped)
-    notes = "".join(f"; {n}" for n in plan.notes)
-    return done(outcome.run, engines[str(outcome.run)], outcome.reason + skipped + notes,
-                {n: t.time_s for n, t in outcome.timings.items()} | {n: float("inf") for n in outcome.errors})
-
-
-def select_variant(algorithm: str, model: Any, horizon: int = 1, num_iter: int = 16, *,
-                   backend: Optional[str] = None, memory_budget: Optional[MemoryBudget] = None,
-                   model_dir: Any = None, check_build: bool = False, verify_top_k: int = 0) -> str:
-    """The variant predicted (or, with ``verify_top_k``, measured) fastest for ``algorithm`` on ``model``.
-
-    ``backend``: the device platform to choose for (default: JAX's default backend; ranking only, so a platform
-    that is not here can be asked about). ``check_build``: build the pick, falling to the next candidate when it
-    refuses the model. ``check_build`` and ``verify_top_k`` need a GenerativeModel with arrays and a device of
-    ``backend`` here. Never returns a variant that cannot run the model; ``"baseline"`` otherwise.
-    """
-    backend = backend or jax.default_backend()
-    budget = memory_budget or MemoryBudget.from_gib(2.0)
-    building = bool(verify_top_k) or check_build
-    config = EngineConfig(algorithm, "auto", num_iter, 1.0, horizon, max(int(verify_top_k), 0), backend)
-    found = device_lookup.Devices({backend: jax.devices(backend)[0] if building else None})
-    if verify_top_k:
-        return decide(model, config, budget, found=found, model_dir=model_dir).variant
-    if not check_build:
-        return plan_decision(model, config, budget, found=found, model_dir=model_dir).start.variant
-    # every ranked candidate in order, the untrained engines left out (they run only once verified)
-    every = dataclasses.replace(config, autotune_verify_top_k=len(inference.VARIANTS))
-    plan = plan_decision(model, every, budget, found=found, model_dir=model_dir)
-    untrained = set(_untrained_natives(backend, algorithm, model_dir))
-    plan = dataclasses.replace(plan, verify=tuple(c for c in plan.verify if c.variant not in untrained))
-    return start_engine(plan, model)[0].start.variant

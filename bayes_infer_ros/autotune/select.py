@@ -203,21 +203,25 @@ def rank_variants(algorithm: str, model: Any, horizon: int = 1, num_iter: int = 
     return ranking(algorithm, model, horizon, num_iter, backend, memory_budget, itemsize, model_dir).ranked
 
 
-def engine_call(engine: Engine, algorithm: str, horizon: int) -> Callable[[], Any]:
-    """A zero-argument call of what the node runs each tick, results on the host: ``engine.tick_prepared`` for FPI
-    (beliefs and the next prior in one dispatch), ``run_packed`` over a ``horizon`` window for VMP/MMP. One-hot
-    observations of level 0 and a uniform prior in the engine's dtype; the arguments are made once."""
+def engine_call(engine: Engine, algorithm: str, horizon: int, agents: int = 1) -> Callable[[], Any]:
+    """A zero-argument call of what the node runs each tick for ``agents`` agents (a batched engine's batch), results
+    on the host: ``engine.step`` for FPI (beliefs and the next prior in one dispatch), ``run_packed`` over a
+    ``horizon`` window for VMP/MMP. One-hot observations of level 0 and a uniform prior in the engine's dtype; the
+    arguments are made once."""
     layout = engine.layout
     window = algorithm_spec(algorithm).window
+    b = engine.batch_size if engine.batched else max(int(agents), 1)
     T = horizon if window else 1
-    lead = (T,) if window else ()
+    lead = (b, T) if window else (b,)
     dtype = np.dtype(engine.dtype)
     obs = np.zeros(lead + (layout.obs_size,), dtype=dtype)
     for off in layout.obs_offsets[:-1]:
         obs[..., off] = 1.0
-    prior = np.concatenate([np.full(n, 1.0 / n, dtype=dtype) for n in layout.num_states])
+    prior = np.tile(np.concatenate([np.full(n, 1.0 / n, dtype=dtype) for n in layout.num_states]), (b, 1))
     if not window:
-        action = np.zeros(len(layout.num_states), dtype=np.int32)
-        return lambda: engine.tick_prepared(obs, prior, action)
-    actions = np.zeros((T - 1, len(layout.num_states)), dtype=np.int32)
+        control = np.zeros((b, len(layout.num_states)), dtype=np.int32)
+        return lambda: engine.step(obs, prior, control)
+    actions = np.zeros((b, T - 1, len(layout.num_states)), dtype=np.int32)
+    if not engine.batched:  # an unbatched engine's window: one agent's
+        obs, prior, actions = obs[0], prior[0], actions[0]
     return lambda: np.asarray(engine.run_packed(obs, prior, actions))

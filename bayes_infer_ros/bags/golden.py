@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from bayes_infer_ros.inference import engine_for_model
+from bayes_infer_ros.autotune import EngineConfig, engine_for
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 from bayes_infer_ros.model import GenerativeModel
 
@@ -51,7 +51,7 @@ def engine_beliefs(model: GenerativeModel, episode: Episode, algorithm: str, *, 
     """The node's tick over the episode: one :class:`~bayes_infer_ros.inference.belief_filter.BeliefFilter` step
     per observation, the control taken since the previous step as its action and the next one as upcoming."""
     m = model.with_dtype(dtype)
-    engine = engine_for_model(m, algorithm, variant=variant, num_iter=num_iter, tau=tau)
+    engine = engine_for(m, EngineConfig(algorithm, variant, num_iter, tau, horizon), variant)
     belief_filter = BeliefFilter(engine, m.D, horizon, has_B=m.B is not None, dtype=dtype)
     obs = [o.astype(dtype) for o in observation_distributions(model, episode)]
     T = episode.num_steps

@@ -15,7 +15,7 @@ class Algorithm:
     name:     "fpi" | "vmp" | "mmp"
     window:   its calls take a window of T steps with the actions between them (obs ([b,] T, O), posteriors
               ([b,] T, S)) and need B; False: one step (obs ([b,] O), posteriors ([b,] S))
-    ticks:    it has the node's one-step tick (``tick``, ``tick_prepared``, ``tick_agents``, ``tick_evidence``)
+    ticks:    it has the node's one-step tick (the engine's ``step``)
     kind_vmp: a window's messages are VMP's (its transitions read as log B); False for MMP (B) and FPI
     """
 

@@ -15,8 +15,10 @@ controls ``(..., F)`` int. A leading batch axis ``b`` (``batch_size``) runs b mo
 from __future__ import annotations
 
 import abc
+import functools
+import time
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple, Optional, Sequence
+from typing import Any, Callable, ClassVar, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -34,19 +36,20 @@ class PackedLayout:
     num_obs: tuple[int, ...]
     num_states: tuple[int, ...]
 
-    @property
+    # computed once per layout (a frozen dataclass: cached in the instance's __dict__, not its fields)
+    @functools.cached_property
     def obs_offsets(self) -> tuple[int, ...]:
         return tuple(int(x) for x in np.concatenate([[0], np.cumsum(self.num_obs)]))
 
-    @property
+    @functools.cached_property
     def state_offsets(self) -> tuple[int, ...]:
         return tuple(int(x) for x in np.concatenate([[0], np.cumsum(self.num_states)]))
 
-    @property
+    @functools.cached_property
     def obs_size(self) -> int:
         return int(sum(self.num_obs))
 
-    @property
+    @functools.cached_property
     def state_size(self) -> int:
         return int(sum(self.num_states))
 
@@ -145,14 +148,6 @@ def free_energy_size(num_modalities: int, num_factors: int) -> int:
     return num_modalities + 3 * num_factors + 1
 
 
-def split_tick_evidence(row: Any, layout: PackedLayout, num_modalities: int) -> tuple[Any, Any, Any, FreeEnergy]:
-    """A packed tick-evidence row ``([b,] 2 S + M + M + 3 F + 1)`` -> (beliefs ([b,] S), next prior ([b,] S),
-    surprise ([b,] M), :class:`FreeEnergy`), views of ``row``."""
-    S, M = layout.state_size, num_modalities
-    return (row[..., :S], row[..., S:2 * S], row[..., 2 * S:2 * S + M],
-            FreeEnergy(row[..., 2 * S + M:], M, len(layout.num_states), False))
-
-
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend supports, declared once by its engine class (``Engine.capabilities``).
@@ -161,13 +156,17 @@ class Capabilities:
                (numba's CUDA kernels, one launch per call)
     platforms: the platforms its engines can run on ("cpu", "gpu"); an engine's ``device`` is one of them
     traces:    its calls are traced programs: ``trace_count`` grows when a call of a new shape compiles
-    unchecked_prepared_tick: ``tick_prepared`` reads its inputs unchecked (a caller passes exactly the form it names)
+    step_evidence: ``step`` with gates computes the surprise, the gates and the free energy in the tick's own
+               dispatch (else the evidence runs on the host around the tick)
     """
 
     runtime: str
     platforms: tuple[str, ...]
     traces: bool
-    unchecked_prepared_tick: bool
+    step_evidence: bool
+
+
+_INT32 = np.dtype(np.int32)
 
 
 class Engine(abc.ABC):
@@ -180,9 +179,17 @@ class Engine(abc.ABC):
     second call with the same shapes never adds one; native engines never trace). Class attribute:
     ``capabilities``.
 
+    The contract is six abstract methods: two entry points, :meth:`stepper` (one FPI step of b rows bound to its
+    buffers: beliefs, the next prior and, with gates, the evidence) and :meth:`run_packed` (FPI's beliefs, or a VMP /
+    MMP window), and the model's :meth:`predict`, :meth:`surprise` and :meth:`free_energy`, plus :meth:`available`.
+    The list call (pymdp's conventions), :meth:`step` (one step, once), :meth:`tick`, :meth:`tick_evidence` and
+    :meth:`warmup` are the base's, written on them.
+
+    Rows: a step's arrays carry a leading axis of b rows (agents). An unbatched engine's rows all run its one
+    model (any b >= 1); a batched engine's row i runs model i (b = ``batch_size``).
+
     Abstract or final: a backend subclasses ``Engine`` directly, implements every abstract method, is never
-    subclassed itself and overrides none of the base's concrete members (``batched``, ``require_fpi``, and
-    ``_init_static``, which its constructor calls).
+    subclassed itself and overrides none of the base's concrete members.
     """
 
     capabilities: ClassVar[Capabilities]
@@ -207,30 +214,6 @@ class Engine(abc.ABC):
             if name in _CONCRETE_MEMBERS:
                 raise TypeError(f"{cls.__name__} overrides Engine.{name}, a concrete member of the contract")
 
-    # ---- concrete and final: derived from the static attributes ------------------------------------
-    def _init_static(self, algorithm: str, structure: ModelStructure, num_iter: int, tau: float,
-                     batch_size: Optional[int], dtype: Any) -> None:
-        """Set the static attributes every backend's constructor takes (``layout`` from ``structure``; no trace)."""
-        self.algorithm = algorithm
-        self.spec = algorithm_spec(algorithm)
-        self.structure = structure
-        self.layout = PackedLayout(structure.num_obs, structure.num_states)
-        self.num_iter = int(num_iter)
-        self.tau = float(tau)
-        self.batch_size = batch_size
-        self.dtype = dtype
-        self.trace_count = 0
-
-    @property
-    def batched(self) -> bool:
-        """Every array carries a leading model axis (``batch_size`` models of one structure)."""
-        return self.batch_size is not None
-
-    def require_fpi(self, call: str) -> None:
-        """Refuse ``call`` (a tick) unless this engine runs FPI: a tick is one FPI step, VMP / MMP run a window."""
-        if not self.spec.ticks:
-            raise ValueError(f"{call}: fpi only (this engine runs {self.algorithm}; use run_packed with the window)")
-
     # ---- the contract -----------------------------------------------------------------------------
     @classmethod
     @abc.abstractmethod
@@ -238,42 +221,28 @@ class Engine(abc.ABC):
         """Engines of this class can be built here (their optional dependencies and device are present)."""
 
     @abc.abstractmethod
-    def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
-                 valid_steps: Optional[int] = None) -> list[Any]:
-        """pymdp's list API: fpi obs[i] ([b,] m_i), prior[f] ([b,] n_f) -> list of ([b,] n_f); vmp/mmp obs[i]
-        ([b,] T, m_i), actions ([b,] T-1, F) -> list of ([b,] T, n_f)."""
+    def stepper(self, obs: Any, prior: Any, control: Any,
+                gates: Optional[np.ndarray] = None) -> Callable[[], np.ndarray]:
+        """One FPI step of b rows, bound to its buffers: obs (b, O), prior (b, S), control (b, F) int and, with
+        evidence, ``gates`` (M,) (nats; +inf: no gate). Each call of the returned stepper reads the buffers' current
+        values and returns a fresh host array (b, 2 S) of the beliefs then the next prior under ``control`` (pymdp's
+        ``compute_expected_state``; the beliefs themselves when the model has no B); with ``gates``, (b, 2 S + M + E):
+        the same, then each reading's surprise under the prior and the beliefs' free-energy terms (E = M + 3 F + 1,
+        :func:`split_step`), a reading whose surprise is above its gate left out of the step and of the free energy.
+        The buffers are checked once, here (``step_rows``; ValueError naming a wrong shape); a control out of range
+        is refused by the call (ValueError naming it). Buffers not already in the engine's form (C-contiguous
+        ndarrays of ``dtype``, control int32) are copied here once: the stepper then never sees later writes to the
+        originals. Refused unless FPI."""
 
     @abc.abstractmethod
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> Any:
-        """obs ([b,] [T,] O), prior ([b,] S) -> beliefs ([b,] [T,] S); ``valid_steps``: real steps of the window."""
+        """obs ([b,] [T,] O), prior ([b,] S) -> beliefs ([b,] [T,] S): FPI's beliefs, or a VMP / MMP window of T steps
+        (``actions`` ([b,] T-1, F), ``valid_steps``: the window's real steps, right-aligned)."""
 
     @abc.abstractmethod
-    def predict(self, qs: Sequence[Any], action: Sequence[int]) -> list[Any]:
-        """pymdp ``compute_expected_state``: qs[f] ([b,] n_f), action ([b,] F) -> the next prior, list of
-        ([b,] n_f)."""
-
-    @abc.abstractmethod
-    def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[Any, Any]:
-        """One FPI step: obs ([b,] O), prior ([b,] S), action ([b,] F) -> (beliefs ([b,] S), next prior ([b,] S))
-        (the beliefs when the model has no B), inputs converted and checked; refused unless FPI."""
-
-    @abc.abstractmethod
-    def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``tick`` for inputs already in the engine's form: C-contiguous ndarrays of ``dtype`` of shapes ([b,] O)
-        and ([b,] S), ``action`` ([b,] F) C-contiguous int32; returns host ndarrays ([b,] S) of ``dtype``. Unchecked
-        where ``capabilities.unchecked_prepared_tick`` (``BeliefFilter``'s own buffers have this form); refused
-        unless FPI."""
-
-    @abc.abstractmethod
-    def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[Any, Any]:
-        """b agents' FPI ticks in one call: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S), next priors
-        (b, S). An unbatched engine's agents all run its one model (any b >= 1); a batched engine's agent i runs
-        model i (b = ``batch_size``). Agent i's outputs are ``tick`` of agent i's inputs; refused unless FPI."""
-
-    @abc.abstractmethod
-    def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
-        """Compile (or load) the calls the node makes, for window length ``T`` (vmp/mmp); returns seconds."""
+    def predict(self, q: Any, control: Any) -> np.ndarray:
+        """pymdp ``compute_expected_state``: q ([b,] S), control ([b,] F) -> the next prior ([b,] S), host array."""
 
     @abc.abstractmethod
     def free_energy(self, obs_packed: Any, prior_packed: Any, posterior_packed: Any, actions: Optional[Any] = None,
@@ -287,53 +256,169 @@ class Engine(abc.ABC):
         """Each reading's surprise under the prior predictive, -ln sum_s p(o_m | s) p(s): obs ([b,] O), prior
         ([b,] S) -> ([b,] M) nats (0 for a modality without a reading)."""
 
-    @abc.abstractmethod
-    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
-                      gates: Optional[np.ndarray] = None) -> tuple[Any, Any, Any, FreeEnergy]:
-        """``tick`` with its evidence, in one dispatch where the backend can (fpi): obs ([b,] O), prior ([b,] S),
-        action ([b,] F), gates (M,) or None -> (beliefs, next prior, surprise ([b,] M), the beliefs' free energy),
-        host ndarrays. A reading whose surprise is above its gate (``surprise > gates[m]``) is left out of the tick
-        (no evidence, as a missing one) and of the free energy; the surprise returned is the reading's."""
+    # ---- concrete and final: written on the contract ------------------------------------------------
+    def _init_static(self, algorithm: str, structure: ModelStructure, num_iter: int, tau: float,
+                     batch_size: Optional[int], dtype: Any) -> None:
+        """Set the static attributes every backend's constructor takes (``layout`` from ``structure``; no trace)."""
+        self.algorithm = algorithm
+        self.spec = algorithm_spec(algorithm)
+        self.structure = structure
+        self.layout = PackedLayout(structure.num_obs, structure.num_states)
+        self.num_iter = int(num_iter)
+        self.tau = float(tau)
+        self.batch_size = batch_size
+        self.dtype = np.dtype(dtype)
+        self.trace_count = 0
+        layout = self.layout
+        self._obs_slices = tuple(slice(a, b) for a, b in zip(layout.obs_offsets[:-1], layout.obs_offsets[1:]))
+        self._state_slices = tuple(slice(a, b) for a, b in zip(layout.state_offsets[:-1], layout.state_offsets[1:]))
+        self._controls = np.asarray(structure.num_controls, np.int64)
+        self._obs_size, self._state_size, self._num_factors = layout.obs_size, layout.state_size, structure.num_factors
+        self._num_modalities = structure.num_modalities
+        self._num_obs_list, self._num_states_list = list(layout.num_obs), list(layout.num_states)
+        self._sizes_list = self._num_obs_list + self._num_states_list  # the list call's arrays' lengths
+        #: ``run_packed``'s observations' axes: ([b,] [T,] O)
+        self._packed_ndim = (batch_size is not None) + self.spec.window + 1
 
-    @abc.abstractmethod
-    def tick_evidence_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray,
-                               gates: np.ndarray) -> np.ndarray:
-        """``tick_evidence`` for inputs in the engine's form (as ``tick_prepared``'s, and gates (M,) of ``dtype``),
-        unchecked where the backend can skip the checks; returns the packed row ``([b,] 2 S + M + M + 3 F + 1)``
-        that :func:`split_tick_evidence` splits (the node keeps the row and reads what it publishes)."""
+    @property
+    def batched(self) -> bool:
+        """Every array carries a leading model axis (``batch_size`` models of one structure)."""
+        return self.batch_size is not None
+
+    def require_fpi(self, call: str) -> None:
+        """Refuse ``call`` (a step) unless this engine runs FPI: a step is one FPI update, VMP / MMP run a window."""
+        if not self.spec.ticks:
+            raise ValueError(f"{call}: fpi only (this engine runs {self.algorithm}; use run_packed with the window)")
+
+    def step_rows(self, obs: Any, prior: Any, control: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``step``'s inputs in the engine's form: returned as they are when they already have it (a few attribute
+        reads), else converted and checked (ValueError naming the expected shapes). The controls' range is the
+        backend's to check."""
+        dt = self.dtype
+        if (obs.__class__ is np.ndarray and prior.__class__ is np.ndarray and control.__class__ is np.ndarray
+                and obs.dtype is dt and prior.dtype is dt and control.dtype is _INT32 and obs.ndim == 2
+                and obs.shape[1] == self._obs_size and prior.shape == (obs.shape[0], self._state_size)
+                and control.shape == (obs.shape[0], self._num_factors) and obs.flags.c_contiguous
+                and prior.flags.c_contiguous and control.flags.c_contiguous
+                and (self.batch_size is None or obs.shape[0] == self.batch_size)):
+            return obs, prior, control
+        obs = np.ascontiguousarray(obs, dtype=dt)
+        prior = np.ascontiguousarray(prior, dtype=dt)
+        control = np.ascontiguousarray(control, dtype=np.int32)
+        b = obs.shape[0] if obs.ndim == 2 else -1
+        want = ((b, self._obs_size), (b, self._state_size), (b, self._num_factors))
+        if b < 1 or (self.batched and b != self.batch_size) or (obs.shape, prior.shape, control.shape) != want:
+            lead = str(self.batch_size) if self.batched else "b"
+            raise ValueError(f"step: expected obs ({lead}, {want[0][1]}), prior ({lead}, {want[1][1]}), control "
+                             f"({lead}, {self._num_factors}), got {(obs.shape, prior.shape, control.shape)}")
+        return obs, prior, control
+
+    def control_error(self, control: np.ndarray, call: str = "step") -> Optional[str]:
+        """Why ``control`` (b, F) holds a control outside [0, num_controls) (None when none does)."""
+        bad = (control < 0) | (control >= self._controls)
+        if not bad.any():
+            return None
+        row = int(np.flatnonzero(bad.any(axis=-1))[0]) if control.ndim == 2 else 0
+        got = control[row] if control.ndim == 2 else control
+        return (f"{call}: control[{row}]: expected controls in [0, num_controls) = {self._controls.tolist()}, got "
+                f"{got.tolist()}")
+
+    def step(self, obs: Any, prior: Any, control: Any, gates: Optional[np.ndarray] = None) -> np.ndarray:
+        """One FPI step of b rows, once: :meth:`stepper`'s first call. obs (b, O), prior (b, S), control (b, F) int,
+        gates (M,) or None -> (b, 2 S), or (b, 2 S + M + E) with ``gates``."""
+        return self.stepper(obs, prior, control, gates)()
+
+    def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
+        """One FPI step without evidence: obs ([b,] O), prior ([b,] S), action ([b,] F) -> (beliefs ([b,] S), next
+        prior ([b,] S)), views of :meth:`step`'s row (one row when the inputs have no leading axis)."""
+        one = np.ndim(obs_packed) == 1
+        if one:
+            obs_packed, prior_packed, action = (np.asarray(x)[None] for x in (obs_packed, prior_packed, action))
+        out = self.step(obs_packed, prior_packed, action)
+        S = self._state_size
+        return (out[0, :S], out[0, S:2 * S]) if one else (out[:, :S], out[:, S:2 * S])
+
+    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
+                      gates: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FreeEnergy]:
+        """:meth:`step` with its evidence, split: (beliefs, next prior, surprise ([b,] M), :class:`FreeEnergy`);
+        ``gates`` None: no gate (+inf each)."""
+        M = self.structure.num_modalities
+        g = np.full(M, np.inf, self.dtype) if gates is None else np.asarray(gates, self.dtype)
+        if g.shape != (M,):
+            raise ValueError(f"gates: expected shape ({M},) (one per modality), got {g.shape}")
+        one = np.ndim(obs_packed) == 1
+        if one:
+            obs_packed, prior_packed, action = (np.asarray(x)[None] for x in (obs_packed, prior_packed, action))
+        out = self.step(obs_packed, prior_packed, action, np.ascontiguousarray(g))
+        return split_step(out[0] if one else out, self.layout, M)
+
+    def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
+                 valid_steps: Optional[int] = None) -> list[Any]:
+        """pymdp's list API: fpi obs[i] ([b,] m_i), prior[f] ([b,] n_f) -> list of ([b,] n_f); vmp/mmp obs[i]
+        ([b,] T, m_i), actions ([b,] T-1, F) -> list of ([b,] T, n_f). Inputs of the wrong count or sizes are refused
+        by name."""
+        dt = self.dtype
+        if self._packed_ndim == 1:  # one FPI step of one agent: 1-D arrays, checked by their lengths
+            parts = [*obs, *prior]
+            try:
+                both = (np.concatenate(parts, dtype=dt) if len(obs) == self._num_modalities
+                        and list(map(len, parts)) == self._sizes_list else None)
+            except (TypeError, ValueError):  # scalars, arrays of several axes: the full check below
+                both = None
+            if both is not None and both.ndim == 1:  # one buffer for both (each view is C-contiguous)
+                out = self.run_packed(both[:self._obs_size], both[self._obs_size:], actions, valid_steps)
+                return [out[s] for s in self._state_slices]
+        try:  # arrays of any leading shape: their last axes, read directly
+            sizes_ok = (len(obs) == self._num_modalities and [x.shape[-1] for x in obs] == self._num_obs_list
+                        and [x.shape[-1] for x in prior] == self._num_states_list)
+        except (AttributeError, IndexError, TypeError):  # lists, scalars: the full check
+            sizes_ok = False
+        if not sizes_ok:
+            self.layout.check_lists(obs, prior)
+        out = self.run_packed(np.concatenate(obs, axis=-1, dtype=dt), np.concatenate(prior, axis=-1, dtype=dt),
+                              actions, valid_steps)
+        return [out[..., s] for s in self._state_slices]
+
+    def warmup(self, T: Optional[int] = None, valid_steps: bool = False) -> float:
+        """Compile (or load) the calls a step makes, for window length ``T`` (vmp/mmp): ``run_packed`` on tick-shaped
+        inputs, and ``step`` for FPI; returns the seconds it took."""
+        obs, prior, actions = warmup_inputs(self, T)
+        vs = obs.shape[-2] if valid_steps and self.spec.window else None
+        t0 = time.perf_counter()
+        out = self.run_packed(obs, prior, actions, valid_steps=vs)
+        if self.spec.ticks:
+            rows = (self.batch_size or 1,)
+            self.step(obs.reshape(rows + obs.shape[-1:]), prior.reshape(rows + prior.shape[-1:]),
+                      np.zeros(rows + (self._num_factors,), np.int32))
+        _block(out)
+        return time.perf_counter() - t0
+
+
+def _block(x: Any) -> None:
+    """Wait for ``x`` (a JAX array computes asynchronously; a numpy array is done)."""
+    ready = getattr(x, "block_until_ready", None)
+    if ready is not None:
+        ready()
 
 
 #: Engine's concrete members: a backend that defines one of these names is refused (abstract-or-final).
-_CONCRETE_MEMBERS = frozenset({"batched", "require_fpi", "_init_static", "__init_subclass__"})
+_CONCRETE_MEMBERS = frozenset({"batched", "require_fpi", "_init_static", "__init_subclass__", "step_rows",
+                               "control_error", "step", "tick", "tick_evidence",
+                               "__call__", "warmup"})
 
 
-def agents_inputs(engine: Engine, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, ...]:
-    """``tick_agents``' inputs as C-contiguous (b, O) and (b, S) ndarrays of the engine's dtype and (b, F) int32;
-    raises ValueError naming the expected shapes (b = ``batch_size`` for a batched engine)."""
-    obs = np.ascontiguousarray(obs_packed, dtype=engine.dtype)
-    prior = np.ascontiguousarray(prior_packed, dtype=engine.dtype)
-    act = np.ascontiguousarray(action, dtype=np.int32)
-    b = obs.shape[0] if obs.ndim == 2 else -1
-    F = engine.structure.num_factors
-    want = ((b, engine.layout.obs_size), (b, engine.layout.state_size), (b, F))
-    if b < 1 or (engine.batched and b != engine.batch_size) or (obs.shape, prior.shape, act.shape) != want:
-        lead = "b" if not engine.batched else str(engine.batch_size)
-        raise ValueError(f"tick_agents: expected obs ({lead}, {want[0][1]}), prior ({lead}, {want[1][1]}), action "
-                         f"({lead}, {F}), got {(obs.shape, prior.shape, act.shape)}")
-    return obs, prior, act
+def split_step(row: Any, layout: PackedLayout, num_modalities: int) -> tuple[Any, Any, Any, FreeEnergy]:
+    """A step's row with its evidence ``([b,] 2 S + M + M + 3 F + 1)`` -> (beliefs ([b,] S), next prior ([b,] S),
+    surprise ([b,] M), :class:`FreeEnergy`), views of ``row``."""
+    S, M = layout.state_size, num_modalities
+    return (row[..., :S], row[..., S:2 * S], row[..., 2 * S:2 * S + M],
+            FreeEnergy(row[..., 2 * S + M:], M, len(layout.num_states), False))
 
 
-def tick_inputs(engine: Engine, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, ...]:
-    """An unbatched ``tick``'s inputs as C-contiguous (O,), (S,) ndarrays of the engine's dtype and (F,) int32;
-    raises ValueError naming the expected shapes."""
-    obs = np.ascontiguousarray(obs_packed, dtype=engine.dtype)
-    prior = np.ascontiguousarray(prior_packed, dtype=engine.dtype)
-    act = np.ascontiguousarray(action, dtype=np.int32)
-    want = ((engine.layout.obs_size,), (engine.layout.state_size,), (engine.structure.num_factors,))
-    if (obs.shape, prior.shape, act.shape) != want:
-        raise ValueError(f"tick: expected obs, prior, action of shapes {want}, got "
-                         f"{(obs.shape, prior.shape, act.shape)}")
-    return obs, prior, act
+def step_width(layout: PackedLayout, num_modalities: int, evidence: bool) -> int:
+    """The length of a step's row: 2 S, and M + (M + 3 F + 1) more with evidence."""
+    extra = num_modalities + free_energy_size(num_modalities, len(layout.num_states)) if evidence else 0
+    return 2 * layout.state_size + extra
 
 
 def warmup_inputs(engine: Engine, T: Optional[int]) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:

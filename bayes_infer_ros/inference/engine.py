@@ -1,8 +1,6 @@
 """InferenceEngine: build once (validation, log-tensors, merging), call many times (jitted, no retrace)."""
 from __future__ import annotations
 
-import functools
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, final
 
@@ -14,7 +12,7 @@ from ..model.generative_model import ModelStructure
 from . import free_energy as fe
 from . import xla_config
 from .algorithms import run_fpi, run_sequence
-from .api import Capabilities, Engine, FreeEnergy, agents_inputs, split_tick_evidence, warmup_inputs
+from .api import Capabilities, Engine, FreeEnergy
 from .numerics import log_stable, log_stable_np
 
 Array = jax.Array
@@ -111,7 +109,7 @@ class InferenceEngine(Engine):
     about 1.5-3 us per argument, so a model with more than ``MAX_SEPARATE_PARAM_LEAVES`` arrays is packed.
     """
 
-    capabilities = Capabilities(runtime="xla", platforms=("cpu", "gpu"), traces=True, unchecked_prepared_tick=False)
+    capabilities = Capabilities(runtime="xla", platforms=("cpu", "gpu"), traces=True, step_evidence=True)
 
     def __init__(
         self,
@@ -128,7 +126,7 @@ class InferenceEngine(Engine):
         jax_device: Optional[jax.Device] = None,
         A: Optional[Sequence[np.ndarray]] = None,
     ):
-        self._init_static(algorithm, structure, num_iter, tau, batch_size, jnp.dtype(dtype))
+        self._init_static(algorithm, structure, num_iter, tau, batch_size, dtype)
         self.variant = variant
         self.plan = (prepared.lik_ops, prepared.trans_ops)
         self._lik, self._trans = prepared.lik_ops, prepared.trans_ops
@@ -163,15 +161,11 @@ class InferenceEngine(Engine):
         self._call_lists = jit(self._lists_impl)
         self._call_packed = jit(self._packed_impl)
         self._predict = jit(self._predict_impl)
-        self._tick = jit(self._tick_impl)
+        self._step = jit(self._step_impl)
         self._A = A
         self._evidence_params: Optional[dict] = None  # log A, log B on the device, at the first evidence call
-        self._no_gates: Optional[np.ndarray] = None
         self._free_energy = jit(self._free_energy_impl)
         self._surprise = jit(self._surprise_impl)
-        self._tick_evidence = jit(self._tick_evidence_impl)
-        # b agents of an unbatched engine's one model: its tick mapped over the agents' rows
-        self._tick_agents = jit(jax.vmap(self._tick_impl, in_axes=(None, None, None, 0, 0, 0)))
 
     @classmethod
     def available(cls) -> bool:
@@ -243,17 +237,6 @@ class InferenceEngine(Engine):
     def _valid_steps(valid_steps: Optional[int]) -> Optional[np.int32]:
         return None if valid_steps is None else np.int32(valid_steps)
 
-    def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None, valid_steps: Optional[int] = None) -> list[Array]:
-        """List API (pymdp's conventions). fpi: obs[i] (m_i,) ; vmp/mmp: obs[i] (T, m_i), actions (T-1, F).
-
-        With a batch, every argument has a leading axis b. Returns a list of (n_f,) or (T, n_f) arrays.
-        """
-        obs = [self._input(o) for o in obs]
-        prior = [self._input(p) for p in prior]
-        self.layout.check_lists(obs, prior)
-        acts = self._actions(tuple(obs[0].shape[:-1]), actions)
-        return self._call_lists(self._param_buffers, obs, prior, acts, self._valid_steps(valid_steps))
-
     def lower(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
               valid_steps: Optional[int] = None) -> jax.stages.Lowered:
         """The list call's program for these inputs, traced and lowered, not compiled (``.as_text()``: the
@@ -270,86 +253,106 @@ class InferenceEngine(Engine):
         acts = self._actions(tuple(obs_packed.shape[:-1]), actions)
         return self._call_packed(self._param_buffers, obs_packed, self._input(prior_packed), acts, self._valid_steps(valid_steps))
 
-    # ---- prediction (empirical prior of the next tick) ----------------------------------------
-    def _predict_impl(self, B: list[Array], qs: list[Array], action: Array) -> list[Array]:
-        deps = self.structure.B_dependencies
-
-        def one(Bs, q, a):
-            return [_expected_state(jnp.take(Bs[f], a[f], axis=-1), [q[d] for d in deps[f]]) for f in range(len(Bs))]
-
+    # ---- prediction (empirical prior of the next step) and the step ----------------------------------------
+    def _predict_impl(self, B: list[Array], q: Array, action: Array) -> Array:
+        """q (b, S) packed, action (b, F) -> (b, S); B's row i for row i (batched), its one row otherwise."""
+        one = self._predict_one
         if self.batched:
-            return jax.vmap(one)(B, qs, action)
-        return one([b[0] for b in B], qs, action)
+            return jax.vmap(one)(B, q, action)
+        return jax.vmap(one, in_axes=(None, 0, 0))([b[0] for b in B], q, action)
 
-    def predict(self, qs: Sequence[Any], action: Sequence[int]) -> list[Array]:
-        """pymdp ``control.compute_expected_state``: qs[f] (n_f,), action (F,) -> next prior list of (n_f,)."""
+    def _predict_one(self, Bs: list[Array], q: Array, a: Array) -> Array:
+        """pymdp ``compute_expected_state`` of one packed posterior (S,) under a (F,) with one model's B."""
+        deps, qs = self.structure.B_dependencies, self.layout.split_states(q)
+        return jnp.concatenate([_expected_state(jnp.take(Bs[f], a[f], axis=-1), [qs[d] for d in deps[f]])
+                                for f in range(len(Bs))])
+
+    def predict(self, q: Any, control: Any) -> np.ndarray:
+        """pymdp ``control.compute_expected_state``: q ([b,] S), control ([b,] F) -> ([b,] S) (host array; q itself
+        when the model has no B). ValueError naming a wrong shape or a control out of range."""
+        qq = np.asarray(q, dtype=self.dtype)
+        act = np.asarray(control, dtype=np.int32)
+        one = qq.ndim == 1
+        qq, act = (qq[None], act[None]) if one else (qq, act)
+        if qq.ndim != 2 or qq.shape[1] != self._state_size or act.shape != (qq.shape[0], self._num_factors) or (
+                self.batched and qq.shape[0] != self.batch_size):
+            raise ValueError(f"predict: expected q ([b,] {self._state_size}) and control ([b,] {self._num_factors}) "
+                             f"with the same rows, got {np.shape(q)} and {np.shape(control)}")
         if self._B is None:
-            return [jnp.asarray(q, dtype=self.dtype) for q in qs]
-        return self._predict(self._B, [jnp.asarray(q, dtype=self.dtype) for q in qs], jnp.asarray(action, dtype=jnp.int32))
+            out = qq.copy()
+        else:
+            error = self.control_error(act, "predict")
+            if error is not None:
+                raise ValueError(error)
+            out = np.asarray(self._predict(self._B, qq, act))
+        return out[0] if one else out
 
-    def _tick_impl(self, buffers, B, B_padded, obs_packed, prior_packed, action):
+    def _step_impl(self, buffers, B, B_padded, ev, obs, prior, action, gates):
+        """b rows' FPI steps, one program: obs (b, O), prior (b, S), action (b, F), gates (M,) or None ->
+        (b, 2 S [+ M + E]). Each row's step on its model (batched) or the one model, mapped over the rows."""
         self.trace_count += 1
-        q = self._packed_inner(buffers, obs_packed, prior_packed)
-        return q, self._next_prior(B, B_padded, q, action)
+        params = self._param_unpack(buffers)
+        models = (params, B, B_padded, ev)
+        if not self.batched:  # the one model, shared by every row
+            models = jax.tree_util.tree_map(lambda x: x[0], models)
+        axis = 0 if self.batched else None
+        return jax.vmap(self._step_row, in_axes=(axis, axis, axis, axis, 0, 0, 0, None))(*models, obs, prior, action,
+                                                                                          gates)
 
-    def _next_prior(self, B, B_padded, q, action):
-        """The tick's prediction: q (…, S), action (…, F) -> (…, S) (q itself when the model has no B)."""
+    def _step_row(self, params, B, B_padded, ev, o, p, a, gates):
+        """One row's step on one model: (2 S,), or (2 S + M + E,) with ``gates``."""
+        layout, structure = self.layout, self.structure
+        deps, sizes = structure.A_dependencies, structure.num_states
+        if gates is not None:
+            obs = layout.split_obs(o)
+            ll = fe.log_likelihoods(ev["log_A"], obs)
+            surprise = fe.surprise_of(ll, deps, obs, p, sizes)
+            refused = surprise > gates
+            keep = jnp.repeat(jnp.logical_not(refused), np.asarray(layout.num_obs), total_repeat_length=layout.obs_size)
+            o = o * keep.astype(o.dtype)
+            # a refused reading adds nothing: its log likelihood is 0 (the kept readings' ll, without a second pass)
+            ll_kept = [jnp.where(refused[m], jnp.zeros_like(x), x) for m, x in enumerate(ll)]
+        q = jnp.concatenate(run_fpi(self._lik, params["lik"], layout.split_obs(o), layout.split_states(p),
+                                    self.num_iter))
         if B_padded is not None:
-            return self._predict_padded(B_padded, q, action)
-        if B is None:
-            return q
-        return jnp.concatenate(self._predict_impl(B, self.layout.split_states(q), action), axis=-1)
+            nxt = self._predict_padded_one(B_padded, q, a)
+        elif B is not None:
+            nxt = self._predict_one(B, q, a)
+        else:
+            nxt = q
+        if gates is None:
+            return jnp.concatenate([q, nxt])
+        return jnp.concatenate([q, nxt, surprise, fe.one_step(ll_kept, deps, q, p, sizes)])
 
-    def _predict_padded(self, B_padded: Array, q_packed: Array, action: Array) -> Array:
-        """Default B-dependencies: B_padded (b, F, n, n, U), q_packed (…, S), action (…, F) -> (…, S)."""
-        n = B_padded.shape[2]
-        F = B_padded.shape[1]
+    def _predict_padded_one(self, B_padded: Array, q: Array, a: Array) -> Array:
+        """Default B-dependencies: B_padded (F, n, n, U) of one model, q (S,), a (F,) -> (S,)."""
+        n, F = B_padded.shape[1], B_padded.shape[0]
+        Q = jnp.stack([jnp.pad(x, (0, n - x.shape[0])) for x in self.layout.split_states(q)])  # (F, n)
+        sel = B_padded[jnp.arange(F), :, :, a]  # (F, n, n)
+        nxt = (sel * Q[:, None, :]).sum(axis=-1)
+        return jnp.concatenate([nxt[f, :k] for f, k in enumerate(self.structure.num_states)])
 
-        def one(Bp, q, a):
-            Q = jnp.stack([jnp.pad(x, (0, n - x.shape[0])) for x in self.layout.split_states(q)])  # (F, n)
-            sel = Bp[jnp.arange(F), :, :, a]  # (F, n, n)
-            nxt = (sel * Q[:, None, :]).sum(axis=-1)
-            return jnp.concatenate([nxt[f, :k] for f, k in enumerate(self.structure.num_states)])
+    def stepper(self, obs: Any, prior: Any, control: Any,
+                gates: Optional[np.ndarray] = None) -> Callable[[], np.ndarray]:
+        """b rows' FPI steps, ONE dispatch per call (see :meth:`~.api.Engine.stepper`); with ``gates``, the surprise,
+        the gates and the free energy in the same program. Host array out (one transfer)."""
+        if not self.spec.ticks:
+            self.require_fpi("step")
+        obs, prior, control = self.step_rows(obs, prior, control)
+        ev = None
+        if gates is not None:
+            ev = self._evidence()
+            gates = np.ascontiguousarray(gates, dtype=self.dtype)
+        B = None if self._B_padded is not None else self._B
+        program, params, B_padded, error = self._step, self._param_buffers, self._B_padded, self.control_error
 
-        if self.batched:
-            return jax.vmap(one)(B_padded, q_packed, action)
-        return one(B_padded[0], q_packed, action)
+        def step() -> np.ndarray:
+            reason = error(control)
+            if reason is not None:
+                raise ValueError(reason)
+            return np.asarray(program(params, B, B_padded, ev, obs, prior, control, gates))
 
-    def _packed_inner(self, buffers, obs_packed, prior_packed):
-        obs = self.layout.split_obs(obs_packed)
-        prior = self.layout.split_states(prior_packed)
-        return jnp.concatenate(self._mapped(buffers, obs, prior, None, None), axis=-1)
-
-    def _tick_buffers(self) -> tuple[Any, Any, Any]:
-        """(parameters, B, padded B) as ``_tick_impl`` takes them: B only where no padded B stands for it."""
-        return self._param_buffers, None if self._B_padded is not None else self._B, self._B_padded
-
-    def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[Array, Array]:
-        """One FPI tick in ONE dispatch: beliefs (…, sum n_f) and the next prior under ``action`` (…, F)
-        (pymdp ``compute_expected_state``; the beliefs themselves when the model has no B)."""
-        self.require_fpi("tick")
-        obs, prior = self._input(obs_packed), self._input(prior_packed)
-        act = action if isinstance(action, jax.Array) else np.asarray(action, dtype=np.int32)
-        lead = (self.batch_size,) if self.batched else ()
-        want = (lead + (self.layout.obs_size,), lead + (self.layout.state_size,), lead + (self.structure.num_factors,))
-        if (obs.shape, prior.shape, act.shape) != want:
-            raise ValueError(f"tick: expected obs, prior, action of shapes {want}, got "
-                             f"{(obs.shape, prior.shape, act.shape)}")
-        return self._tick(*self._tick_buffers(), obs, prior, act)
-
-    def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``tick`` with the results on the host (a jitted call converts nothing already of its dtype)."""
-        self.require_fpi("tick_prepared")
-        q, nxt = self.tick(obs, prior, action)
-        return np.asarray(q), np.asarray(nxt)
-
-    def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[Array, Array]:
-        """b agents' FPI ticks in one dispatch (see :meth:`~.api.Engine.tick_agents`): a batched engine's ``tick``,
-        or an unbatched engine's tick mapped over the agents (its one model for all)."""
-        self.require_fpi("tick_agents")
-        obs, prior, act = agents_inputs(self, obs_packed, prior_packed, action)
-        call = self._tick if self.batched else self._tick_agents
-        return call(*self._tick_buffers(), obs, prior, act)
+        return step
 
     # ---- evidence: free energy and surprise (inference.free_energy), compiled at their first call --------------
     def _evidence(self) -> dict:
@@ -397,28 +400,6 @@ class InferenceEngine(Engine):
 
         return self._map_rows(one, ev, obs_packed, prior_packed, lead=obs_packed.ndim - 1)
 
-    def _tick_evidence_impl(self, buffers, B, B_padded, ev, obs_packed, prior_packed, action, gates):
-        self.trace_count += 1
-        structure, layout = self.structure, self.layout
-        deps, sizes = structure.A_dependencies, structure.num_states
-
-        def gate(ev1, o, p):
-            obs = layout.split_obs(o)
-            ll = fe.log_likelihoods(ev1["log_A"], obs)
-            s = fe.surprise_of(ll, deps, obs, p, sizes)
-            refused = s > gates
-            keep = jnp.repeat(jnp.logical_not(refused), np.asarray(layout.num_obs), total_repeat_length=layout.obs_size)
-            # a refused reading adds nothing: its log likelihood is 0 (the kept readings' ll, without a second pass)
-            ll_kept = [jnp.where(refused[m], jnp.zeros_like(l), l) for m, l in enumerate(ll)]
-            return s, o * keep.astype(o.dtype), ll_kept
-
-        surprise, kept, ll_kept = self._map_rows(gate, ev, obs_packed, prior_packed, lead=obs_packed.ndim - 1)
-        q = self._packed_inner(buffers, kept, prior_packed)
-        nxt = self._next_prior(B, B_padded, q, action)
-        one = lambda ll, qq, p: fe.one_step(ll, deps, qq, p, sizes)  # noqa: E731
-        terms = jax.vmap(one)(ll_kept, q, prior_packed) if obs_packed.ndim > 1 else one(ll_kept, q, prior_packed)
-        return jnp.concatenate([q, nxt, surprise, terms], axis=-1)  # one output buffer: one transfer
-
     def _free_energy_result(self, terms: Any, window: bool) -> FreeEnergy:
         return FreeEnergy(terms, self.structure.num_modalities, self.structure.num_factors, window)
 
@@ -434,39 +415,6 @@ class InferenceEngine(Engine):
     def surprise(self, obs_packed: Any, prior_packed: Any) -> Array:
         """Each reading's surprise under the prior predictive: obs ([b,] O), prior ([b,] S) -> ([b,] M)."""
         return self._surprise(self._evidence(), self._input(obs_packed), self._input(prior_packed))
-
-    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
-                      gates: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FreeEnergy]:
-        """``tick`` with each reading's surprise, the gates and the free energy in ONE dispatch (see
-        :meth:`~.api.Engine.tick_evidence`); host ndarrays."""
-        self.require_fpi("tick_evidence")
-        if gates is None:
-            if self._no_gates is None:
-                self._no_gates = np.full(self.structure.num_modalities, np.inf, dtype=self.dtype)
-            gates = self._no_gates
-        elif np.shape(gates) != (self.structure.num_modalities,):
-            raise ValueError(f"gates: expected shape ({self.structure.num_modalities},) (one per modality), got "
-                             f"{np.shape(gates)}")
-        row = self.tick_evidence_prepared(obs_packed, prior_packed, action, gates)
-        return split_tick_evidence(row, self.layout, self.structure.num_modalities)
-
-    def tick_evidence_prepared(self, obs: Any, prior: Any, action: Any, gates: Any) -> np.ndarray:
-        """``tick_evidence``'s packed row ``([b,] 2 S + M + E)`` on the host (``api.split_tick_evidence`` splits it);
-        ``gates`` (M,) given."""
-        return np.asarray(self._tick_evidence(*self._tick_buffers(), self._evidence(), self._input(obs),
-                                              self._input(prior), np.asarray(action, dtype=np.int32),
-                                              self._input(gates)))
-
-    def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
-        """Compile the call for window length T (vmp/mmp) and return the seconds it took."""
-        obs, prior, actions = warmup_inputs(self, T)
-        vs = obs.shape[-2] if valid_steps and self.spec.window else None
-        t0 = time.perf_counter()
-        if packed:
-            jax.block_until_ready(self.run_packed(obs, prior, actions, valid_steps=vs))
-        else:
-            jax.block_until_ready(self(self.layout.split_obs(obs), self.layout.split_states(prior), actions, valid_steps=vs))
-        return time.perf_counter() - t0
 
     def __repr__(self) -> str:
         return (f"InferenceEngine(algorithm={self.algorithm!r}, variant={self.variant!r}, F={self.structure.num_factors}, "

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from ..autotune.budget import MemoryBudget
 from ..inference.algorithm_specs import ALGORITHMS
 
 DEVICES = ("auto", "cpu", "gpu")
@@ -178,6 +179,30 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
         if name == "rate_hz" and 0 < value < MIN_RATE_HZ:
             return (f"rate_hz: expected 0 (event-driven) or at least {MIN_RATE_HZ:g} Hz (a tick period of at most "
                     f"{1 / MIN_RATE_HZ:g} s), got {value!r}")
+    return None
+
+
+def node_budget(budget_mb: float) -> MemoryBudget:
+    """The node's ``memory_budget_mb`` as the one budget type."""
+    return MemoryBudget.from_mib(budget_mb, "memory_budget_mb")
+
+
+def change_refused(changes: Sequence[tuple[str, Any]], *, variants: Sequence[str], model: Any = None,
+                   memory_budget_mb: float = 2048.0) -> Optional[str]:
+    """Why one parameter request ((name, value) pairs, validated together) is refused; None: accepted. ``model``: the
+    configured model (None before configure: a variant is then held to the budget at configure); a variant given by
+    name is held to ``memory_budget_mb`` (or the request's own value of it)."""
+    batch = dict(changes)
+    has_B = model.B is not None if model is not None else True
+    for name, value in changes:
+        reason = validate_change(name, value, variants=variants, has_B=has_B, pending=batch)
+        if reason is None and name == "variant" and value != "auto" and model is not None:
+            try:
+                node_budget(float(batch.get("memory_budget_mb", memory_budget_mb))).check(value, model)
+            except ValueError as exc:
+                reason = str(exc)
+        if reason is not None:
+            return reason
     return None
 
 

@@ -2,6 +2,7 @@
 throttle that says how many messages it swallowed."""
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, Optional, Sequence
 
@@ -70,3 +71,32 @@ class Reporter:
             self.warn_throttled(key, line)
         if done.info:
             self.log.info(done.info)
+
+
+# The cache modules' warnings (Python logging, once per process) reach the newest node's logger.
+CACHE_LOGGERS = ("bayes_infer_ros.inference.kernel_cache", "bayes_infer_ros.inference.jax_cache")
+
+
+class _ToNodeLog(logging.Handler):
+    """Python logging records (WARNING and above) to a node's logger (``target``: the newest node's)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.target: Any = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        target = self.target
+        if target is not None:
+            (target.error if record.levelno >= logging.ERROR else target.warning)(record.getMessage())
+
+
+_TO_NODE_LOG = _ToNodeLog()
+
+
+def forward_cache_warnings(log: Any) -> None:
+    """Send the cache modules' warnings to ``log`` (an rclpy logger) from now on."""
+    _TO_NODE_LOG.target = log
+    for name in CACHE_LOGGERS:
+        logger = logging.getLogger(name)
+        if _TO_NODE_LOG not in logger.handlers:
+            logger.addHandler(_TO_NODE_LOG)

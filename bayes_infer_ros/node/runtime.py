@@ -1,12 +1,19 @@
-"""One node's runtime without ROS: :class:`AgentRuntime` owns the tick lock, the tick loop of the node's agents, the
-engine that runs (its :class:`~.builder.EngineSlot`), the engine host that builds engines (``engine_host.py``) and
-the counters (``reporting.py``). The ROS node (``ros/agent_node.py``) wires its entities to it: each subscription,
-timer and service callback is one call here, for agent ``k`` (``k = 0`` for a node's single agent).
+"""One node's runtime without ROS: :class:`AgentRuntime` owns the settings snapshot, the tick lock, the tick loop of
+the node's agents, the deployment that runs (``autotune.deployment.Deployment``), the deployer that replaces it off
+the tick path (``deployer.py``) and the counters (``reporting.py``). The ROS node (``ros/agent_node.py``) wires its
+entities to it: each subscription, timer and service callback is one call here, for agent ``k`` (``k = 0`` for a
+node's single agent), and each accepted parameter change is a new :class:`~.settings.NodeSettings`
+(:meth:`AgentRuntime.apply`).
 
 One lock, one writer at a time: an admitted observation, a control, a tick, a reset and an engine swap each hold
-:attr:`AgentRuntime.lock`; a swap waits for at most the tick in progress, and a tick never waits for a compile (builds
-run in the host's worker thread). A backwards jump of the clock, seen in whichever thread moved it, is only flagged
-(:meth:`AgentRuntime.request_reset`); the next observation or tick resets under the lock.
+:attr:`AgentRuntime.lock`; a swap waits for at most the tick in progress, and a tick never waits for a compile
+(deployments run in the deployer's worker thread). A backwards jump of the clock, seen in whichever thread moved it,
+is only flagged (:meth:`AgentRuntime.request_reset`); the next observation or tick resets under the lock.
+
+Configure is a list of named steps (:meth:`AgentRuntime.configure`), run in a worker thread while the caller's thread
+keeps publishing what it is doing: set up JAX, load the model, check what else must fit it (the sensor adapters, the
+surprise settings), deploy its first engine, then start the tick loop and the deployer; the caller then starts the
+engine's verify step (:meth:`AgentRuntime.verify`).
 """
 from __future__ import annotations
 
@@ -14,34 +21,41 @@ import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
+from ..autotune.deployment import Deployment
+from ..inference import jax_cache
+from ..inference.algorithm_specs import algorithm_spec
 from . import admission
-from .builder import BuildCancelled, EngineSlot
-from .engine_host import EngineHost
-from .reporting import Reporter
-from .surprise import settings_from_parameters
+from .deployer import BuildCancelled, Deployer, deploy_settings, prune_compilation_cache
+from .model_source import node_model
+from .reporting import Reporter, forward_cache_warnings
+from .settings import NodeSettings
+from .surprise import SurpriseSettings, settings_from_parameters
 from .tick_loop import TickLoop, TickOutput, qualified
 
-# publish(k, out, slot, loop): agent k's beliefs of one step, run by the engine of ``slot``
-Publish = Callable[[int, TickOutput, EngineSlot, TickLoop], None]
+# publish(k, out, deployment, loop): agent k's beliefs of one step, run by the engine of ``deployment``
+Publish = Callable[[int, TickOutput, Deployment, TickLoop], None]
 
 
 class AgentRuntime:
-    """``param(name)``: the node's parameter values; ``model_parameters()``: its ``model.*`` parameters; ``log``: its
-    logger; ``clock_ns()``: the node clock (ns; 0 while sim time has no /clock); ``closed()``: True once the node is
-    being destroyed; ``publish``: what a tick publishes for each agent that stepped; ``event_mode()``: ticks follow
-    the observations (no tick timer)."""
+    """``settings``: the node's settings now; ``log``: its logger; ``clock_ns()``: the node clock (ns; 0 while sim
+    time has no /clock); ``closed()``: True once the node is being destroyed; ``publish``: what a tick publishes for
+    each agent that stepped."""
 
-    def __init__(self, param: Callable[[str], Any], model_parameters: Callable[[], dict], log: Any,
-                 clock_ns: Callable[[], int], closed: Callable[[], bool], publish: Publish,
-                 event_mode: Callable[[], bool]):
+    def __init__(self, settings: NodeSettings, log: Any, clock_ns: Callable[[], int], closed: Callable[[], bool],
+                 publish: Publish):
+        self.settings = settings
         self.lock = threading.RLock()
         self.reporter = Reporter(log, closed)
         self.count = self.reporter.count
-        self.host = EngineHost(param, model_parameters, log, self.count, closed)
-        self._param, self._log, self._clock_ns, self._publish, self.event_mode = param, log, clock_ns, publish, event_mode
+        forward_cache_warnings(log)
+        self._log, self._clock_ns, self._closed, self._publish = log, clock_ns, closed, publish
+        self.model: Any = None
         self.loop: Optional[TickLoop] = None
-        self.slot: Optional[EngineSlot] = None  # the engine that runs
+        self.deployment: Optional[Deployment] = None  # what runs
+        self.deployer: Optional[Deployer] = None
         self.active = False
+        self.stage = ""  # what configure is doing ("" when it is not)
+        self.configure_thread: Optional[threading.Thread] = None
         self._reset_request: Optional[str] = None
 
     @property
@@ -51,41 +65,132 @@ class AgentRuntime:
     @property
     def device(self) -> str:
         """Where the running engine's calls run (``cpu:0``, ``gpu:0``; "" before configure)."""
-        return self.slot.device if self.slot is not None else ""
+        return self.deployment.device if self.deployment is not None else ""
+
+    @property
+    def busy(self) -> bool:
+        """A deployment is requested or under way."""
+        return self.deployer is not None and self.deployer.busy
+
+    @property
+    def in_progress(self) -> bool:
+        """configure's worker or a deployment is still running (compiling: XLA cannot be interrupted)."""
+        configure = self.configure_thread
+        return (configure is not None and configure.is_alive()) or self.busy
 
     def agent_prefix(self, k: int) -> str:
         """Agent ``k``'s prefix of counters and topics: ``<agent>/``, or "" for a node's single agent."""
         return qualified(self.loop.agents[k], "") if self.loop is not None else ""
 
     # ---- lifecycle ------------------------------------------------------------------------------------
-    def configure(self, agents: Sequence[str], period_s: float, keep_waiting: Callable[[], bool],
+    def configure(self, settings: NodeSettings, period_s: float, keep_waiting: Callable[[], bool],
                   on_failed: Callable[[dict[str, Any]], None],
-                  check_model: Callable[[Any], None] = lambda model: None,
-                  surprise: Optional[dict[str, Any]] = None) -> EngineSlot:
-        """Load the model, ``check_model(model)`` (the sensor adapters: it raises to refuse, before any build) and
-        build its first engine for ``agents`` (empty: one agent) in the host's worker, waiting as
-        :meth:`EngineHost.configure` does; then accept rebuilds (``on_failed(back)``: after the newest one failed,
-        the engine parameters to put back). ``surprise``: the ``surprise_gate.*`` / ``surprise_threshold.*``
-        parameters (with ``evidence`` on), checked against the model before any build too (ValueError naming a
-        parameter that names no modality of the model or is not a positive number). Raises what the build or a
-        check raised."""
-        self.host.agents = list(agents)
-        settings = []
+                  check_model: Callable[[Any], None] = lambda model: None) -> Deployment:
+        """Configure under ``settings``: :meth:`_configure_steps` in a daemon worker thread while this thread calls
+        ``keep_waiting()`` every ``period_s`` (False: give up, RuntimeError); then the tick loop and the deployer
+        (``on_failed(back)``: after the newest deployment failed, the engine parameters to put back). Raises what a
+        step raised: ``check_model(model)`` (the sensor adapters) and the surprise settings are checked before any
+        engine is built."""
+        self.settings = settings
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
 
-        def check(model: Any) -> None:
-            check_model(model)
-            if bool(self._param("evidence")):
-                settings.append(settings_from_parameters(
-                    surprise or {}, [model.modality_name(i) for i in range(model.num_modalities)],
-                    int(self._param("surprise_warn_ticks")), int(self._param("surprise_window"))))
+        def work() -> None:
+            try:
+                outcome["result"] = self._configure_steps(settings, check_model)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                outcome["error"] = exc
+            finally:
+                done.set()
 
-        slot = self.host.configure(period_s, keep_waiting, check)
-        model = self.host.model
+        self.stage = "configuring: loading the model"
+        self.configure_thread = threading.Thread(target=work, name="configure", daemon=True)
+        self.configure_thread.start()
+        try:
+            while not done.wait(period_s):
+                if not keep_waiting():
+                    raise RuntimeError("ROS is shutting down")
+        finally:
+            self.stage = ""
+        if "error" in outcome:
+            raise outcome["error"]
+        model, surprise, deployment = outcome["result"]
+        for warning in deployment.warnings:
+            self._log.warning(warning)
         with self.lock:
-            self.loop = TickLoop(model, slot.engine, slot.config.horizon, agents, settings[0] if settings else None)
-            self.slot = slot
-        self.host.start(self._install, lambda: self.slot, on_failed)
-        return slot
+            self.model = model
+            self.loop = TickLoop(model, deployment.engine, settings.horizon, settings.agents, surprise)
+            self.deployment = deployment
+        self.deployer = Deployer(model, settings, self._install, lambda: self.deployment, on_failed, self._log,
+                                 self.count, self._closed)
+        return deployment
+
+    def verify(self) -> Optional[Any]:
+        """Start the running engine's verify step off the tick path (its job; None when there is nothing to verify
+        or no engine): configure's deployment is verified once the node is up."""
+        if self.deployer is None or self.deployment is None:
+            return None
+        return self.deployer.verify(self.deployment)
+
+    def _configure_steps(self, settings: NodeSettings,
+                         check_model: Callable[[Any], None]) -> tuple[Any, Optional[SurpriseSettings], Deployment]:
+        """configure's work, step by step (in its worker thread): (model, surprise settings, first deployment)."""
+        self._set_up_jax(settings)
+        model = node_model(settings, self._log, self.count)
+        check_model(model)
+        surprise = self._surprise_settings(settings, model)
+        self._check_algorithm(settings, model)
+        self.stage = "configuring: compiling the engine"
+        deployment = self._first_deployment(settings, model)
+        prune_compilation_cache(settings, self._log, self.count)
+        return model, surprise, deployment
+
+    def _set_up_jax(self, settings: NodeSettings) -> None:
+        """JAX's default device stays the host CPU (a deployment places each engine on the device it chose), with the
+        persistent compilation cache, pruned to its cap."""
+        jax_cache.setup_jax("cpu", str(settings.jax_compilation_cache_dir or ""))
+        prune_compilation_cache(settings, self._log, self.count)
+
+    @staticmethod
+    def _surprise_settings(settings: NodeSettings, model: Any) -> Optional[SurpriseSettings]:
+        """The gates, thresholds and windows of the evidence (None with ``evidence`` off), checked against the model
+        (ValueError naming a parameter that names no modality of the model or is not a positive number)."""
+        if not settings.evidence:
+            return None
+        return settings_from_parameters(settings.surprise,
+                                        [model.modality_name(i) for i in range(model.num_modalities)],
+                                        settings.surprise_warn_ticks, settings.surprise_window)
+
+    @staticmethod
+    def _check_algorithm(settings: NodeSettings, model: Any) -> None:
+        if algorithm_spec(settings.algorithm).window and model.B is None:
+            raise ValueError(f"algorithm: {settings.algorithm} needs transition tensors B; the model has none (set "
+                             "algorithm: fpi, or add B to the model, then configure again)")
+
+    @staticmethod
+    def _first_deployment(settings: NodeSettings, model: Any) -> Deployment:
+        try:
+            return deploy_settings(model, settings)
+        except Exception as exc:  # noqa: BLE001
+            raise RuntimeError(f"engine build: {exc}") from exc
+
+    def configured_message(self, elapsed_s: float) -> str:
+        """The line configure logs when it succeeded (``elapsed_s``: how long it took)."""
+        model, d = self.model, self.deployment
+        modalities = [model.modality_name(i) for i in range(model.num_modalities)]
+        factors = [model.factor_name(f) for f in range(model.num_factors)]
+        return (f"configured in {elapsed_s:.2f} s: {model.num_modalities} modalities {modalities}, "
+                f"{model.num_factors} factors {factors}, algorithm={d.config.algorithm}, variant={d.variant}, "
+                f"device={d.device} ({d.note}), build {d.compile_s:.2f} s")
+
+    def apply(self, settings: NodeSettings, deploy: bool = False) -> Optional[Any]:
+        """Run under ``settings`` from now on; ``deploy``: also deploy the engine they describe off the tick path
+        (the request's ticket; None when not configured)."""
+        self.settings = settings
+        deployer = self.deployer
+        if not deploy or deployer is None or not self.configured:
+            return None
+        return deployer.request(settings)
 
     def activate(self) -> None:
         with self.lock:
@@ -98,19 +203,21 @@ class AgentRuntime:
             self.active = False
 
     def cleanup(self, reason: str) -> None:
-        """Stop ticking, cancel builds (their waiters get ``reason``) and drop the model and the engine."""
-        self.host.close(reason)
+        """Stop ticking, cancel deployments (their waiters get ``reason``) and drop the model and the engine."""
+        if self.deployer is not None:
+            self.deployer.close(reason)
+            self.deployer = None
         with self.lock:
             self.active = False
-            self.loop = self.slot = None
+            self.loop = self.deployment = self.model = None
 
-    def _install(self, slot: EngineSlot) -> None:
-        """The host's finished build: swapped in atomically (the next tick runs it)."""
+    def _install(self, deployment: Deployment) -> None:
+        """The deployer's finished deployment: swapped in atomically (the next tick runs it)."""
         with self.lock:
             if self.loop is None:
                 raise BuildCancelled("the node was cleaned up before the new engine was ready")
-            self.loop.filter.swap(slot.engine, slot.config.horizon)
-            self.slot = slot
+            self.loop.filter.swap(deployment.engine, deployment.config.horizon)
+            self.deployment = deployment
 
     # ---- inputs -----------------------------------------------------------------------------------------
     def observe(self, k: int, i: int, level: int, probabilities: Sequence[float], sec: int, nanosec: int,
@@ -129,12 +236,12 @@ class AgentRuntime:
                 self.count("ignored_inactive")
                 return
             self._handle_reset_request()
-            timeout = float(self._param("observation_timeout"))
+            settings = self.settings
+            timeout = settings.observation_timeout
             got = inputs.observe(i, level, probabilities, sec, nanosec, now=now, now_ns=self._clock_ns(),
-                                 arrival=arrival, timeout_s=timeout, max_future_s=float(self._param("max_future_stamp")),
-                                 **judge)
+                                 arrival=arrival, timeout_s=timeout, max_future_s=settings.max_future_stamp, **judge)
             self.reporter.admission(admission.report(mod.name, got, mod.topic), self.agent_prefix(k))
-            if got.ok and self.event_mode() and inputs.event_ready(now, timeout):
+            if got.ok and settings.event_mode and inputs.event_ready(now, timeout):
                 self.tick()
 
     def control(self, k: int, indices: Any, labels: Any, sec: int, nanosec: int) -> None:
@@ -144,7 +251,7 @@ class AgentRuntime:
             if loop is None:
                 return
             reason = loop.add_control(k, indices, labels, sec, nanosec, self._clock_ns(),
-                                      float(self._param("max_future_stamp")))
+                                      self.settings.max_future_stamp)
         prefix = self.agent_prefix(k)
         if reason is not None:
             self.count(f"{prefix}rejected.bad_control")
@@ -178,7 +285,7 @@ class AgentRuntime:
 
     # ---- the tick ---------------------------------------------------------------------------------------
     def tick(self) -> None:
-        """Step every agent that is ready in one engine dispatch and publish each one's beliefs."""
+        """Step every agent that is ready in one engine call and publish each one's beliefs."""
         with self.lock:
             t_start = time.perf_counter()
             loop = self.loop
@@ -191,8 +298,9 @@ class AgentRuntime:
                 self._reset_request = jump
                 self._handle_reset_request()
                 loop.clock_jump(now_ns)  # the reset forgot the clock: this tick's is the reference
-            agents = loop.ready(self.event_mode(), time.monotonic(), float(self._param("observation_timeout")),
-                                bool(self._param("tick_without_observations")))
+            settings = self.settings
+            agents = loop.ready(settings.event_mode, time.monotonic(), settings.observation_timeout,
+                                settings.tick_without_observations)
             if not agents:
                 self.count("idle_ticks")
                 return
@@ -207,7 +315,7 @@ class AgentRuntime:
                 if out.evidence is not None:
                     for refused in out.evidence.reports:  # readings past their surprise gate
                         self.reporter.admission(refused, self.agent_prefix(k))
-                self._publish(k, out, self.slot, loop)
+                self._publish(k, out, self.deployment, loop)
             loop.record(outs, t_start)
 
     def silence_check(self) -> None:
@@ -216,11 +324,11 @@ class AgentRuntime:
             if self.loop is None or not self.active:
                 return
             self.report_silence()
-            if self.event_mode() and self.loop.ready(True, time.monotonic(), float(self._param("observation_timeout")),
-                                                     False):
+            if self.settings.event_mode and self.loop.ready(True, time.monotonic(),
+                                                            self.settings.observation_timeout, False):
                 self.tick()
 
     def report_silence(self) -> None:
         """Log each modality that went silent, once (its next accepted message clears it)."""
-        for line in self.loop.silence_warnings(time.monotonic(), float(self._param("observation_timeout"))):
+        for line in self.loop.silence_warnings(time.monotonic(), self.settings.observation_timeout):
             self._log.warning(line)

@@ -1,9 +1,9 @@
 """Filling the caches the node's configure reads, so that the first start after an install is a warm start
 (``bayes-infer warmup``: ``cli/warmup.py``).
 
-:func:`warm` runs the node's configure work itself (:meth:`~.engine_host.EngineHost.load_and_build`: JAX set-up with
-``jax_compilation_cache_dir``, the model, ``build_slot``: the start of ``variant: auto``), then its verify step, on the
-parameters a params file gives the node (default: the installed ``config/agent.yaml``, the shipped model and the
+:func:`warm` runs the node's configure steps itself (:meth:`~.runtime.AgentRuntime.configure`: JAX set-up with
+``jax_compilation_cache_dir``, the model, the deployment of the start of ``variant: auto``), then its verify step, on
+the parameters a params file gives the node (default: the installed ``config/agent.yaml``, the shipped model and the
 node's defaults), in this process, without ROS. What it fills:
 
 - numba's kernel cache (``inference.kernel_cache``): ``NUMBA_CACHE_DIR``, else ``$XDG_CACHE_HOME/bayes_infer_ros/numba``
@@ -25,12 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bayes_infer_ros.autotune.decision_cache import DecisionCache
+from bayes_infer_ros.autotune.verification import VERIFY_TIMEOUT_S
 from bayes_infer_ros.inference.kernel_cache import resolved_folder
 from bayes_infer_ros.model.io import read_parameters_yaml
-from .engine_host import EngineHost, forward_cache_warnings
 from .parameters import PARAMETERS
-from .verification import VERIFY_TIMEOUT_S, Verification
+from .reporting import forward_cache_warnings
+from .runtime import AgentRuntime
+from .settings import NodeSettings
 
 log = logging.getLogger("bayes_infer_ros.warmup")
 
@@ -44,31 +45,20 @@ def node_parameters(params_file: Path) -> dict[str, Any]:
 
 def warm(params_file: Path) -> dict[str, Any]:
     """Configure once, as the node would with ``params_file``; returns what it built and where the caches are."""
-    values = node_parameters(params_file)
-    model_values = {k: v for k, v in values.items() if k.startswith("model.")}
-    counts: dict[str, int] = {}
-
-    def count(name: str, n: int = 1) -> None:
-        counts[name] = counts.get(name, 0) + n
-
-    host = EngineHost(values.__getitem__, lambda: model_values, log, count, lambda: False)
-    host.agents = [str(a) for a in values.get("agents") or []]  # a fleet's batch, as the node's configure builds it
+    settings = NodeSettings.from_values(node_parameters(params_file))
+    runtime = AgentRuntime(settings, log, lambda: 0, lambda: False, lambda *a: None)
     forward_cache_warnings(None)  # the cache modules' warnings reach the console once, through the root logger
     t0 = time.perf_counter()
-    slot = host.load_and_build()
+    deployment = runtime.configure(settings, 0.5, lambda: True, lambda back: None)
     configure_s = time.perf_counter() - t0
     verified = ""
-    if slot.plan is not None and slot.plan.verify:
-        cache = DecisionCache.from_environment()
-        job = Verification(host.model, slot.plan, lambda outcome: None, cache=cache,
-                           jax_cache_dir=host.jax_cache_dir()).start()
-        log.info(job.status)
+    job = runtime.verify()
+    if job is not None:  # the node's verify step, waited for: its answer is kept in the decision cache
         outcome = job.wait(VERIFY_TIMEOUT_S)
         verified = outcome.reason if outcome is not None else f"the verify step did not end in {VERIFY_TIMEOUT_S:g} s"
-        for warning in cache.warnings:
-            log.warning(warning)
+    runtime.cleanup("warmup done")
     used, numba_folder = resolved_folder()
-    return {"seconds": time.perf_counter() - t0, "configure_s": configure_s, "variant": slot.variant,
-            "note": slot.note, "verified": verified,
+    return {"seconds": time.perf_counter() - t0, "configure_s": configure_s, "variant": deployment.variant,
+            "note": deployment.note, "verified": verified,
             "numba_cache": (str(numba_folder) if numba_folder else "(none)") if used else "(not used)",
-            "jax_cache": os.path.expanduser(str(values.get("jax_compilation_cache_dir") or "(off)"))}
+            "jax_cache": os.path.expanduser(str(settings.jax_compilation_cache_dir or "(off)"))}

@@ -20,19 +20,21 @@ Services (private: under the node's name, remappable): ~/reset (std_srvs/Trigger
 A node serves b agents of one model, b = 1 by default; ``agents: [a, ...]`` only changes b: each agent's topics
 above under ``<agent>/`` plus ``<agent>/reset``, one batched tick for all; ~/reset resets them all.
 
-The node holds parameters, entities and callbacks; each callback is one call of its runtime
-(``node/runtime.py``: the tick lock, the tick loop, the engine and the counters), whose parts live in modules that
-say what they hold: the tick's semantics in ``inference/belief_filter.py``, the agents' tick in
-``node/tick_loop.py``, the model, builds, parameter checks and ``~/switch_variant``'s wait in
-``node/engine_host.py``, engine builds in ``node/builder.py``, input admission and silence in ``node/admission.py``,
-counters and throttled warnings in ``node/reporting.py``; here the /diagnostics status (``diagnostics.py``), the
-published messages (``messages.py``) and parameter declaration (``parameter_declaration.py``).
+The node holds parameters, entities and callbacks; it reads its parameters into one settings snapshot
+(``node/settings.py``) at configure and after each accepted change, and each callback is one call of its runtime
+(``node/runtime.py``: the settings, the tick lock, the tick loop, the running deployment and the counters), whose
+parts live in modules that say what they hold: the tick's semantics in ``inference/belief_filter.py``, the agents'
+tick in ``node/tick_loop.py``, deployments off the tick path in ``node/deployer.py`` (each one
+``autotune/deployment.py``'s ``deploy``), ``~/switch_variant``'s wait in ``node/switching.py``, input admission and
+silence in ``node/admission.py``, counters and throttled warnings in ``node/reporting.py``; here the /diagnostics
+status (``diagnostics.py``), the published messages (``messages.py``) and parameter declaration
+(``parameter_declaration.py``).
 
 Threading: a SingleThreadedExecutor serves subscriptions, the tick, reset, diagnostics and parameter callbacks
 (one at a time, as a mutually exclusive group would). ``switch_variant`` waits for the build, so it is served by
 a hidden companion node in its own thread (``companion.py``; rclpy's MultiThreadedExecutor is avoided on purpose,
 see there). Builds (autotuner, engine build, compile with tick-shaped inputs) run in a daemon worker thread
-(``builder.Builder``: coalesced, cancelled between phases, nothing installed after cleanup / destroy_node); the
+(``deployer.Worker``: coalesced, cancelled between phases, nothing installed after cleanup / destroy_node); the
 finished engine is swapped in under the runtime's lock (held by each tick), so a swap waits for at most one tick
 and a tick never waits for a compile. A failed build keeps the running engine and puts the parameters back. Every
 executor callback is wrapped (``_guarded``): an exception is logged and counted, never raised into the executor.
@@ -60,11 +62,13 @@ from std_srvs.srv import Trigger
 
 from bayes_infer_ros.inference import VARIANTS
 
+from ..inference.jax_cache import pin_to_cpus
 from ..node import help_text as node_help
 from ..node.callbacks import CallbackGuard
-from ..node.jax_cache import pin_to_cpus
-from ..node.parameters import ENGINE_PARAMETERS, SURPRISE_PREFIXES, parse_agents, parse_cpus, read_at_configure
+from ..node.parameters import ENGINE_PARAMETERS, change_refused, parse_cpus, read_at_configure
 from ..node.runtime import AgentRuntime
+from ..node.settings import GROUPS, NodeSettings
+from ..node.switching import switch
 from ..node.tick_loop import TickLoop, TickOutput, qualified
 from . import bond, diagnostics
 from .adapter_inputs import AdapterInputs
@@ -72,8 +76,7 @@ from .companion import CompanionServices
 from .compat import add_parameter_callbacks
 from .messages import tick_message
 from .rclpy_callbacks import contain_entities
-from .parameter_declaration import (UntypedOverrides, declare_parameters, model_parameter_values, prefixed_names,
-                                    take_overrides)
+from .parameter_declaration import UntypedOverrides, declare_parameters, plain_value, take_overrides
 from .qos import overridable, profile as qos
 from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
 from bayes_infer_ros.srv import SwitchVariant
@@ -93,15 +96,14 @@ class _AgentCore(UntypedOverrides):
         self._config_error, self._started_mono = "", time.monotonic()
         self._tick_timer, self._entities, self._bond = None, [], None
         self._belief_pubs: list[tuple[Any, list[Any]]] = []   # per agent: (beliefs, [beliefs/<factor>])
-        self._runtime = AgentRuntime(self._p, lambda: model_parameter_values(self, self._model_override_names),
-                                     self._log, lambda: self.get_clock().now().nanoseconds, lambda: self._closed,
-                                     self._publish_beliefs, self._event_mode)
+        self._runtime = AgentRuntime(NodeSettings(), self._log, lambda: self.get_clock().now().nanoseconds,
+                                     lambda: self._closed, self._publish_beliefs)
         self._count = self._runtime.count
         self._guarded = CallbackGuard(self._count, self._runtime.reporter.warn_throttled)
         self._overrides = take_overrides(self)
-        self._model_override_names = declare_parameters(self, self._overrides, tuple(VARIANTS), self._log.error,
-                                                        self._log.warning, self._count)
-        pin_to_cpus(parse_cpus(self._p("cpu_affinity")))  # before the threads and JAX's pool that should follow it
+        declare_parameters(self, self._overrides, tuple(VARIANTS), self._log.error, self._log.warning, self._count)
+        self._runtime.apply(self._read_settings())
+        pin_to_cpus(parse_cpus(self._settings.cpu_affinity))  # before the threads and JAX's pool that should follow it
         self._flush_post_set = add_parameter_callbacks(
             self, self._guarded(self._on_set_parameters,
                                 lambda exc: SetParametersResult(successful=False, reason=f"internal error: {exc}")),
@@ -114,7 +116,7 @@ class _AgentCore(UntypedOverrides):
             SwitchVariant, "~/switch_variant", self._guarded.service(self._on_switch_variant, SwitchVariant.Response))
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
-        period = float(self._p("diagnostics_period"))
+        period = float(self._settings.diagnostics_period)
         self._diag_timer = self.create_timer(period, self._guarded(self._publish_diagnostics), clock=steady)
         self._silence_timer = self.create_timer(period, self._guarded(self._runtime.silence_check), clock=steady)
         self._unknown_topics_warned: set[str] = set()
@@ -132,30 +134,31 @@ class _AgentCore(UntypedOverrides):
         """An exception that escaped into the executor's spin (``spinning.spin_contained``): logged and counted."""
         self._guarded.contained("executor", exc)
 
-    def _p(self, name: str) -> Any:
-        return self.get_parameter(name).value
+    @property
+    def _settings(self) -> NodeSettings:
+        """The settings the runtime runs under now (the snapshot of the last accepted parameter change)."""
+        return self._runtime.settings
+
+    def _read_settings(self) -> NodeSettings:
+        """A snapshot of the node's parameters now: the table's, ``use_sim_time`` and the nested groups given at
+        start (``model.*``, ``adapters.*``, ``surprise_*``)."""
+        declared = self.get_parameters_by_prefix("")  # every declared parameter, by its full name
+        return NodeSettings.from_values({n: plain_value(p.value) for n, p in declared.items()
+                                         if "." not in n or n.startswith(tuple(GROUPS))})
 
     # ---- configure / activate / deactivate / cleanup (both modes) -------------------------------------
     def _configure(self) -> bool:
-        """Load, validate and compile in a worker thread (the file's size limits are in model/limits.py); this
-        thread waits for it, publishing diagnostics that say "configuring", and gives up when ROS shuts down."""
+        """configure, step by step: read the settings; refuse what ROS could not type and service names that clash;
+        then, in the runtime's worker thread (this thread publishing diagnostics that say "configuring", and giving
+        up when ROS shuts down), the model, its sensor adapters and its first engine; then the topics and services."""
         t0 = time.perf_counter()
         try:
+            settings = self._read_settings()
             self.refuse_untyped()
-            agents = parse_agents(self._p("agents"))
-            node_help.refuse_name_clashes(  # before the build: the services' names depend on the agents alone
-                [(self.resolve_service_name("~/reset"), "the node's ~/reset (every agent)")]
-                + [(self.resolve_service_name(f"{a}/reset"), f"agent {a!r}'s reset") for a in agents], "service")
-            adapter_params = model_parameter_values(self, prefixed_names(self._overrides, "adapters."))
-            surprise = model_parameter_values(self, [n for prefix in SURPRISE_PREFIXES
-                                                     for n in prefixed_names(self._overrides, prefix)])
-
-            def check_adapters(model: Any) -> None:  # before the engine build: an adapters.* error names the parameter
-                self._adapters = AdapterInputs.from_parameters(adapter_params, model)
-
-            slot = self._runtime.configure(agents, float(self._p("diagnostics_period")),
-                                           lambda: self.context.ok() and (self._publish_diagnostics() or True),
-                                           self._revert_parameters, check_adapters, surprise)
+            self._refuse_service_clashes(settings.agents)
+            self._runtime.configure(settings, settings.diagnostics_period,
+                                    lambda: self.context.ok() and (self._publish_diagnostics() or True),
+                                    self._revert_parameters, self._check_adapters)
         except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
             return self._configure_failed(f"configure failed: {exc}")
         self._config_error = ""
@@ -165,8 +168,20 @@ class _AgentCore(UntypedOverrides):
             self._cleanup()
             return self._configure_failed("configure failed: topics and services: "
                                           f"{node_help.entity_error(exc, self._overrides)}")
-        self._log.info(self._runtime.host.configured_message(slot, time.perf_counter() - t0))
+        self._log.info(self._runtime.configured_message(time.perf_counter() - t0))
+        self._runtime.verify()  # off the tick path: a faster engine is swapped in when it is measured
         return True
+
+    def _refuse_service_clashes(self, agents: Any) -> None:
+        """Before the build: the services' names depend on the agents alone."""
+        node_help.refuse_name_clashes(
+            [(self.resolve_service_name("~/reset"), "the node's ~/reset (every agent)")]
+            + [(self.resolve_service_name(f"{a}/reset"), f"agent {a!r}'s reset") for a in agents], "service")
+
+    def _check_adapters(self, model: Any) -> None:
+        """Before the engine build: the sensor adapters against the model (an adapters.* error names the
+        parameter)."""
+        self._adapters = AdapterInputs.from_parameters(dict(self._settings.adapters), model)
 
     def _configure_failed(self, error: str) -> bool:
         self._config_error = error
@@ -205,15 +220,15 @@ class _AgentCore(UntypedOverrides):
 
     def build_in_progress(self) -> bool:
         """configure's worker or an engine build is still running (compiling: XLA cannot be interrupted)."""
-        return getattr(self, "_runtime", None) is not None and self._runtime.host.in_progress
+        return getattr(self, "_runtime", None) is not None and self._runtime.in_progress
 
-    # ---- engine builds (node/engine_host.py) --------------------------------------------------------
+    # ---- deployments (node/deployer.py) ------------------------------------------------------------
     def _on_build_trigger(self) -> None:
         """Executor callback after the parameter callbacks of one request: one build for the whole request
         (rclpy's set_parameters service sets its parameters one at a time)."""
-        if self._build_wanted and self._runtime.configured and self._runtime.host.builder is not None:
+        if self._build_wanted and self._runtime.configured:
             self._build_wanted = False
-            self._runtime.host.request_build()
+            self._runtime.apply(self._settings, deploy=True)
 
     def _revert_parameters(self, back: dict[str, Any]) -> None:
         """After the newest build failed: the engine parameters ``back`` to what the active engine runs."""
@@ -239,7 +254,7 @@ class _AgentCore(UntypedOverrides):
         subscribed = [f"{prefix}controls" for _, prefix in plan] + [topic for _, _, _, topic in inputs]
         # two modalities may read one sensor topic; two publishers on one topic would interleave
         node_help.refuse_name_clashes([(self.resolve_topic_name(t), f"the publisher {t}") for t in published], "topic")
-        out_qos = lambda: qos(int(self._p("beliefs_qos_depth")), reliable=True, transient_local=True)  # noqa: E731
+        out_qos = lambda: qos(int(self._settings.beliefs_qos_depth), reliable=True, transient_local=True)  # noqa: E731
         make_pub = getattr(self, "create_lifecycle_publisher", None) if self.lifecycle_mode else None
         kind, make_pub = ("lpub", make_pub) if make_pub else ("pub", self.create_publisher)
         for _, prefix in plan:
@@ -254,7 +269,7 @@ class _AgentCore(UntypedOverrides):
             self._entities.append(("sub", self.create_subscription(
                 Controls, f"{prefix}controls", self._guarded(functools.partial(self._on_controls, k)),
                 qos(100, reliable=True), qos_overriding_options=overridable())))
-        depth = int(self._p("observation_qos_depth"))
+        depth = int(self._settings.observation_qos_depth)
         for k, i, msg_type, topic in inputs:
             callback = self._on_adapted if i in self._adapters.specs else self._on_observation
             self._entities.append(("sub", self.create_subscription(
@@ -273,13 +288,13 @@ class _AgentCore(UntypedOverrides):
             self._log.warning(line)
 
     def _tick_mode(self) -> str:
-        return "event-driven" if self._tick_timer is None else f"timer at {self._p('rate_hz'):g} Hz"
+        return "event-driven" if self._tick_timer is None else f"timer at {self._settings.rate_hz:g} Hz"
 
     def _make_tick_timer(self) -> None:
         if self._tick_timer is not None:
             self.destroy_timer(self._tick_timer)
             self._tick_timer = None
-        rate = float(self._p("rate_hz"))
+        rate = float(self._settings.rate_hz)
         if self._runtime.active and rate > 0:
             try:
                 self._tick_timer = self.create_timer(1.0 / rate, self._guarded(self._runtime.tick),
@@ -287,11 +302,9 @@ class _AgentCore(UntypedOverrides):
             except (TypeError, ValueError, OverflowError) as exc:  # parameters.validate_change keeps rate_hz in range
                 self._count("callback_errors")
                 self._log.error(f"rate_hz {rate:g}: no timer could be made ({exc}); ticking event-driven")
+                self._runtime.apply(self._settings.replace(rate_hz=0.0))
 
     # ---- inputs -------------------------------------------------------------------------------------
-    def _event_mode(self) -> bool:
-        return self._tick_timer is None and float(self._p("rate_hz")) == 0.0
-
     def _on_observation(self, k: int, i: int, msg: CategoricalObservation) -> None:
         self._runtime.observe(k, i, msg.level, msg.probabilities, msg.header.stamp.sec, msg.header.stamp.nanosec,
                               label=msg.label)
@@ -309,8 +322,8 @@ class _AgentCore(UntypedOverrides):
             self._runtime.request_reset(f"clock jumped backwards by {-jump.delta.nanoseconds * 1e-9:.3f} s")
 
     # ---- the tick's output ---------------------------------------------------------------------------
-    def _publish_beliefs(self, k: int, out: TickOutput, slot: Any, loop: TickLoop) -> None:
-        msg = tick_message(loop, k, out, slot)
+    def _publish_beliefs(self, k: int, out: TickOutput, deployment: Any, loop: TickLoop) -> None:
+        msg = tick_message(loop, k, out, deployment)
         beliefs_pub, factor_pubs = self._belief_pubs[k]
         for pub, belief in zip(factor_pubs, msg.factors):
             pub.publish(belief)
@@ -327,17 +340,17 @@ class _AgentCore(UntypedOverrides):
         return response
 
     def _on_switch_variant(self, request, response):
-        out = self._runtime.host.switch(
-            {"algorithm": request.algorithm, "variant": request.variant}, self._set_atomically,
-            lambda: not self._runtime.configured,
-            lambda: node_help.not_configured(self.get_fully_qualified_name(), self._config_error))
+        out = switch(self._runtime, {"algorithm": request.algorithm, "variant": request.variant}, self._set_atomically,
+                     lambda: node_help.not_configured(self.get_fully_qualified_name(), self._config_error),
+                     lambda: self._closed)
         response.success, response.message, response.algorithm, response.variant = (
             out.success, out.message, out.algorithm, out.variant)
         return response
 
     # ---- parameters ---------------------------------------------------------------------------------
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        reason = self._runtime.host.change_refused([(p.name, p.value) for p in params])
+        reason = change_refused([(p.name, p.value) for p in params], variants=tuple(VARIANTS),
+                                model=self._runtime.model, memory_budget_mb=self._settings.memory_budget_mb)
         if reason is not None:
             self._count("rejected_parameters")
             self._log.warning(f"parameter change refused: {reason}")
@@ -352,6 +365,7 @@ class _AgentCore(UntypedOverrides):
 
     def _post_set_parameters(self, params: list[Parameter]) -> None:
         names = {p.name for p in params}
+        self._runtime.apply(self._read_settings())  # the new snapshot; an engine change deploys below
         if "use_sim_time" in names:  # the time source made or dropped its /clock subscription
             self.contain_rclpy_callbacks()
         configured = self._runtime.configured
@@ -369,7 +383,7 @@ class _AgentCore(UntypedOverrides):
         """Publish the status (reads state only; ticks and silence reports are the silence timer's)."""
         reporter = self._runtime.reporter
         status = diagnostics.node_status(
-            self.get_name(), self.get_fully_qualified_name(), self._runtime, self._config_error, param=self._p,
+            self.get_name(), self.get_fully_qualified_name(), self._runtime, self._config_error,
             clock_ns=self.get_clock().now().nanoseconds, since_start_s=time.monotonic() - self._started_mono,
             duplicate=reporter.error_once("duplicate_node_name", node_help.duplicate_name(self)))
         loop = self._runtime.loop

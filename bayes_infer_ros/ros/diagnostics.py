@@ -5,13 +5,13 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
 from ..node import help_text as node_help
 from ..node.admission import Inputs, ModalityState
-from ..node.builder import EngineSlot
+from ..autotune.deployment import Deployment
 from ..node.runtime import AgentRuntime
 from ..node.statistics import TickStatistics
 from ..node.surprise import ModalitySurprise
@@ -38,26 +38,26 @@ def sim_time_without_clock(use_sim_time: bool, clock_ns: int, since_start_s: flo
     return bool(use_sim_time) and clock_ns == 0 and since_start_s > SIM_CLOCK_GRACE_S
 
 
-def node_status(name: str, fqn: str, runtime: AgentRuntime, config_error: str, *, param: Callable[[str], Any],
-                clock_ns: int, since_start_s: float, duplicate: str = "") -> DiagnosticStatus:
+def node_status(name: str, fqn: str, runtime: AgentRuntime, config_error: str, *, clock_ns: int, since_start_s: float,
+                duplicate: str = "") -> DiagnosticStatus:
     """The status of the node: :func:`unconfigured_status` while ``runtime`` is not configured, else
-    :func:`inference_status` (``param(name)``: the node's parameter values; ``clock_ns``: its clock;
-    ``since_start_s``: seconds since it started), led by ``duplicate`` (:func:`with_duplicate`) when the graph
-    holds another node of this name."""
-    host, loop, slot = runtime.host, runtime.loop, runtime.slot
-    if loop is None or slot is None:
-        return with_duplicate(unconfigured_status(name, fqn, host.stage or config_error or
+    :func:`inference_status` (from the runtime's settings; ``clock_ns``: its clock; ``since_start_s``: seconds since
+    it started), led by ``duplicate`` (:func:`with_duplicate`) when the graph holds another node of this name."""
+    loop, deployment, deployer, settings = runtime.loop, runtime.deployment, runtime.deployer, runtime.settings
+    if loop is None or deployment is None:
+        return with_duplicate(unconfigured_status(name, fqn, runtime.stage or config_error or
                                                   node_help.unconfigured_hint(fqn),
-                                                  error=bool(config_error) and not host.stage), duplicate)
-    health = Health(active=runtime.active, device=slot.device, rate_hz=float(param("rate_hz")),
-                    observation_timeout=float(param("observation_timeout")), switch_pending=host.busy,
-                    build_error=host.build_error, verification=host.verification,
-                    sim_time_without_clock=sim_time_without_clock(param("use_sim_time"), clock_ns, since_start_s))
+                                                  error=bool(config_error) and not runtime.stage), duplicate)
+    health = Health(active=runtime.active, device=deployment.device, rate_hz=settings.rate_hz,
+                    observation_timeout=settings.observation_timeout, switch_pending=runtime.busy,
+                    build_error=deployer.build_error if deployer is not None else "",
+                    verification=deployer.verification if deployer is not None else "",
+                    sim_time_without_clock=sim_time_without_clock(settings.use_sim_time, clock_ns, since_start_s))
     now = time.monotonic()
-    return with_duplicate(inference_status(name, fqn, health, slot, loop.stats, loop.modalities,
+    return with_duplicate(inference_status(name, fqn, health, deployment, loop.stats, loop.modalities,
                                            loop.rejecting(now) if health.active else {},
                                            runtime.reporter.counters, now, loop.surprise_statistics(),
-                                           int(param("surprise_warn_ticks"))), duplicate)
+                                           settings.surprise_warn_ticks), duplicate)
 
 
 def with_duplicate(status: DiagnosticStatus, duplicate: str) -> DiagnosticStatus:
@@ -115,7 +115,7 @@ def surprise_warning(surprise: Sequence[tuple[str, str, ModalitySurprise]], warn
     return "surprising input (a faulty sensor, or a model that no longer fits): " + "; ".join(parts)
 
 
-def inference_status(name: str, fqn: str, health: Health, slot: EngineSlot, stats: TickStatistics,
+def inference_status(name: str, fqn: str, health: Health, slot: Deployment, stats: TickStatistics,
                      modalities: Sequence[ModalityState], rejecting: dict[str, str], counters: dict[str, int],
                      now: float, surprise: Sequence[tuple[str, str, ModalitySurprise]] = (),
                      warn_ticks: int = 0) -> DiagnosticStatus:

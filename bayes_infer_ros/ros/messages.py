@@ -8,7 +8,7 @@ import numpy as np
 
 from ..node import admission
 from ..node import conversion as conv
-from ..node.builder import EngineSlot
+from ..autotune.deployment import Deployment
 from ..node.tick_loop import TickEvidence, TickLoop, TickOutput
 from bayes_infer_ros.msg import Belief, Beliefs  # noqa: E402 (after ros/__init__ path fix)
 
@@ -45,8 +45,8 @@ def beliefs_message(posterior: np.ndarray, state_offsets: Sequence[int], factor_
     return msg
 
 
-def tick_message(loop: TickLoop, k: int, out: TickOutput, slot: EngineSlot) -> Beliefs:
-    """The ``Beliefs`` of agent ``k``'s step ``out`` of ``loop``, run by the engine of ``slot``."""
+def tick_message(loop: TickLoop, k: int, out: TickOutput, slot: Deployment) -> Beliefs:
+    """The ``Beliefs`` of agent ``k``'s step ``out`` of ``loop``, run by the engine of the deployment ``slot``."""
     return beliefs_message(out.posterior, loop.filter.engine.layout.state_offsets, loop.factor_names,
                            loop.state_labels, out.stamp_ns, loop.ticks[k], slot.config.algorithm, slot.variant,
                            out.inference_s, slot.device, out.evidence, loop.modality_names)

@@ -117,21 +117,15 @@ def prefixed_names(overrides: dict[str, Any], prefix: str) -> list[str]:
     return sorted(n for n in overrides if n.startswith(prefix))
 
 
-def model_parameter_values(node: Node, names: Sequence[str]) -> dict[str, Any]:
-    """name -> value of the declared ``model.*`` parameters among ``names``; array values as plain lists (rclpy
-    gives array.array / lists) for the model loader."""
-    out = {}
-    for name in names:
-        if node.has_parameter(name):
-            value = node.get_parameter(name).value
-            out[name] = list(value) if isinstance(value, (list, tuple)) or type(value).__name__ == "array" else value
-    return out
+def plain_value(value: Any) -> Any:
+    """A parameter's value as the node's settings hold it: array values as plain lists (rclpy gives
+    ``array.array`` for numeric arrays), the rest as they are."""
+    return list(value) if isinstance(value, (list, tuple)) or type(value).__name__ == "array" else value
 
 
 def declare_parameters(node: Node, overrides: dict[str, Any], variants: Sequence[str], error: Callable[[str], None],
-                       warn: Callable[[str], None], count: Callable[[str], None]) -> list[str]:
-    """Declare the table's parameters and the ``model.*`` / ``adapters.*`` overrides; returns the ``model.*``
-    names."""
+                       warn: Callable[[str], None], count: Callable[[str], None]) -> None:
+    """Declare the table's parameters and the nested overrides (``model.*``, ``adapters.*``, ``surprise_*``)."""
     for spec in PARAMETERS:
         value = overrides.get(spec.name)
         if value is not None:  # nonsense in the params file / on the command line: say so, use the default
@@ -147,7 +141,6 @@ def declare_parameters(node: Node, overrides: dict[str, Any], variants: Sequence
             node.declare_parameter(spec.name, spec.default, descriptor(spec))
         except ParameterException as exc:
             _refuse(node, spec, value, str(exc), error, count)
-    model_names = prefixed_names(overrides, "model.")
     for prefix, description in PREFIXED.items():
         for name in prefixed_names(overrides, prefix):
             value = overrides[name]
@@ -157,7 +150,6 @@ def declare_parameters(node: Node, overrides: dict[str, Any], variants: Sequence
     for line in unknown_parameters(overrides.keys(), [s.name for s in PARAMETERS], tuple(PREFIXED)):
         warn(line)
         count("unknown_parameters")
-    return model_names
 
 
 def _refuse(node: Node, spec: Any, value: Any, reason: str, error: Callable[[str], None],

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.autotune import decision as dec
+from bayes_infer_ros.autotune import deployment as dep
 from bayes_infer_ros.autotune import devices
 from bayes_infer_ros.autotune import select as sel
 from bayes_infer_ros.autotune.budget import MemoryBudget
@@ -75,20 +76,20 @@ def test_select_variant_is_fast_feasible_and_falls_back(trained, monkeypatch):
     monkeypatch.setattr(sel, "_registered", lambda: ("baseline", "hybrid", "clustered_hybrid", "hybrid_block",
                                                      "clustered_hybrid_block"))
     spec = g.generate_specs()[123]
-    name = dec.select_variant("vmp", spec, horizon=5, model_dir=trained)
+    name = dep.select_variant("vmp", spec, horizon=5, model_dir=trained)
     assert name in sel._registered()
     # milliseconds by construction: without verify_top_k nothing is built or compiled (its time is a benchmark:
     # benchmarks/verify_cost.py prints the ranking's)
-    monkeypatch.setattr(dec, "build_engine", lambda *a, **k: pytest.fail("select_variant built an engine"))
-    monkeypatch.setattr(dec, "time_round_robin", lambda *a, **k: pytest.fail("select_variant timed something"))
-    assert dec.select_variant("vmp", spec, horizon=5, model_dir=trained) == name
+    monkeypatch.setattr(dep, "engine_for", lambda *a, **k: pytest.fail("select_variant built an engine"))
+    monkeypatch.setattr(dep, "time_round_robin", lambda *a, **k: pytest.fail("select_variant timed something"))
+    assert dep.select_variant("vmp", spec, horizon=5, model_dir=trained) == name
     # nothing fits a tiny budget except the baseline, which runs every model
-    assert dec.select_variant("vmp", spec, horizon=5, model_dir=trained, memory_budget=MemoryBudget(1)) == "baseline"
+    assert dep.select_variant("vmp", spec, horizon=5, model_dir=trained, memory_budget=MemoryBudget(1)) == "baseline"
     # no trained model at all
-    assert dec.select_variant("mmp", spec, horizon=5, model_dir=trained / "nowhere") == "baseline"
+    assert dep.select_variant("mmp", spec, horizon=5, model_dir=trained / "nowhere") == "baseline"
     # a variant the classifier likes but that is not registered is never returned
     monkeypatch.setattr(sel, "_registered", lambda: ("baseline",))
-    assert dec.select_variant("fpi", spec, model_dir=trained) == "baseline"
+    assert dep.select_variant("fpi", spec, model_dir=trained) == "baseline"
 
 
 def test_shipped_models_load():
@@ -100,7 +101,7 @@ def test_shipped_models_load():
     assert meta["feature_names"] == sel.feature_names()
     spec = g.generate_specs()[10]
     for alg in meta["algorithms"]:
-        assert dec.select_variant(alg, spec, horizon=5) in sel._registered()
+        assert dep.select_variant(alg, spec, horizon=5) in sel._registered()
 
 
 def test_without_numba_the_portable_model_ranks_and_the_native_engine_is_never_offered(monkeypatch):
@@ -119,7 +120,7 @@ def test_without_numba_the_portable_model_ranks_and_the_native_engine_is_never_o
         ranked = [v for v, _ in sel.rank_variants(alg, spec, horizon=5)]
         assert "fused_numba" not in ranked and "baseline" in ranked, ranked
         assert len(ranked) >= 2, ranked  # a ranking of the JAX variants, not baseline alone
-        assert dec.select_variant(alg, spec, horizon=5) != "fused_numba"
+        assert dep.select_variant(alg, spec, horizon=5) != "fused_numba"
 
 
 @pytest.mark.heavy
@@ -132,11 +133,11 @@ def test_verify_builds_and_times_candidates():
     found = devices.Devices({"cpu": jax.devices("cpu")[0]})
     timed = [dec.Candidate("cpu", v) for v in ("baseline", "hybrid_block", "no_such_variant")]
     engines = {}
-    timings, errors = dec.verify_candidates(model, config, timed, found, engines=engines)
+    timings, errors = dep.verify_candidates(model, config, timed, found, engines=engines)
     assert set(timings) == set(engines) == {"baseline@cpu", "hybrid_block@cpu"}
     assert list(errors) == ["no_such_variant@cpu"] and "no_such_variant" in errors["no_such_variant@cpu"]
     assert all(t.time_s <= t.median_s <= t.p90_s and t.rounds >= 5 for t in timings.values())
-    assert dec.verify_candidates(model, config, timed[2:], found) == ({}, {"no_such_variant@cpu": errors[
+    assert dep.verify_candidates(model, config, timed[2:], found) == ({}, {"no_such_variant@cpu": errors[
         "no_such_variant@cpu"]})
 
 
@@ -149,15 +150,15 @@ def test_verify_never_picks_a_variant_measured_slower_than_baseline(tmp_path, mo
     meta = {"feature_names": sel.feature_names(), "algorithms": {"fpi": {"constant": "hybrid",
                                                                          "variants": ["hybrid", "fused_numba"]}}}
     (tmp_path / "cpu_meta.json").write_text(json.dumps(meta))
-    real_build = dec.build_engine
+    real_build = dep.engine_for
 
-    def build(model, config, variant, device):
-        engine = real_build(model, config, variant, device)
+    def build(model, config, variant, device=None, budget=None):
+        engine = real_build(model, config, variant, device, budget)
         return Slowed(engine, 0.02) if variant == "hybrid" else engine
 
-    monkeypatch.setattr(dec, "build_engine", build)
-    assert dec.select_variant("fpi", model, model_dir=tmp_path) == "hybrid"  # the prediction alone
-    assert dec.select_variant("fpi", model, model_dir=tmp_path, verify_top_k=3) == "baseline"
+    monkeypatch.setattr(dep, "engine_for", build)
+    assert dep.select_variant("fpi", model, model_dir=tmp_path) == "hybrid"  # the prediction alone
+    assert dep.select_variant("fpi", model, model_dir=tmp_path, verify_top_k=3) == "baseline"
 
 
 def test_tie_labels_group_variants_within_the_tolerance():

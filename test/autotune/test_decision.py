@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.autotune import decision as dec
+from bayes_infer_ros.autotune import deployment as dep
 from bayes_infer_ros.autotune import devices, select
 from bayes_infer_ros.autotune.budget import MemoryBudget, MemoryBudgetExceeded
 from bayes_infer_ros.autotune.decision_cache import DecisionCache
@@ -52,7 +53,7 @@ def broken_gpu(fake_gpu, monkeypatch):
 # ---- devices and the self-test -------------------------------------------------------------------------
 @pytest.mark.heavy
 def test_cpu_only_machine_runs_on_the_cpu_and_says_why(model):
-    decision = dec.decide(model, dec.EngineConfig("fpi"), BUDGET, cache=None)
+    decision = dep.decide(model, dec.EngineConfig("fpi"), BUDGET, cache=None)
     assert decision.device == "cpu:0" and decision.platform == "cpu"
     assert "no GPU" in decision.reason
     if numba_available():
@@ -61,7 +62,7 @@ def test_cpu_only_machine_runs_on_the_cpu_and_says_why(model):
 
 def test_device_gpu_without_a_gpu_is_refused_with_the_reason(model):
     with pytest.raises(devices.DeviceUnavailable, match="device: gpu: no GPU"):
-        dec.decide(model, dec.EngineConfig("fpi", device="gpu"), BUDGET)
+        dep.decide(model, dec.EngineConfig("fpi", device="gpu"), BUDGET)
 
 
 @pytest.mark.heavy
@@ -69,10 +70,10 @@ def test_a_gpu_that_fails_its_self_test_falls_back_to_the_cpu(model, broken_gpu)
     found = devices.find_devices("auto")
     assert list(found.by_platform) == ["cpu"]
     assert "self-test failed" in found.note and "no kernel image" in found.note
-    decision = dec.decide(model, dec.EngineConfig("fpi"), BUDGET)
+    decision = dep.decide(model, dec.EngineConfig("fpi"), BUDGET)
     assert decision.platform == "cpu" and "no kernel image" in decision.reason
     with pytest.raises(devices.DeviceUnavailable, match="self-test failed.*no kernel image"):
-        dec.decide(model, dec.EngineConfig("fpi", device="gpu"), BUDGET)
+        dep.decide(model, dec.EngineConfig("fpi", device="gpu"), BUDGET)
 
 
 def test_a_working_gpu_passes_the_self_test(fake_gpu):
@@ -111,15 +112,15 @@ def test_auto_runs_the_measured_fastest_device(model, monkeypatch, slow):
 
     gpu = Stand()
     found = devices.Devices({"cpu": cpu, "gpu": gpu})
-    real = dec.build_engine
+    real = dep.engine_for
 
-    def build(m, config, variant, device):
+    def build(m, config, variant, device=None, budget=None):
         engine = real(m, config, variant, cpu)
         platform = "gpu" if device is gpu else "cpu"
         return Slowed(engine, 0.005) if platform == slow else engine
 
-    monkeypatch.setattr(dec, "build_engine", build)
-    decision = dec.decide(model, dec.EngineConfig("fpi", autotune_verify_top_k=2), BUDGET, found=found)
+    monkeypatch.setattr(dep, "engine_for", build)
+    decision = dep.decide(model, dec.EngineConfig("fpi", autotune_verify_top_k=2), BUDGET, found=found)
     assert decision.device == f"{decision.platform}:0"
     assert decision.platform != slow, decision.reason
     assert set(k.rsplit("@", 1)[1] for k in decision.timings) == {"cpu", "gpu"}
@@ -129,7 +130,7 @@ def test_auto_runs_the_measured_fastest_device(model, monkeypatch, slow):
 @pytest.mark.heavy
 def test_device_settings_restrict_the_candidates(model, fake_gpu):
     for setting, expected in (("cpu", {"cpu"}), ("gpu", {"gpu"})):
-        decision = dec.decide(model, dec.EngineConfig("fpi", device=setting), BUDGET)
+        decision = dep.decide(model, dec.EngineConfig("fpi", device=setting), BUDGET)
         assert {k.rsplit("@", 1)[1] for k in decision.timings} == expected
         assert decision.platform in expected
 
@@ -138,21 +139,21 @@ def test_device_settings_restrict_the_candidates(model, fake_gpu):
 @pytest.mark.heavy
 def test_a_kept_decision_is_reused_without_timing(model, tmp_path, monkeypatch):
     cache = DecisionCache(tmp_path / "decisions")
-    first = dec.decide(model, dec.EngineConfig("fpi", device="cpu"), BUDGET, cache=cache)
+    first = dep.decide(model, dec.EngineConfig("fpi", device="cpu"), BUDGET, cache=cache)
     assert len(list((tmp_path / "decisions").glob("*.json"))) == 1 and cache.warnings == []
-    monkeypatch.setattr(dec, "time_round_robin", lambda *a, **k: pytest.fail("a kept decision was timed again"))
-    again = dec.decide(model, dec.EngineConfig("fpi", device="cpu"), BUDGET, cache=cache)
+    monkeypatch.setattr(dep, "time_round_robin", lambda *a, **k: pytest.fail("a kept decision was timed again"))
+    again = dep.decide(model, dec.EngineConfig("fpi", device="cpu"), BUDGET, cache=cache)
     assert (again.device, again.variant) == (first.device, first.variant) and "decision cache" in again.reason
     # another setting is another key: timed again
     with pytest.raises(pytest.fail.Exception, match="timed again"):
-        dec.decide(model, dec.EngineConfig("fpi", num_iter=8, device="cpu"), BUDGET, cache=cache)
+        dep.decide(model, dec.EngineConfig("fpi", num_iter=8, device="cpu"), BUDGET, cache=cache)
 
 
 def test_an_unwritable_decision_cache_is_a_warning(model, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     cache = DecisionCache(blocker / "decisions")  # a folder under a regular file: never writable, even for root
-    decision = dec.decide(model, dec.EngineConfig("fpi", device="cpu"), BUDGET, cache=cache)
+    decision = dep.decide(model, dec.EngineConfig("fpi", device="cpu"), BUDGET, cache=cache)
     assert decision.engine is not None
     assert len(decision.warnings) == 1 and "not writable" in decision.warnings[0]
     assert "BAYES_INFER_DECISION_CACHE" in decision.warnings[0]
@@ -207,10 +208,10 @@ def kept_records(model, tmp_path_factory):
     """A verified decision of the shipped model and one of another model (other sizes), as kept on disk."""
     folder = tmp_path_factory.mktemp("kept")
     cache = DecisionCache(folder)
-    dec.decide(model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET, cache=cache)
+    dep.decide(model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET, cache=cache)
     [mine] = folder.glob("*.json")
     other_model = GenerativeModel(A=[np.full((2, 3), 0.5)], A_dependencies=[[0]]).validate()
-    dec.decide(other_model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET, cache=cache)
+    dep.decide(other_model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET, cache=cache)
     [other] = [p for p in folder.glob("*.json") if p != mine]
     return mine.name, json.loads(mine.read_text()), json.loads(other.read_text())
 
@@ -231,7 +232,7 @@ def test_a_kept_decision_that_cannot_be_used_is_timed_again_with_one_warning_nam
         content = BAD_RECORDS[bad](record, other)
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
     cache = DecisionCache(tmp_path)
-    decision = dec.decide(model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET, cache=cache)
+    decision = dep.decide(model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET, cache=cache)
     assert decision.engine is not None and "decision cache" not in decision.reason, decision.reason
     assert "timed here" in decision.reason and decision.timings
     assert len(decision.warnings) == 1 and str(path) in decision.warnings[0], decision.warnings
@@ -248,16 +249,16 @@ def test_a_kept_decision_that_no_longer_builds_is_timed_again_with_a_warning(mod
                                                                               monkeypatch):
     name, record, _ = kept_records
     (tmp_path / name).write_text(json.dumps(record))
-    real = dec.build_engine
+    real = dep.engine_for
     refused = {"first": True}
 
-    def build(m, config, variant, device):
+    def build(m, config, variant, device=None, budget=None):
         if refused.pop("first", False):
             raise RuntimeError("the kept variant does not build here any more")
         return real(m, config, variant, device)
 
-    monkeypatch.setattr(dec, "build_engine", build)
-    decision = dec.decide(model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET,
+    monkeypatch.setattr(dep, "engine_for", build)
+    decision = dep.decide(model, dec.EngineConfig("fpi", device="cpu", autotune_verify_top_k=1), BUDGET,
                           cache=DecisionCache(tmp_path))
     assert decision.engine is not None and "decision cache" not in decision.reason
     assert len(decision.warnings) == 1 and str(tmp_path / name) in decision.warnings[0]
@@ -269,22 +270,20 @@ def test_one_budget_in_bytes_names_its_setting(model):
     assert MemoryBudget.from_mib(2048, "memory_budget_mb").bytes == MemoryBudget.from_gib(2.0).bytes == 2**31
     tiny = MemoryBudget.from_mib(1e-6, "memory_budget_mb")
     with pytest.raises(MemoryBudgetExceeded, match=r"over memory_budget_mb 1e-06 \(1 B\)"):
-        dec.decide(model, dec.EngineConfig("fpi", "hybrid", device="cpu"), tiny)
+        dep.decide(model, dec.EngineConfig("fpi", "hybrid", device="cpu"), tiny)
     # auto: nothing fits, the baseline runs every model
-    assert dec.decide(model, dec.EngineConfig("fpi", device="cpu"), tiny).variant == "baseline"
+    assert dep.decide(model, dec.EngineConfig("fpi", device="cpu"), tiny).variant == "baseline"
 
 
-# ---- the node's build: the self-test's fallback reaches the slot it runs --------------------------------------
+# ---- the node's deployment: the self-test's fallback reaches what it runs --------------------------------------
 @pytest.mark.heavy
 def test_the_nodes_build_falls_back_from_a_broken_gpu_with_the_reason(model, broken_gpu, tmp_path):
-    from bayes_infer_ros.node.builder import build_slot
-
     cache = DecisionCache(tmp_path)
-    slot = build_slot(model, dec.EngineConfig("fpi", device="auto"), 0, 2048.0, cache=cache)
+    slot = dep.deploy(model, dec.EngineConfig("fpi", device="auto"), BUDGET, cache=cache)
     assert slot.device == "cpu:0" and slot.engine.device == "cpu"
     assert "self-test failed" in slot.note and "no kernel image" in slot.note  # /diagnostics' variant_note
     with pytest.raises(devices.DeviceUnavailable, match="no kernel image"):
-        build_slot(model, dec.EngineConfig("fpi", device="gpu"), 0, 2048.0, cache=cache)
+        dep.deploy(model, dec.EngineConfig("fpi", device="gpu"), BUDGET, cache=cache)
 
 
 # ---- a GPU only numba can use, and candidates that do not run ---------------------------------------------
@@ -306,14 +305,14 @@ def test_a_candidate_that_fails_its_first_call_drops_out_with_the_reason(model, 
     """A kernel that cannot compile for this device fails at its first call: the verify step times the others and
     says why that one did not run, instead of failing the configure."""
     cpu = jax.devices("cpu")[0]
-    real = dec.build_engine
+    real = dep.engine_for
 
-    def build(m, config, variant, device):
+    def build(m, config, variant, device=None, budget=None):
         engine = real(m, config, variant, cpu)
         return Broken(engine, RuntimeError("NvvmSupportError: libNVVM cannot be found")) if variant != "baseline" else engine
 
-    monkeypatch.setattr(dec, "build_engine", build)
-    decision = dec.decide(model, dec.EngineConfig("fpi"), BUDGET, found=devices.Devices({"cpu": cpu}))
+    monkeypatch.setattr(dep, "engine_for", build)
+    decision = dep.decide(model, dec.EngineConfig("fpi"), BUDGET, found=devices.Devices({"cpu": cpu}))
     assert decision.variant == "baseline" and decision.engine is not None
     assert "did not run (RuntimeError: NvvmSupportError" in decision.reason
     assert all(t == float("inf") for name, t in decision.timings.items() if not name.startswith("baseline"))
@@ -370,9 +369,9 @@ def test_a_candidate_predicted_to_lose_by_a_wide_margin_is_never_compiled(monkey
     assert left_out.variant == "baseline" and "predicted at least" in why and "slower than fused_numba" in why
     assert f"not compiled: baseline@cpu ({why})" in plan.describe()
     built = []
-    monkeypatch.setattr(dec, "build_engine", lambda m, c, variant, device: built.append(variant))
-    monkeypatch.setattr(dec, "time_round_robin", lambda *a, **k: pytest.fail("nothing is left to time"))
-    dec.decide(spec, dec.EngineConfig("fpi", device="cpu"), BUDGET, found=plan.devices)
+    monkeypatch.setattr(dep, "engine_for", lambda m, c, variant, device=None, budget=None: built.append(variant))
+    monkeypatch.setattr(dep, "time_round_robin", lambda *a, **k: pytest.fail("nothing is left to time"))
+    dep.decide(spec, dec.EngineConfig("fpi", device="cpu"), BUDGET, found=plan.devices)
     assert built == ["fused_numba"]
 
 
@@ -411,16 +410,16 @@ def test_a_recorded_decision_starts_at_once_with_nothing_to_verify(model, tmp_pa
 
 
 def test_a_start_that_refuses_the_model_gives_way_to_the_next_candidate(model, monkeypatch):
-    real = dec.build_engine
+    real = dep.engine_for
 
-    def build(m, config, variant, device):
+    def build(m, config, variant, device=None, budget=None):
         if variant == "fused_numba":
             raise MemoryError("the packed model is over the engine's own limit")
         return real(m, config, variant, device)
 
-    monkeypatch.setattr(dec, "build_engine", build)
+    monkeypatch.setattr(dep, "engine_for", build)
     plan = dec.Plan(dec.EngineConfig("fpi"), dec.Candidate("cpu", "fused_numba"), (dec.Candidate("cpu", "baseline"),),
                     devices=devices.Devices({"cpu": jax.devices("cpu")[0]}))
-    started, engine = dec.start_engine(plan, model)
+    started, engine = dep.start_engine(plan, model)
     assert started.start.variant == "baseline" and started.verify == () and engine.variant == "baseline"
     assert "refused the model: MemoryError" in started.describe()

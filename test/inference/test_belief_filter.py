@@ -69,15 +69,15 @@ def test_fpi_carries_the_predicted_prior_like_pymdp(upcoming_known, variant):
 
 @pytest.mark.numba
 def test_native_tick_takes_any_array_like_and_refuses_wrong_shapes():
-    """fused_numba's tick calls its kernel's entry point, which reads the arrays unchecked: the engine converts
+    """fused_numba's step calls its kernel's entry point, which reads the arrays as they are: the engine converts
     what it is given (lists, float64, read-only, strided) to the kernel's types, gives the same beliefs and
-    prediction as its checked calls, and refuses any other shape by name instead of reading past an array."""
+    prediction as its other calls, and refuses any other shape by name instead of reading past an array."""
     case = _case()
     engine = _engine(case, "fpi", variant="fused_numba")
     row, prior = _rows(case)[0], engine.layout.pack_states(case.prior)
     action = np.array([1, 2], np.int32)
     want_q = engine.run_packed(row, prior)
-    want_next = engine.layout.pack_states(engine.predict(engine.layout.split_states(want_q), action))
+    want_next = engine.predict(want_q, action)
     frozen = np.array(row, np.float32)  # passed to the kernel as it is
     frozen.flags.writeable = False
     strided = np.repeat(prior, 2)[::2]
@@ -87,31 +87,34 @@ def test_native_tick_takes_any_array_like_and_refuses_wrong_shapes():
         np.testing.assert_array_equal(q, want_q)
         np.testing.assert_array_equal(nxt, want_next)
     for bad in [(row[:-1], prior, action), (row, prior[None], action), (row, prior, action[:1])]:
-        with pytest.raises(ValueError, match="tick: expected obs, prior, action of shapes"):
+        with pytest.raises(ValueError, match=r"step: expected obs \(b, 9\), prior \(b, 5\), control \(b, 2\)"):
             engine.tick(*bad)
 
 
 @pytest.mark.numba
-def test_filter_ticks_a_native_engine_unchecked_only_in_its_own_dtype(monkeypatch):
-    """A filter of the native engine's dtype passes its row, prior and control to the kernel without the engine's
-    checked ``tick`` (its buffers are already in the kernel's form); a filter of another dtype goes through
-    ``tick``. Both give the same beliefs, for strided or int64 controls too, and a control of the wrong length is
+def test_a_filter_in_the_engines_dtype_binds_its_own_buffers(monkeypatch):
+    """A filter of the native engine's dtype binds the engine's stepper to its own rows, priors and controls, already
+    in the kernel's form (the check returns them as they are, once); a filter of another dtype has them converted at
+    each step. Both give the same beliefs, for strided or int64 controls too, and a control of the wrong length is
     refused by name before any kernel reads it."""
     case = _case()
     engine = _engine(case, "fpi", variant="fused_numba")
-    checked_calls = []
-    tick = engine.tick
-    monkeypatch.setattr(engine, "tick", lambda *a: checked_calls.append(1) or tick(*a))
+    bound, steps = [], []
+    stepper, step = engine.stepper, engine.step
+    monkeypatch.setattr(engine, "stepper", lambda o, p, c, g=None: bound.append(
+        all(x is y for x, y in zip(engine.step_rows(o, p, c), (o, p, c)))) or stepper(o, p, c, g))
+    monkeypatch.setattr(engine, "step", lambda *a: steps.append(1) or step(*a))
     fast = BeliefFilter(engine, case.prior, horizon=2, has_B=True)
-    checked = BeliefFilter(engine, case.prior, horizon=2, has_B=True, dtype=np.float64)
+    converted = BeliefFilter(engine, case.prior, horizon=2, has_B=True, dtype=np.float64)
+    assert bound == [True]  # the engine's own dtype: bound once, to the filter's buffers
     for t, row in enumerate(_rows(case)):
         action = np.asarray(case.actions[t - 1] if t else [0, 0], np.int64)
         strided = np.repeat(action, 2)[::2]
         got = fast.step(row, strided, (action + 1) % np.array([2, 3]))
-        want = checked.step(row, action, (action + 1) % np.array([2, 3]))
+        want = converted.step(row, action, (action + 1) % np.array([2, 3]))
         assert got.dtype == np.float32 and want.dtype == np.float64
         np.testing.assert_array_equal(got, want.astype(np.float32))
-    assert len(checked_calls) == T  # the float64 filter's ticks only
+    assert bound == [True] + [False] * T and len(steps) == T  # only the float64 filter's steps convert, each step
     for bad in ([1], [1, 0, 0], np.zeros((2, 2), np.int32)):
         with pytest.raises(ValueError, match="action: expected 2 controls"):
             fast.step(_rows(case)[0], bad)
@@ -182,7 +185,7 @@ def test_swap_keeps_the_window_and_drops_a_foreign_prior():
     bf.swap(fpi, horizon=2)  # back to fpi: the prior comes from the last (mmp) posterior, not an old fpi guess
     last = bf.last_beliefs()
     got = bf.step(rows[5], case.actions[4])
-    prior = [np.asarray(x) for x in fpi.predict(_split(fpi, last), case.actions[4])]
+    prior = _split(fpi, fpi.predict(last, case.actions[4]))
     want = np.concatenate([np.asarray(x) for x in fpi([o[5] for o in case.obs], prior)])
     np.testing.assert_allclose(got, want, rtol=0, atol=FLOAT32_ATOL)
 

@@ -47,8 +47,7 @@ def test_evidence_is_the_engines_on_each_steps_own_prior(model, variant, algorit
         np.testing.assert_allclose(q, q_plain, atol=ATOL)
         ev = with_evidence.evidence()
         # the step's prior: D first, then the last beliefs predicted under the control since (fpi's carried prior)
-        expected_prior = D if t == 0 else np.concatenate([np.asarray(x) for x in engine.predict(
-            engine.layout.unpack_states(last), action)])
+        expected_prior = D if t == 0 else engine.predict(last, action)
         np.testing.assert_allclose(ev.surprise, np.asarray(engine.surprise(row, expected_prior)), atol=ATOL)
         assert not ev.refused.any()
         w = with_evidence.window

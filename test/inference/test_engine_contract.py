@@ -1,9 +1,10 @@
 """One conformance test for every backend of the engine contract (``inference.api.Engine``): the JAX engine in a
 few variants and the native ones (fused_numba; fused_cuda in numba's CUDA simulator or on a GPU), for every
-algorithm, unbatched and batched. Each backend is a final subclass of the abstract ``Engine`` with its capabilities
-declared as data, and its calls agree with each other: ``tick``, ``tick_prepared`` and ``tick_agents`` are
-``run_packed`` followed by ``predict`` (FPI) and refuse VMP / MMP by name; a batch is b independent models; a
-second call never traces again. Exactness against pymdp is the oracle tests' job."""
+algorithm, unbatched and batched. Each backend is a final subclass of the abstract ``Engine`` (six abstract
+methods) with its capabilities declared as data, and its calls agree with each other: ``step`` is ``run_packed``
+followed by ``predict`` (FPI), with gates it adds ``surprise`` and ``free_energy``, and it refuses VMP / MMP by
+name; a batch is b independent models; a second call never traces again. Exactness against pymdp is the oracle
+tests' job."""
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,8 @@ BACKENDS = [pytest.param("baseline", id="jax-baseline"), pytest.param("fused_pai
 ALGORITHMS = ("fpi", "vmp", "mmp")
 ATTRIBUTES = ("algorithm", "variant", "device", "structure", "layout", "dtype", "num_iter", "tau", "batch_size",
               "trace_count", "batched", "capabilities")
+#: The contract: every backend implements these, and nothing else is abstract.
+ABSTRACT = {"available", "stepper", "run_packed", "predict", "free_energy", "surprise"}
 ENGINE_CLASSES = (InferenceEngine, NativeEngine, CudaEngine)
 B_MODELS, T = 2, 4
 
@@ -68,17 +71,15 @@ def _actions(model, rng, lead):
                                 dtype=np.int32)
 
 
-def _expected_tick(engine, obs, prior, action):
-    """``run_packed`` then ``predict``, per row: what every tick call must return."""
-    q = np.asarray(engine.run_packed(obs, prior))
-    nxt = np.concatenate([np.asarray(x) for x in engine.predict(engine.layout.split_states(q), action)], axis=-1)
-    return q, nxt
-
-
-def _assert_pair(got, want):
-    for g, w in zip(got, want):
-        assert isinstance(np.asarray(g), np.ndarray)
-        np.testing.assert_allclose(np.asarray(g), w, atol=FLOAT32_ATOL)
+def _expected_step(engine, obs, prior, action):
+    """``run_packed`` then ``predict``, per row: what every step must return, (b, 2 S)."""
+    if not engine.batched and np.ndim(obs) == 2:  # an unbatched engine's run_packed takes one row
+        rows = np.stack([np.asarray(engine.run_packed(o, p)) for o, p in zip(obs, prior)])
+    else:
+        q = np.asarray(engine.run_packed(obs, prior))
+        rows = q if q.ndim == 2 else q[None]
+    nxt = engine.predict(rows, action if action.ndim == 2 else action[None])
+    return np.concatenate([rows, nxt], axis=-1)
 
 
 @pytest.mark.parametrize("variant", BACKENDS)
@@ -94,10 +95,11 @@ def test_every_backend_is_a_final_engine_with_declared_capabilities(model, varia
     assert isinstance(engine.warmup(), float)
     if not caps.traces:
         assert engine.trace_count == 0
-    if not caps.unchecked_prepared_tick:  # declared checked: a wrong shape is refused, never read out of bounds
-        O, S = engine.layout.obs_size, engine.layout.state_size
-        with pytest.raises(ValueError):
-            engine.tick_prepared(np.zeros(O + 1, engine.dtype), np.zeros(S, engine.dtype), np.zeros(3, np.int32))
+    O, S = engine.layout.obs_size, engine.layout.state_size  # checked: a wrong shape is refused, never read past
+    with pytest.raises(ValueError, match=r"step: expected obs \(b, \d+\), prior \(b, \d+\), control \(b, 3\)"):
+        engine.step(np.zeros((1, O + 1), engine.dtype), np.zeros((1, S), engine.dtype), np.zeros((1, 3), np.int32))
+    with pytest.raises(ValueError, match=r"step: control\[0\]: expected controls in \[0, num_controls\)"):
+        engine.step(np.zeros((1, O), engine.dtype), np.zeros((1, S), engine.dtype), np.full((1, 3), 7, np.int32))
 
 
 @pytest.mark.parametrize("variant", BACKENDS)
@@ -125,49 +127,84 @@ def test_every_algorithm_unbatched_and_batched(model, variant, algorithm):
     np.testing.assert_allclose(np.concatenate([np.asarray(x) for x in lists], axis=-1), np.asarray(
         single.run_packed(obs[0], prior[0], None if actions is None else actions[0], valid_steps=vs)), atol=FLOAT32_ATOL)
     action = _actions(model, rng, (B_MODELS,))
-    for engine, o, p, a in ((single, obs[0], prior[0], action[0]), (batched, obs, prior, action)):
+    for engine, o, p, a in ((single, obs[:1], prior[:1], action[:1]), (batched, obs, prior, action)):
         if algorithm != "fpi":
-            for call in ("tick", "tick_prepared", "tick_agents"):
-                with pytest.raises(ValueError, match=f"^{call}: fpi only \\(this engine runs {algorithm}"):
-                    getattr(engine, call)(o, p, a)
+            with pytest.raises(ValueError, match=f"^step: fpi only \\(this engine runs {algorithm}"):
+                engine.step(o, p, a)
             continue
-        want = _expected_tick(engine, o, p, a)
-        _assert_pair(engine.tick(o, p, a), want)
-        _assert_pair(engine.tick_prepared(o, p, a), want)
-        agents = (o, p, a) if engine.batched else (o[None], p[None], a[None])
-        _assert_pair([np.asarray(x)[0] if not engine.batched else x for x in engine.tick_agents(*agents)], want)
+        want = _expected_step(engine, o if engine.batched else o[0], p if engine.batched else p[0], a)
+        got = engine.step(o, p, a)
+        assert isinstance(got, np.ndarray) and got.shape == want.shape
+        np.testing.assert_allclose(got, want, atol=FLOAT32_ATOL)
+        q, nxt = engine.tick(o, p, a)  # the base's convenience: a view of the step
+        np.testing.assert_allclose(np.concatenate([q, nxt], axis=-1), want, atol=FLOAT32_ATOL)
+        # the same step from lists of float64 (converted): the same bits as the engine's own form
+        np.testing.assert_array_equal(engine.step(o.astype(np.float64).tolist(), p.astype(np.float64), a.tolist()),
+                                      got)
+        # a stepper bound to buffers reads their values at each call: the same bits as the step of those values
+        buffers = [np.zeros_like(o), np.zeros_like(p), np.zeros_like(a)]
+        stepper = engine.stepper(*buffers)
+        for x, v in zip(buffers, (o, p, a)):
+            x[:] = v
+        np.testing.assert_array_equal(stepper(), got)
         traces = engine.trace_count
-        engine.tick(o, p, a)
-        engine.tick_agents(*agents)
-        engine.run_packed(o, p)
+        engine.step(o, p, a)
+        stepper()
+        engine.run_packed(o if engine.batched else o[0], p if engine.batched else p[0])
         assert engine.trace_count == traces  # same shapes: never traced again
 
 
 @pytest.mark.parametrize("variant", BACKENDS)
-def test_tick_agents_of_one_model_are_its_ticks(model, variant):
-    """An unbatched engine's b agents share its model: agent i's beliefs and next prior are ``tick`` of agent i's
-    inputs; a batched engine refuses any other number of agents than its models."""
+def test_a_step_with_gates_is_the_step_with_its_evidence(model, variant):
+    """``step`` with gates: the beliefs and next prior of the readings its gates kept, each reading's surprise under
+    the prior (``surprise``) and the free-energy terms of the beliefs (``free_energy`` on the kept readings)."""
+    engine = engine_for_model(model, "fpi", variant=variant, num_iter=6)
+    rng = np.random.default_rng(11)
+    obs, prior = _inputs(engine.layout, rng, (3,), engine.dtype)
+    action = _actions(model, rng, (3,))
+    M, S = model.num_modalities, engine.layout.state_size
+    surprise = np.asarray(engine.surprise(obs, prior))
+    gates = np.full(M, np.inf, engine.dtype)
+    gates[1] = np.float32(np.median(surprise[:, 1]))  # some rows refuse modality 1, some keep it
+    refused = surprise > gates
+    assert refused[:, 1].any() and not refused[:, 1].all()
+    kept = np.where(np.repeat(refused, engine.layout.num_obs, axis=-1), 0, obs).astype(engine.dtype)
+    out = engine.step(obs, prior, action, gates)
+    assert out.shape == (3, 2 * S + M + M + 3 * model.num_factors + 1)
+    q, nxt, got_surprise, fe = engine.tick_evidence(obs, prior, action, gates)
+    np.testing.assert_array_equal(q, out[:, :S])
+    np.testing.assert_allclose(np.concatenate([q, nxt], axis=-1), _expected_step(engine, kept, prior, action),
+                               atol=FLOAT32_ATOL)
+    np.testing.assert_allclose(got_surprise, surprise, rtol=1e-5, atol=FLOAT32_ATOL)
+    want_fe = np.asarray(engine.free_energy(kept, prior, q).terms)
+    np.testing.assert_allclose(fe.terms, want_fe, rtol=1e-5, atol=FLOAT32_ATOL)
+
+
+@pytest.mark.parametrize("variant", BACKENDS)
+def test_the_rows_of_one_model_are_its_steps(model, variant):
+    """An unbatched engine's b rows share its model: row i's beliefs and next prior are the step of row i alone; a
+    batched engine refuses any other number of rows than its models."""
     engine = engine_for_model(model, "fpi", variant=variant, num_iter=6)
     rng = np.random.default_rng(3)
     obs, prior = _inputs(engine.layout, rng, (5,), engine.dtype)
     action = _actions(model, rng, (5,))
-    q, nxt = (np.asarray(x) for x in engine.tick_agents(obs, prior, action))
-    assert q.shape == nxt.shape == (5, engine.layout.state_size)
+    out = engine.step(obs, prior, action)
+    assert out.shape == (5, 2 * engine.layout.state_size)
     for i in range(5):
-        _assert_pair((q[i], nxt[i]), [np.asarray(x) for x in engine.tick(obs[i], prior[i], action[i])])
-    with pytest.raises(ValueError, match=r"tick_agents: expected obs \(b, \d+\), prior \(b, \d+\), action \(b, 3\)"):
-        engine.tick_agents(obs[0], prior[0], action[0])
+        np.testing.assert_allclose(out[i], engine.step(obs[i:i + 1], prior[i:i + 1], action[i:i + 1])[0],
+                                   atol=FLOAT32_ATOL)
+    with pytest.raises(ValueError, match=r"step: expected obs \(b, \d+\), prior \(b, \d+\), control \(b, 3\)"):
+        engine.step(obs[0], prior[0], action[0])
     _, batched, _ = _engines(model, variant, "fpi")
-    with pytest.raises(ValueError, match=rf"tick_agents: expected obs \({B_MODELS}, \d+\)"):
-        batched.tick_agents(obs[:1], prior[:1], action[:1])
+    with pytest.raises(ValueError, match=rf"step: expected obs \({B_MODELS}, \d+\)"):
+        batched.step(obs[:1], prior[:1], action[:1])
 
 
 def test_engines_are_abstract_or_final():
     """equinox's rule: every method callers use is abstract in ``Engine``; a concrete engine is final (no subclass)
     and overrides no concrete method of the base."""
     assert not hasattr(Engine, "__init__") or Engine.__init__ is object.__init__
-    for name in ("__call__", "run_packed", "predict", "tick", "tick_prepared", "tick_agents", "warmup", "available"):
-        assert name in Engine.__abstractmethods__, name
+    assert set(Engine.__abstractmethods__) == ABSTRACT
     with pytest.raises(TypeError):
         Engine()  # abstract
     for cls in ENGINE_CLASSES:

@@ -316,5 +316,5 @@ def test_bad_gates_and_window_calls_are_refused(default_model):
     with pytest.raises(ValueError, match="gates: expected shape"):
         engine.tick_evidence(obs, prior, np.zeros(3, np.int32), np.ones(3, np.float32))
     window = engine_for_model(default_model, "vmp", variant="baseline")
-    with pytest.raises(ValueError, match="tick_evidence: fpi only"):
+    with pytest.raises(ValueError, match="step: fpi only"):
         window.tick_evidence(obs, prior, np.zeros(3, np.int32))

@@ -20,10 +20,9 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.inference import ALGORITHMS, VARIANTS, build_inference, engine_for_model
-from bayes_infer_ros.autotune import EngineConfig
+from bayes_infer_ros.autotune import EngineConfig, MemoryBudget, deploy
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, save_model
-from bayes_infer_ros.node.builder import build_slot
 from conftest import enable_x64
 from model.test_validation import unobserved
 from oracle import Case, max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case
@@ -181,7 +180,7 @@ def test_the_nodes_build_and_tick_run_a_model_file_with_an_unobserved_factor(tmp
     beliefs for every factor, 'mode' keeping its prior."""
     save_model(unobserved(with_B=with_B).validate(), tmp_path / "model.yaml")
     model = load_model(tmp_path / "model.yaml")
-    slot = build_slot(model, EngineConfig("fpi", device="cpu"), 0, 2048.0)
+    slot = deploy(model, EngineConfig("fpi", device="cpu"), MemoryBudget.from_mib(2048, "memory_budget_mb"))
     beliefs = BeliefFilter(slot.engine, model.D, 1, model.B is not None)
     obs = [np.array([0.1, 0.7, 0.2]), np.array([0.6, 0.4])]
     q = beliefs.step(np.concatenate(obs).astype(np.float32), np.zeros(model.num_factors, np.int32))

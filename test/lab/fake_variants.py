@@ -8,7 +8,7 @@ from bayes_infer_ros.inference import Capabilities
 
 class FakeEngine:
     device = "cpu"
-    capabilities = Capabilities(runtime="numba", platforms=("cpu",), traces=False, unchecked_prepared_tick=False)
+    capabilities = Capabilities(runtime="numba", platforms=("cpu",), traces=False, step_evidence=False)
 
     def __init__(self, num_states):
         self.num_states = num_states

@@ -43,7 +43,7 @@ SCRIPT = textwrap.dedent("""
         _, modes = capture_modes(lambda: jax.block_until_ready(engine.run_packed(obs, prior)))
         out[variant + "/packed"] = program_label(modes, "_packed_impl")
         _, modes = capture_modes(lambda: jax.block_until_ready(engine.tick(obs, prior, np.zeros(len(model.D), np.int32))))
-        out[variant + "/tick"] = program_label(modes, "_tick_impl")
+        out[variant + "/tick"] = program_label(modes, "_step_impl")
     print(json.dumps(out))
 """)
 

@@ -6,24 +6,23 @@ from types import SimpleNamespace
 
 import pytest
 
-from bayes_infer_ros.node import engine_host
-from bayes_infer_ros.node.engine_host import EngineHost
+from bayes_infer_ros.node import runtime as runtime_module
+from bayes_infer_ros.node.runtime import AgentRuntime
+from bayes_infer_ros.node.settings import NodeSettings
 
 
-def test_the_model_is_checked_before_the_engine_is_built(monkeypatch, repo_root, tmp_path):
-    params = {"model_file": str(repo_root / "config" / "agent.yaml"), "jax_compilation_cache_dir": "",
-              "jax_compilation_cache_max_mb": 1024, "memory_budget_mb": 2048.0, "algorithm": "fpi",
-              "variant": "baseline", "num_iter": 16, "tau": 1.0, "horizon": 5, "device": "cpu",
-              "autotune_verify_top_k": 0}
+def test_the_model_is_checked_before_the_engine_is_built(monkeypatch, repo_root):
+    settings = NodeSettings(model_file=str(repo_root / "config" / "agent.yaml"), jax_compilation_cache_dir="",
+                            variant="baseline", device="cpu", autotune_verify_top_k=0)
     builds, checked = [], []
-    monkeypatch.setattr(engine_host, "build_slot", lambda *a, **k: builds.append(a) or pytest.fail("built"))
+    monkeypatch.setattr(runtime_module, "deploy_settings", lambda *a, **k: builds.append(a) or pytest.fail("built"))
     log = SimpleNamespace(info=lambda *a: None, warning=lambda *a: None, error=lambda *a: None)
-    host = EngineHost(params.__getitem__, dict, log, lambda *a: None, lambda: False)
+    runtime = AgentRuntime(settings, log, lambda: 0, lambda: False, lambda *a: None)
 
     def refuse(model):
         checked.append(model.num_modalities)
         raise ValueError("adapters.voltage.bins: edges must be strictly ascending")
 
     with pytest.raises(ValueError, match="adapters.voltage.bins"):
-        host.configure(0.05, lambda: True, refuse)
-    assert checked == [4] and builds == []
+        runtime.configure(settings, 0.05, lambda: True, lambda back: None, refuse)
+    assert checked == [4] and builds == [] and not runtime.configured

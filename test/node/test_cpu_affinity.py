@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from bayes_infer_ros.node.jax_cache import pin_to_cpus
+from bayes_infer_ros.inference.jax_cache import pin_to_cpus
 from bayes_infer_ros.node.parameters import parse_cpus, validate_change
 
 AVAILABLE = sorted(os.sched_getaffinity(0))

@@ -4,13 +4,13 @@ controls written onto their transition) and fpi; a refused observation of one ag
 only."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from bayes_infer_ros.autotune import EngineConfig, engine_for
 from bayes_infer_ros.model import load_model
-from bayes_infer_ros.autotune import EngineConfig
-from bayes_infer_ros.autotune.decision import build_engine
-from bayes_infer_ros.node.builder import batched_engine
 from bayes_infer_ros.node.tick_loop import TickLoop
 from tolerances import FLOAT32_ATOL
 
@@ -37,8 +37,8 @@ def _observe(inputs, rng, model, t):
 @pytest.mark.parametrize("algorithm", ["fpi", "vmp"])
 def test_several_agents_equal_one_tick_loop_each(model, algorithm):
     config = EngineConfig(algorithm, "baseline", 8, 1.0, 3, 0)
-    fleet = TickLoop(model, batched_engine(model, config, "baseline", len(AGENTS)), 3, AGENTS)
-    single = build_engine(model, config, "baseline", None)
+    fleet = TickLoop(model, engine_for(model, dataclasses.replace(config, agents=len(AGENTS)), "baseline"), 3, AGENTS)
+    single = engine_for(model, config, "baseline")
     alone = [TickLoop(model, single, 3) for _ in AGENTS]
     rng = np.random.default_rng(1)
     for t in range(1, 7):
@@ -63,8 +63,8 @@ def test_several_agents_equal_one_tick_loop_each(model, algorithm):
 def test_a_control_stamp_is_judged_as_a_single_agents_is(model):
     """Not a time, or too far ahead of the node clock: refused by the fleet with the reason a TickLoop gives."""
     config = EngineConfig("fpi", "baseline", 8, 1.0, 1, 0)
-    fleet = TickLoop(model, batched_engine(model, config, "baseline", len(AGENTS)), 1, AGENTS)
-    alone = TickLoop(model, build_engine(model, config, "baseline", None), 1)
+    fleet = TickLoop(model, engine_for(model, dataclasses.replace(config, agents=len(AGENTS)), "baseline"), 1, AGENTS)
+    alone = TickLoop(model, engine_for(model, config, "baseline"), 1)
     control = [0] * model.num_factors
     for sec, nanosec in ((-1, 0), (0, 2 * S), (5, 0)):
         want = alone.add_control(0, control, [], sec, nanosec, now_ns=S, max_future_s=0.5)
@@ -75,7 +75,7 @@ def test_a_control_stamp_is_judged_as_a_single_agents_is(model):
 
 def test_a_refused_observation_is_its_agents_alone(model):
     config = EngineConfig("fpi", "baseline", 8, 1.0, 1, 0)
-    fleet = TickLoop(model, batched_engine(model, config, "baseline", len(AGENTS)), 1, AGENTS)
+    fleet = TickLoop(model, engine_for(model, dataclasses.replace(config, agents=len(AGENTS)), "baseline"), 1, AGENTS)
     got = fleet.agent_inputs[2].observe(1, 99, [], 0, 0, now=1.0, now_ns=S, arrival=0.0, timeout_s=0.0,
                                         max_future_s=1.0)
     assert not got.ok

@@ -1,5 +1,5 @@
 """A verify step that measures another candidate faster swaps it in through the node's atomic engine swap, while the
-tick keeps running (node/runtime.py, node/engine_host.py, node/verification.py; no ROS). The running engine is a stub
+tick keeps running (node/runtime.py, node/deployer.py, autotune/verification.py; no ROS). The running engine is a stub
 that sleeps in every tick (engine_stubs.Slowed): a lower bound on its time that load cannot undo."""
 import threading
 import time
@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 from bayes_infer_ros.autotune import decision as dec
+from bayes_infer_ros.autotune import deployment as dep
 from bayes_infer_ros.inference.native import numba_available
+from bayes_infer_ros.node import runtime as runtime_module
 from bayes_infer_ros.node.runtime import AgentRuntime
+from bayes_infer_ros.node.settings import NodeSettings
 from bayes_infer_ros.node.warmup import node_parameters
 from engine_stubs import Slowed
 
@@ -33,11 +36,11 @@ class Log:
 
 @pytest.mark.skipif(not numba_available(), reason="the start is fused_numba, verified against baseline")
 def test_a_candidate_measured_faster_replaces_the_running_engine_without_stalling_the_tick(monkeypatch):
-    real = dec.build_engine
+    real = dep.engine_for
     building, release = threading.Event(), threading.Event()
 
-    def build(m, config, variant, device):
-        engine = real(m, config, variant, device)
+    def build(m, config, variant, device=None, budget=None):
+        engine = real(m, config, variant, device, budget)
         if variant == "fused_numba":
             return Slowed(engine, 0.003)  # the start: runs, but measures slower than baseline
         if threading.current_thread().name == "engine_build":  # the node's build of the winner: held open
@@ -45,15 +48,17 @@ def test_a_candidate_measured_faster_replaces_the_running_engine_without_stallin
             assert release.wait(120), "the test never released the build"
         return engine
 
-    monkeypatch.setattr(dec, "build_engine", build)
+    monkeypatch.setattr(dep, "engine_for", build)
+    real_deployer = runtime_module.Deployer  # the stubs live in this process: it verifies there
+    monkeypatch.setattr(runtime_module, "Deployer", lambda *a, **k: real_deployer(*a, **k, verify_in_process=True))
     values = node_parameters(ROOT / "config" / "agent.yaml")  # fpi, variant auto: fused_numba starts
     values.update(device="cpu", jax_compilation_cache_dir="", rate_hz=100.0, tick_without_observations=True)
-    model_values = {k: v for k, v in values.items() if k.startswith("model.")}
+    settings = NodeSettings.from_values(values)
     log, ticks = Log(), []
-    runtime = AgentRuntime(values.__getitem__, lambda: model_values, log, time.time_ns, lambda: False,
-                           lambda k, out, slot, loop: ticks.append(slot.variant), lambda: False)
-    runtime.host.verifier.in_process = True  # the stubs live in this process
-    slot = runtime.configure([], 0.05, lambda: True, lambda back: None)  # the verify step starts here
+    runtime = AgentRuntime(settings, log, time.time_ns, lambda: False,
+                           lambda k, out, deployment, loop: ticks.append(deployment.variant))
+    slot = runtime.configure(settings, 0.05, lambda: True, lambda back: None)
+    runtime.verify()
     assert slot.variant == "fused_numba" and slot.plan.verify == (dec.Candidate("cpu", "baseline"),), slot.note
     runtime.activate()
     stop, errors = threading.Event(), []
@@ -75,7 +80,7 @@ def test_a_candidate_measured_faster_replaces_the_running_engine_without_stallin
         assert _wait(lambda: len(ticks) >= during + TICKS_DURING_THE_BUILD, 60), "the tick stalled during the build"
         assert set(ticks) == {"fused_numba"}  # the start ran while the winner was built
         release.set()
-        assert _wait(lambda: runtime.slot.variant == "baseline" and ticks[-1] == "baseline", 60), log.lines
+        assert _wait(lambda: runtime.deployment.variant == "baseline" and ticks[-1] == "baseline", 60), log.lines
     finally:
         release.set()
         stop.set()

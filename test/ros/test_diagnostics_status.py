@@ -10,6 +10,7 @@ from diagnostic_msgs.msg import DiagnosticStatus
 
 from bayes_infer_ros.node import help_text as node_help
 from bayes_infer_ros.node.runtime import AgentRuntime
+from bayes_infer_ros.node.settings import NodeSettings
 from bayes_infer_ros.ros import diagnostics
 from recording_log import RecordingLog
 
@@ -26,20 +27,19 @@ def test_sim_time_without_clock(use_sim_time, clock_ns, since_start_s, expected)
     assert diagnostics.sim_time_without_clock(use_sim_time, clock_ns, since_start_s) is expected
 
 
-def _runtime(params: dict) -> AgentRuntime:
-    return AgentRuntime(params.__getitem__, dict, RecordingLog(), lambda: 0, lambda: False, lambda *a: None,
-                        lambda: True)
+def _runtime() -> AgentRuntime:
+    return AgentRuntime(NodeSettings(), RecordingLog(), lambda: 0, lambda: False, lambda *a: None)
 
 
 def test_an_unconfigured_node_says_what_it_waits_for_and_a_failed_configure_is_an_error():
-    runtime = _runtime({})
-    kw = dict(param=lambda n: None, clock_ns=0, since_start_s=0.0)
+    runtime = _runtime()
+    kw = dict(clock_ns=0, since_start_s=0.0)
     waiting = diagnostics.node_status("agent", "/ns/agent", runtime, "", **kw)
     assert waiting.level == DiagnosticStatus.WARN and waiting.name == "/ns/agent: inference"
     assert waiting.hardware_id == socket.gethostname() and "ros2 lifecycle set /ns/agent configure" in waiting.message
     failed = diagnostics.node_status("agent", "/ns/agent", runtime, "configure failed: no model", **kw)
     assert failed.level == DiagnosticStatus.ERROR and failed.message == "configure failed: no model"
-    runtime.host.stage = "configuring: loading the model"  # configuring again after a failure: not an error
+    runtime.stage = "configuring: loading the model"  # configuring again after a failure: not an error
     again = diagnostics.node_status("agent", "/ns/agent", runtime, "configure failed: no model", **kw)
     assert again.level == DiagnosticStatus.WARN and again.message == "configuring: loading the model"
     arr = diagnostics.diagnostic_array(again, Time(sec=3, nanosec=4))
@@ -48,8 +48,8 @@ def test_an_unconfigured_node_says_what_it_waits_for_and_a_failed_configure_is_a
 
 def test_a_finalized_node_says_so_instead_of_waiting_for_configure():
     """After lifecycle shutdown the status says the node is finalized, never that it waits for configure."""
-    status = diagnostics.node_status("agent", "/ns/agent", _runtime({}), node_help.FINALIZED, param=lambda n: None,
-                                     clock_ns=0, since_start_s=0.0)
+    status = diagnostics.node_status("agent", "/ns/agent", _runtime(), node_help.FINALIZED, clock_ns=0,
+                                     since_start_s=0.0)
     assert status.message == node_help.FINALIZED and "ros2 lifecycle set" not in status.message
 
 

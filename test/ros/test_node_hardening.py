@@ -372,7 +372,7 @@ def test_one_set_parameters_request_is_one_build(probe, agent, io):
 
 def test_compilation_cache_is_capped(probe, agent, cache_dir):
     """The JAX compilation cache stays under jax_compilation_cache_max_mb (here 1 MiB, pruned after each build)."""
-    from bayes_infer_ros.node.jax_cache import cache_bytes
+    from bayes_infer_ros.inference.jax_cache import cache_bytes
 
     ensure_active(probe, agent)
     assert cache_dir.is_dir() and cache_bytes(cache_dir) <= 2**20

@@ -33,18 +33,16 @@ class NativePlan:
     has_B: bool
 
 
-def pack_tick_model(index_arrays: ModelIndex, log_A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(ints, floats) for the tick kernels (``schema``'s Arguments): ints = a header (offset, rows, cols) per index
-    array, in ``ModelIndex``'s order (its slot constants), then the arrays (int64, row-major); floats = log A's and
-    B's one batch row, concatenated (the split is ``log_A.shape[1]``)."""
+def pack_tick_model(index_arrays: ModelIndex) -> np.ndarray:
+    """``ints`` for the step kernels (``schema``'s Arguments): a header (offset, rows, cols) per index array, in
+    ``ModelIndex``'s order (its slot constants), then the arrays (int64, row-major)."""
     header, parts, offset = [], [], 3 * len(index_arrays)
     for a in index_arrays:
         a = np.asarray(a, np.int64)
         header += [offset, a.shape[0], a.shape[1] if a.ndim == 2 else 1]
         parts.append(a.ravel())
         offset += a.size
-    ints = np.concatenate([np.asarray(header, np.int64)] + parts)
-    return ints, np.ascontiguousarray(np.concatenate([log_A[0], B[0]]))
+    return np.concatenate([np.asarray(header, np.int64)] + parts)
 
 
 def message_offsets(dims: np.ndarray, ks: np.ndarray) -> np.ndarray:
@@ -59,7 +57,7 @@ class NativeModel:
     """One model (or a batch of bA models of one structure) packed for the native kernels.
 
     Every name is the kernel argument of that name, documented in ``schema``: the index arrays of ``ModelIndex``;
-    ``log_A``, ``B``, ``log_B``, ``has_B``; ``ints`` / ``floats`` / ``n_log_A`` (the tick kernels' packing);
+    ``log_A``, ``B``, ``log_B``, ``has_B``; ``ints`` (the step kernels' index arrays in one);
     ``minval``; ``msg_off`` (where each modality's messages start, for fused_cuda's large-model kernel). ``plan``:
     the hashable layout. ``bind(schema)`` gives an entry point's leading (model) arguments.
     """
@@ -82,8 +80,6 @@ class NativeModel:
     log_B: np.ndarray
     has_B: bool
     ints: np.ndarray
-    floats: np.ndarray
-    n_log_A: int
     minval: Any
     msg_off: np.ndarray
     plan: NativePlan
@@ -136,12 +132,12 @@ class NativeModel:
                      bks=np.asarray([len(d) for d in bdeps_l], np.int64),
                      ncontrols=np.asarray(structure.num_controls, np.int64))
         B_c = np.ascontiguousarray(B, dtype=dtype)
-        ints, floats = pack_tick_model(index, log_A, B_c)
+        ints = pack_tick_model(index)
         plan = NativePlan(tuple(int(x) for x in ns), tuple(structure.num_obs), int(ns.max()),
                           tuple(int(x) for x in a_off), tuple(int(x) for x in ll_off),
                           tuple(map(tuple, dep_arr.tolist())), tuple(map(tuple, dims.tolist())), B_b is not None)
         return cls(**index._asdict(), log_A=log_A, B=B_c, log_B=np.ascontiguousarray(log_stable_np(B), dtype=dtype),
-                   has_B=B_b is not None, ints=ints, floats=floats, n_log_A=int(log_A.shape[1]),
+                   has_B=B_b is not None, ints=ints,
                    minval=dtype.type(MINVAL), msg_off=message_offsets(index.dims, index.ks), plan=plan)
 
     @property

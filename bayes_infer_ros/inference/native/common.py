@@ -3,7 +3,7 @@ per-state arrays (optional: needs numba; imported only when the variant is built
 
 Kernels are decorated without ``cache=True``: the loader (``engine._kernels``) gives each its cache in a folder
 that can be written, or none (``..kernel_cache``), so an unwritable cache never stops the import.
-Arrays are float32 or float64 (each dtype compiles once); int arrays are int64, except ``fpi_tick``'s action
+Arrays are float32 or float64 (each dtype compiles once); int arrays are int64, except the steps' actions
 (int32, as the node's controls).
 
 Per-state arrays are (rows, n_max), row ``t * F + f`` (t = 0 for FPI); ``ll`` holds every step's log likelihood,

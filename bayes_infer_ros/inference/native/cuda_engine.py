@@ -2,10 +2,10 @@
 target and a CUDA device, or numba's CUDA simulator: ``NUMBA_ENABLE_CUDASIM=1``).
 
 :class:`CudaEngine` is a final :class:`~.api.Engine`. Its model is the :class:`~.arrays.NativeModel` that
-``fused_numba`` reads (the same packed arrays, copied to the device once); its calls run on the GPU: FPI's ``tick``,
-``tick_prepared``, ``tick_agents``, ``run_packed`` and the list call, and VMP / MMP's ``run_packed`` and list call
-(``cuda_window.window_kernel``, one block per agent). ``predict`` alone stays on the host (fused_numba's kernel: one
-small contraction; the tick computes the next prior on the device). Per call: one host-to-device copy of the
+``fused_numba`` reads (the same packed arrays, copied to the device once); its calls run on the GPU: FPI's ``step``
+and ``run_packed``, and VMP / MMP's ``run_packed`` (``cuda_window.window_kernel``, one block per agent). ``predict``,
+``surprise`` and ``free_energy`` stay on the host (fused_numba's kernels: small contractions; the step computes the
+next prior on the device). Per call: one host-to-device copy of the
 agents' (obs, prior, action) rows from a pinned buffer, the launch, one device-to-host copy of (beliefs, next
 priors); the model's arrays live on the device from the build on.
 
@@ -22,18 +22,18 @@ at the call): there the merged JAX variants (fused_dense, end_to_end, ...) run o
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Sequence, final
+from typing import Any, Callable, Optional, Sequence, final
 
 import numpy as np
 
 from ...model.generative_model import ModelStructure
-from ..api import Capabilities, Engine, FreeEnergy, agents_inputs, split_tick_evidence
+from ..api import Capabilities, Engine, FreeEnergy
 from ..errors import VariantUnsupported
 from .arrays import NativeModel
 from .evidence_host import NativeEvidence
 from .engine import kernels, numba_available
-from .host import list_call, native_planned_elements, native_tick_inputs, native_warmup, predict_states, window_actions
-from .schema import CudaTickArgs, CudaTickGlobalArgs, CudaWindowArgs, model_fields
+from .host import native_planned_elements, packed_inputs, predict_rows, window_actions
+from .schema import CudaTickArgs, CudaTickGlobalArgs, CudaWindowArgs, PredictRowsArgs, model_fields
 
 CUDA_HINT = ("variant fused_cuda needs numba's CUDA target and a CUDA device (driver, and NVVM from the CUDA "
              "toolkit or the nvidia-cuda-nvcc wheel); NUMBA_ENABLE_CUDASIM=1 runs it in numba's simulator")
@@ -67,8 +67,8 @@ class CudaEngine(Engine):
 
     variant = "fused_cuda"
     device = "gpu"
-    # tick_prepared copies its inputs into a pinned buffer, which converts them and checks their shapes
-    capabilities = Capabilities(runtime="numba_cuda", platforms=("gpu",), traces=False, unchecked_prepared_tick=False)
+    # the step's evidence: surprise and free energy on the host around the launch
+    capabilities = Capabilities(runtime="numba_cuda", platforms=("gpu",), traces=False, step_evidence=False)
     planned_elements = staticmethod(native_planned_elements)
 
     @classmethod
@@ -213,50 +213,35 @@ class CudaEngine(Engine):
             kernel = self._global[1] if how == "cooperative" else self._global[0]
             kernel[grid, self._threads, self._stream](*args, 0, self._phases, scratch, msg, d_out)
 
-    def _agents_out(self, obs: np.ndarray, prior: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        out = self._launch(obs, prior, act)
-        return out[:, 0], (out[:, 1] if self.model.has_B else out[:, 0])
+    def stepper(self, obs: Any, prior: Any, control: Any,
+                gates: Optional[np.ndarray] = None) -> Callable[[], np.ndarray]:
+        """b rows' FPI steps in ONE launch per call (see :meth:`~.api.Engine.stepper`); with ``gates``, each
+        reading's surprise and the gates on the host (fused_numba's kernel) before the launch, the beliefs' free energy
+        after it."""
+        if not self.spec.ticks:
+            self.require_fpi("step")
+        obs, prior, act = self.step_rows(obs, prior, control)
 
-    def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
-        """b agents' FPI ticks in ONE launch: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S), next
-        priors (b, S); shapes and models as :meth:`~.api.Engine.tick_agents`."""
-        self.require_fpi("tick_agents")
-        obs, prior, act = agents_inputs(self, obs_packed, prior_packed, action)
-        if np.any(act < 0) or np.any(act >= self.model.ncontrols):
-            raise ValueError(f"tick_agents: action: expected controls in [0, num_controls) = "
-                             f"{self.model.ncontrols.tolist()}")
-        return self._agents_out(obs, prior, act)
+        def step() -> np.ndarray:
+            if np.any(act < 0) or np.any(act >= self.model.ncontrols):
+                raise ValueError(self.control_error(act))
+            if gates is None:
+                return self._launch(obs, prior, act).reshape(obs.shape[0], -1)
+            surprise = self._evidence.surprise(obs, prior)
+            refused = surprise > gates
+            kept = np.where(np.repeat(refused, self.structure.num_obs, axis=-1), 0, obs).astype(self.dtype)
+            out = self._launch(kept, prior, act)
+            q = out[:, 0]
+            return np.concatenate([q, out[:, 1], surprise, self._evidence.free_energy(kept, prior, q).terms], axis=-1)
 
-    def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
-        """FPI tick in ONE launch: obs (O,), prior (S,), action (F,) -> beliefs (S,), next prior (S,) (batched
-        engine: (b, ...) each, as ``tick_agents``)."""
-        self.require_fpi("tick")
-        if self.batched:
-            return self.tick_agents(obs_packed, prior_packed, action)
-        return self.tick_prepared(*native_tick_inputs(self, obs_packed, prior_packed, action))
+        return step
 
-    def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``tick`` for inputs in the engine's dtype (the copy into the pinned buffer converts and checks shapes)."""
-        self.require_fpi("tick_prepared")
-        if self.batched:
-            return self.tick_agents(obs, prior, action)
-        q, nxt = self._agents_out(obs[None], prior[None], action[None])
-        return q[0], nxt[0]
-
-    def predict(self, qs: Sequence[Any], action: Sequence[int]) -> list[np.ndarray]:
+    def predict(self, q: Any, control: Any) -> np.ndarray:
         """pymdp ``compute_expected_state`` on the host (fused_numba's kernel), as NativeEngine.predict."""
-        return predict_states(self, self._k, self.model, qs, action)
+        return predict_rows(self, self._k.predict_rows, self.model.bind(PredictRowsArgs), self.model.has_B, q,
+                            control)
 
-    def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
-                 valid_steps: Optional[int] = None) -> list[np.ndarray]:
-        """List API (pymdp's conventions), through ``run_packed``."""
-        return list_call(self, obs, prior, actions, valid_steps)
-
-    def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
-        """Compile the kernel for this device and run once; returns the seconds it took."""
-        return native_warmup(self, T, valid_steps)
-
-    # ---- evidence: the surprise, the gates and the free energy on the host (evidence_host), the tick on the device --
+    # ---- evidence: the surprise and the free energy on the host (evidence_host) ------------------------------
     def surprise(self, obs_packed: Any, prior_packed: Any) -> np.ndarray:
         """Each reading's surprise under the prior predictive, on the host (fused_numba's kernel): obs ([b,] O),
         prior ([b,] S) -> ([b,] M)."""
@@ -268,58 +253,25 @@ class CudaEngine(Engine):
         :meth:`~.api.Engine.free_energy`)."""
         return self._evidence.free_energy(obs_packed, prior_packed, posterior_packed, actions, valid_steps)
 
-    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
-                      gates: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FreeEnergy]:
-        """``tick`` with its evidence (see :meth:`~.api.Engine.tick_evidence`): the surprise and the gates on the host
-        (fused_numba's kernel), the tick in one launch, the free energy of its beliefs on the host."""
-        self.require_fpi("tick_evidence")
-        row = self.tick_evidence_prepared(obs_packed, prior_packed, action, self._evidence.gates(gates))
-        return split_tick_evidence(row, self.layout, self.structure.num_modalities)
-
-    def tick_evidence_prepared(self, obs: Any, prior: Any, action: Any, gates: np.ndarray) -> np.ndarray:
-        """``tick_evidence``'s packed row ``([b,] 2 S + M + E)`` (``api.split_tick_evidence`` splits it)."""
-        single = np.ndim(obs) == 1 and not self.batched
-        if single:
-            obs, prior, action = (np.asarray(x)[None] for x in (obs, prior, action))
-        obs, prior, act = agents_inputs(self, obs, prior, action)
-        if np.any(act < 0) or np.any(act >= self.model.ncontrols):
-            raise ValueError(f"tick_evidence: action: expected controls in [0, num_controls) = "
-                             f"{self.model.ncontrols.tolist()}")
-        surprise = self._evidence.surprise(obs, prior)
-        refused = surprise > gates
-        kept = np.where(np.repeat(refused, self.structure.num_obs, axis=-1), 0, obs).astype(self.dtype)
-        q, nxt = self._agents_out(kept, prior, act)
-        row = np.concatenate([q, nxt, surprise, self._evidence.free_energy(kept, prior, q).terms], axis=-1)
-        return row[0] if single else row
-
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> np.ndarray:
-        """Packed API: FPI obs (…, O), prior (…, S) -> beliefs (…, S); VMP / MMP obs (…, T, O), prior (…, S),
-        actions (…, T-1, F) -> beliefs (…, T, S). One launch."""
-        self.layout.check_packed(obs_packed, prior_packed)
+        """Packed API: FPI obs ([b,] O), prior ([b,] S) -> beliefs ([b,] S); VMP / MMP obs ([b,] T, O), prior
+        ([b,] S), actions ([b,] T-1, F) -> beliefs ([b,] T, S). One launch."""
+        obs, prior = packed_inputs(self, obs_packed, prior_packed)
         if self.spec.window:
-            return self._run_window(obs_packed, prior_packed, actions, valid_steps)
-        obs = np.asarray(obs_packed, dtype=self.dtype)
-        prior = np.asarray(prior_packed, dtype=self.dtype)
-        lead = (self.batch_size,) if self.batched else ()
-        if obs.shape != lead + (self.layout.obs_size,) or prior.shape != lead + (self.layout.state_size,):
-            raise ValueError(f"run_packed: expected obs {lead + (self.layout.obs_size,)} and prior "
-                             f"{lead + (self.layout.state_size,)}, got {obs.shape} and {prior.shape}")
-        b = self.batch_size if self.batched else 1
-        act = np.zeros((b, self.structure.num_factors), np.int32)
-        q = self._launch(obs.reshape(b, -1), prior.reshape(b, -1), act)[:, 0]
-        return q if self.batched else q[0]
+            out = self._run_window(obs, prior, actions, valid_steps)
+        else:
+            act = np.zeros((obs.shape[0], self.structure.num_factors), np.int32)
+            out = self._launch(obs, prior, act)[:, 0]
+        return out if self.batched else out[0]
 
-    def _run_window(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any],
+    def _run_window(self, obs: np.ndarray, prior: np.ndarray, actions: Optional[Any],
                     valid_steps: Optional[int]) -> np.ndarray:
-        """VMP / MMP of the window in one launch (``cuda_window``)."""
+        """VMP / MMP of b windows in one launch (``cuda_window``): obs (b, T, O), prior (b, S) -> (b, T, S)."""
         from . import cuda_kernels as ck  # optional: numba's CUDA target
         from . import cuda_window as cw  # optional: numba's CUDA target
         cuda = self._cuda
-        obs = np.asarray(obs_packed, dtype=self.dtype)
-        obs = obs if self.batched else obs[None]
         b, T = obs.shape[0], obs.shape[1]
-        prior = np.asarray(prior_packed, dtype=self.dtype).reshape(b, -1)
         acts = window_actions(self, T, actions).reshape(b, -1)  # checked shape (b, T-1, F), flattened
         L, S, O = self.model.ll_size, self.layout.state_size, self.layout.obs_size
         need = cw.window_elements(L, S, T) * self.dtype.itemsize
@@ -337,7 +289,7 @@ class CudaEngine(Engine):
             self.model.minval, d_out)
         out = d_out.copy_to_host(stream=self._stream)
         self._stream.synchronize()
-        return out if self.batched else out[0]
+        return out
 
     def __repr__(self) -> str:
         return (f"CudaEngine(algorithm={self.algorithm!r}, variant='fused_cuda', F={self.structure.num_factors}, "

@@ -23,28 +23,31 @@ The maths is pymdp 1.0.4's, term by term:
 Only the summation order differs from pymdp (rounding level); the oracle tests hold it to the tolerance
 table.
 
-``NativeEngine`` implements the :class:`~.api.Engine` contract (a final class): list and packed calls, ``predict``,
-``tick``, ``tick_prepared``, ``tick_agents``, ``warmup``, ``layout``, ``structure``, ``batch_size``, ``device``
-"cpu". Its model is a :class:`~.arrays.NativeModel` (the arrays ``fused_cuda`` shares), and the host-side calls
-both native engines share are in ``host.py``.
+``NativeEngine`` implements the :class:`~.api.Engine` contract (a final class): ``step`` (the FPI step of b rows,
+with its evidence when gated), ``run_packed``, ``predict``, ``surprise``, ``free_energy``; ``device`` "cpu". Its
+model is a :class:`~.arrays.NativeModel` (the arrays ``fused_cuda`` shares), and the host-side calls both native
+engines share are in ``host.py``. Each call checks only what can differ between calls (``Engine.step_rows``: a few
+attribute reads when the inputs are already in the kernels' form) and calls a compiled entry point with the
+model's arguments bound at build time.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 from types import SimpleNamespace
-from typing import Any, Optional, Sequence, final
+from typing import Any, Callable, Optional, Sequence, final
 
 import numpy as np
 
 from ...model.generative_model import ModelStructure
-from ..api import Capabilities, Engine, FreeEnergy, agents_inputs, split_tick_evidence
+from ..api import Capabilities, Engine, FreeEnergy
 from ..errors import VariantUnsupported
 from ..kernel_cache import enable_disk_cache
 from .arrays import NativeModel
 from .evidence_host import NativeEvidence
-from .schema import FpiArgs, SequenceArgs, TickAgentsArgs, TickArgs
-from .host import (agent_threads, list_call, native_planned_elements, native_tick_inputs, native_warmup,
-                   numba_threads, over_agent_blocks, parallel_layer, predict_states, window_actions)
+from .schema import FpiArgs, PredictRowsArgs, SequenceArgs, TickAgentsArgs
+from .host import (agent_threads, native_planned_elements, numba_threads, over_agent_blocks, packed_inputs,
+                   parallel_layer, predict_rows, window_actions)
 
 NUMBA_HINT = "variant fused_numba needs numba: pip install 'numba==0.68.1' (or the package's [native] extra)"
 
@@ -67,12 +70,10 @@ def kernels() -> SimpleNamespace:
     sources = [m.__file__ for m in modules]
     for module in modules:
         enable_disk_cache(module, sources)
-    return SimpleNamespace(fpi=fpi.fpi, sequence=sequence.sequence, predict=transitions.predict,
-                           fpi_tick_entry=tick.fpi_tick_entry, fpi_tick_batched_entry=tick.fpi_tick_batched_entry,
+    return SimpleNamespace(fpi_entry=fpi.fpi_entry, sequence=sequence.sequence, predict_rows=transitions.predict_rows,
+                           fpi_tick_batched_entry=tick.fpi_tick_batched_entry,
                            fpi_tick_agents_parallel_entry=tick.fpi_tick_agents_parallel_entry,
                            surprise=evidence.surprise_rows, free_energy=evidence.free_energy_rows,
-                           fpi_tick_evidence_entry=evidence.fpi_tick_evidence_entry,
-                           pack_evidence_model=evidence.pack_evidence_model,
                            fpi_tick_evidence_batched_entry=evidence.fpi_tick_evidence_batched_entry)
 
 
@@ -82,7 +83,7 @@ class NativeEngine(Engine):
 
     variant = "fused_numba"
     device = "cpu"
-    capabilities = Capabilities(runtime="numba", platforms=("cpu",), traces=False, unchecked_prepared_tick=True)
+    capabilities = Capabilities(runtime="numba", platforms=("cpu",), traces=False, step_evidence=True)
 
     @classmethod
     def available(cls) -> bool:
@@ -93,136 +94,152 @@ class NativeEngine(Engine):
                  B_b: Optional[Sequence[np.ndarray]], num_iter: int, tau: float, batch_size: Optional[int], dtype: Any):
         if not numba_available():
             raise VariantUnsupported(NUMBA_HINT)
-        self._init_static(algorithm, structure, num_iter, tau, batch_size, np.dtype(dtype))
+        self._init_static(algorithm, structure, num_iter, tau, batch_size, dtype)
         self.model = NativeModel.build(structure, A_b, B_b, self.dtype)
         self.plan = (self.model.plan, None)
         self._k = kernels()
         m = self.model
         # each entry point's model arguments (its schema's leading fields), bound once: a call is one numba dispatch
-        self._fpi_model = m.bind(FpiArgs)
+        self._log_A, self._fpi_index, self._minval = m.log_A, m.bind(FpiArgs)[1:], m.minval
         self._sequence_model = m.bind(SequenceArgs)
-        self._tick_model = m.bind(TickArgs)  # the index arrays and (log A, B) packed in two (see tick.fpi_tick)
-        self._agents_model = m.bind(TickAgentsArgs)
-        self._tick_call = None  # fpi_tick's entry point, resolved at the first tick
-        self._agents_call = None  # fpi_tick_batched's, at the first tick_agents
-        self._agents_parallel = None  # fpi_tick_agents_parallel's, at the first tick_agents on several threads
-        self._tick_out_shape = (2, self.layout.state_size)  # fpi_tick's out: beliefs and the next prior
-        # tick_prepared calls fpi_tick's entry point directly where tick does: FPI, one model, with B
-        self._direct_tick = self.spec.ticks and batch_size is None and m.has_B
+        self._step_model = m.bind(TickAgentsArgs)
+        self._predict_model = m.bind(PredictRowsArgs)
+        self._fpi_call = self._fpi_one_call = None  # fpi's and fpi_one's entry points, resolved at their first call
+        self._obs_shape, self._state_shape = (self._obs_size,), (self._state_size,)
+        self._step_call = None  # fpi_tick_batched's entry point, resolved at the first step
+        self._step_parallel = None  # fpi_tick_agents_parallel's, at the first step on several threads
         self._evidence = NativeEvidence(self, m, A_b, self._k)  # free energy and surprise (evidence_host)
 
     planned_elements = staticmethod(native_planned_elements)
 
-    # ---- calls ----------------------------------------------------------------------------------
-    def _lead(self, x: Any) -> np.ndarray:
-        """Add the batch axis when unbatched: (..., n) -> (b, ..., n)."""
-        x = np.ascontiguousarray(x, dtype=self.dtype)
-        return x if self.batched else x[None]
+    # ---- the step -------------------------------------------------------------------------------------
+    def stepper(self, obs: Any, prior: Any, control: Any, gates: Optional[np.ndarray] = None) -> Callable[[], np.ndarray]:
+        """b rows' FPI steps, one numba dispatch per call of the returned stepper (see :meth:`~.api.Engine.stepper`):
+        ``tick.fpi_tick_batched``, or ``evidence.fpi_tick_evidence_batched`` with ``gates``, bound to the buffers once
+        (``functools.partial`` of the compiled entry point: a call unboxes the arrays and runs, no Python between).
+        With B and many rows, the rows run in contiguous blocks on every CPU the calling thread may use (its affinity:
+        the node's ``cpu_affinity``), at least ``host.MIN_AGENTS_PER_THREAD`` rows per thread: the serial kernel on each
+        block, on the threads of numba's threading layer (``tick.fpi_tick_agents_parallel``) where a thread-safe one
+        loads (``host.parallel_layer``), else from Python threads (it releases the GIL). Row i's outputs are the same
+        bits whatever the blocks."""
+        if not self.spec.ticks:
+            self.require_fpi("step")
+        obs, prior, control = self.step_rows(obs, prior, control)
+        b, S, dt, m = obs.shape[0], self._state_size, self.dtype, self.model
+        error = self.control_error
+
+        if gates is not None:
+            evidence_call = self._evidence.bound_step(obs, prior, control, np.ascontiguousarray(gates, dtype=dt))
+            shape = (b, self._evidence.width)
+
+            def with_evidence() -> np.ndarray:
+                out = np.empty(shape, dt)
+                if evidence_call(out) >= 0:
+                    raise ValueError(error(control))
+                if not m.has_B:  # no transitions: the next prior is the beliefs
+                    out[:, S:2 * S] = out[:, :S]
+                return out
+
+            return with_evidence
+        if not m.has_B:  # one control per factor: the beliefs are the next prior whatever it is, but it must be 0
+            def without_B() -> np.ndarray:
+                reason = error(control)
+                if reason is not None:
+                    raise ValueError(reason)
+                out = np.empty((b, 2 * S), dt)
+                q = self._fpi_rows(obs, prior)
+                out[:, :S] = q
+                out[:, S:] = q
+                return out
+
+            return without_B
+        call = self._step_call
+        if call is None:
+            call = self._step_call = self._k.fpi_tick_batched_entry(dt)
+        bound = functools.partial(call, *self._step_model, obs, prior, self.num_iter, m.minval, control)
+        shape = (b, 2, S)
+
+        def step() -> np.ndarray:
+            out = np.empty(shape, dt)
+            threads = agent_threads(b) if b > 1 else 1
+            bad = bound(out) if threads == 1 else self._step_blocks(call, obs, prior, control, out, threads)
+            if bad >= 0:
+                raise ValueError(error(control))
+            return out.reshape(b, 2 * S)
+
+        return step
+
+    def _step_blocks(self, call: Any, obs: np.ndarray, prior: np.ndarray, control: np.ndarray, out: np.ndarray,
+                     threads: int) -> int:
+        """``step``'s rows on ``threads`` threads at once; the first bad row's index, or -1."""
+        m, model = self.model, self._step_model
+        shared = m.log_A.shape[0] == 1
+        if parallel_layer():
+            if self._step_parallel is None:
+                self._step_parallel = self._k.fpi_tick_agents_parallel_entry(self.dtype)
+            with numba_threads(threads):
+                return self._step_parallel(*model, obs, prior, self.num_iter, m.minval, control, out, threads)
+
+        def block(lo: int, hi: int) -> int:
+            """Rows lo..hi-1 (their model rows too, for a batched engine): the first bad one's index, or -1."""
+            ints, log_A, B = model if shared else (model[0], m.log_A[lo:hi], m.B[lo:hi])
+            bad = call(ints, log_A, B, obs[lo:hi], prior[lo:hi], self.num_iter, m.minval, control[lo:hi], out[lo:hi])
+            return -1 if bad < 0 else lo + bad
+
+        bad = [i for i in over_agent_blocks(obs.shape[0], threads, block) if i >= 0]
+        return bad[0] if bad else -1
+
+    # ---- inference --------------------------------------------------------------------------------------
+    def _fpi_rows(self, obs: np.ndarray, prior: np.ndarray) -> np.ndarray:
+        """FPI beliefs of b rows (b, O), (b, S) -> (b, S): a batched engine's row i under model i, an unbatched
+        engine's rows all under its one model."""
+        call = self._fpi_call
+        if call is None:
+            call = self._fpi_call = self._k.fpi_entry(self.dtype)
+        out = np.empty((obs.shape[0], self._state_size), self.dtype)
+        log_A = self._log_A
+        if log_A.shape[0] != obs.shape[0]:  # the fpi kernel reads model row i for row i
+            log_A = np.ascontiguousarray(np.broadcast_to(log_A, (obs.shape[0], log_A.shape[1])))
+        call(log_A, *self._fpi_index, obs, prior, self.num_iter, self._minval, out)
+        return out
+
+    def _fpi_one(self, obs: Any, prior: Any) -> np.ndarray:
+        """FPI beliefs of one agent: obs (O,), prior (S,) -> (S,) (``fpi.fpi_one``; inputs of any other form through
+        ``packed_inputs``' conversions and checks)."""
+        dt = self.dtype
+        if not (obs.__class__ is np.ndarray and prior.__class__ is np.ndarray and obs.dtype is dt and prior.dtype is dt
+                and obs.shape == self._obs_shape and prior.shape == self._state_shape and obs.flags.c_contiguous
+                and prior.flags.c_contiguous):
+            obs, prior = (x[0] for x in packed_inputs(self, obs, prior))
+        call = self._fpi_one_call
+        if call is None:
+            call = self._fpi_one_call = self._k.fpi_entry(dt, rows=False)
+        out = np.empty(self._state_size, dt)
+        call(self._log_A, *self._fpi_index, obs, prior, self.num_iter, self._minval, out)
+        return out
 
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None,
                    valid_steps: Optional[int] = None) -> np.ndarray:
-        """Packed API: obs (…, sum m_i) -> beliefs (…, sum n_f) (numpy)."""
-        self.layout.check_packed(obs_packed, prior_packed)
-        obs = self._lead(obs_packed)
-        prior = self._lead(prior_packed)
-        S = self.layout.state_size
+        """Packed API: FPI obs ([b,] O), prior ([b,] S) -> beliefs ([b,] S); VMP / MMP obs ([b,] T, O), prior
+        ([b,] S), actions ([b,] T-1, F) -> beliefs ([b,] T, S) (numpy)."""
+        if self._packed_ndim == 1:  # one agent's FPI, without a row axis
+            return self._fpi_one(obs_packed, prior_packed)
+        obs, prior = packed_inputs(self, obs_packed, prior_packed)
         if not self.spec.window:
-            out = np.empty((obs.shape[0], S), self.dtype)
-            self._k.fpi(*self._fpi_model, obs, prior, self.num_iter, self.model.minval, out)
+            out = self._fpi_rows(obs, prior)
         else:
             T = obs.shape[1]
             acts = window_actions(self, T, actions)
-            out = np.empty((obs.shape[0], T, S), self.dtype)
+            out = np.empty((obs.shape[0], T, self._state_size), self.dtype)
             vs = -1 if valid_steps is None else int(valid_steps)
             self._k.sequence(*self._sequence_model, self.spec.kind_vmp, obs, prior, acts, vs, self.num_iter,
                              self.dtype.type(self.tau), self.model.minval, out)
         return out if self.batched else out[0]
 
-    def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
-                 valid_steps: Optional[int] = None) -> list[np.ndarray]:
-        """List API (pymdp's conventions), as InferenceEngine.__call__."""
-        return list_call(self, obs, prior, actions, valid_steps)
-
-    def predict(self, qs: Sequence[Any], action: Sequence[int]) -> list[np.ndarray]:
-        """pymdp ``control.compute_expected_state``: qs[f] ([b,] n_f), action ([b,] F) -> list of ([b,] n_f). With
-        a leading axis each row is one agent's (a batched engine's row i under its model i), one kernel call each."""
-        return predict_states(self, self._k, self.model, qs, action)
-
-    def tick(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
-        """FPI tick: beliefs (S,) and the next prior (S,) under ``action`` (F,), in one numba dispatch (a batched
-        engine: ``tick_agents``)."""
-        self.require_fpi("tick")
-        if self.batched:
-            return self.tick_agents(obs_packed, prior_packed, action)
-        obs, prior, act = native_tick_inputs(self, obs_packed, prior_packed, action)
-        if not self.model.has_B:
-            q = self.run_packed(obs, prior)
-            return q, q
-        return self.tick_prepared(obs, prior, act)
-
-    def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``tick`` for inputs already in the kernel's form, unchecked: C-contiguous ndarrays of the engine's dtype
-        of shapes (O,) and (S,), and ``action`` (F,) C-contiguous int32; anything else is read out of bounds.
-        BeliefFilter's own buffers have this form. Outputs: fresh (S,) arrays, written by the kernel. (A batched
-        engine's or a model without B: ``tick``, checked.)"""
-        if not self._direct_tick:
-            self.require_fpi("tick_prepared")
-            return self.tick(obs, prior, action)
-        if self._tick_call is None:
-            self._tick_call = self._k.fpi_tick_entry(self.dtype)
-        out = np.empty(self._tick_out_shape, self.dtype)
-        self._tick_call(*self._tick_model, obs, prior, self.num_iter, self.model.minval, action, out)
-        return out[0], out[1]
-
-    def tick_agents(self, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, np.ndarray]:
-        """b agents' FPI ticks in one call: obs (b, O), prior (b, S), action (b, F) -> beliefs (b, S) and
-        next priors (b, S) (O = ``layout.obs_size``, S = ``layout.state_size``, F factors). An unbatched engine's
-        agents all run its one model (any b >= 1); a batched engine's agent i runs model i (b = ``batch_size``).
-        Agent i's outputs are the bits of ``tick`` on agent i's inputs (tick.fpi_tick_batched). With B, the agents
-        run in contiguous blocks on every CPU the calling thread may use (its affinity: the node's
-        ``cpu_affinity``), at least ``host.MIN_AGENTS_PER_THREAD`` agents per thread: the serial kernel on each
-        block, on the threads of numba's threading layer (``tick.fpi_tick_agents_parallel``) where a thread-safe one
-        loads (``host.parallel_layer``), else from Python threads (it releases the GIL)."""
-        self.require_fpi("tick_agents")
-        obs, prior, act = agents_inputs(self, obs_packed, prior_packed, action)
-        b = obs.shape[0]
-        m = self.model
-        if not m.has_B:
-            q = self.run_packed(obs, prior) if self.batched else self._run_agents_unbatched(obs, prior)
-            return q, q
-        if self._agents_call is None:
-            self._agents_call = self._k.fpi_tick_batched_entry(self.dtype)
-        out = np.empty((b, 2, self.layout.state_size), self.dtype)
-        call, model, shared = self._agents_call, self._agents_model, m.log_A.shape[0] == 1
-
-        def block(lo: int, hi: int) -> int:
-            """Agents lo..hi-1 (their model rows too, for a batched engine): the first bad one's index, or -1."""
-            ints, log_A, B = model if shared else (model[0], m.log_A[lo:hi], m.B[lo:hi])
-            bad = call(ints, log_A, B, obs[lo:hi], prior[lo:hi], self.num_iter, m.minval, act[lo:hi], out[lo:hi])
-            return -1 if bad < 0 else lo + bad
-
-        threads = agent_threads(b)
-        if threads == 1:
-            bad = [i for i in [block(0, b)] if i >= 0]
-        elif parallel_layer():
-            if self._agents_parallel is None:
-                self._agents_parallel = self._k.fpi_tick_agents_parallel_entry(self.dtype)
-            with numba_threads(threads):
-                first = self._agents_parallel(*model, obs, prior, self.num_iter, m.minval, act, out, threads)
-            bad = [first] if first >= 0 else []
-        else:
-            bad = [i for i in over_agent_blocks(b, threads, block) if i >= 0]
-        if bad:
-            raise ValueError(f"tick_agents: action[{bad[0]}]: expected controls in [0, num_controls) = "
-                             f"{m.ncontrols.tolist()}, got {act[bad[0]].tolist()}")
-        return out[:, 0], out[:, 1]
-
-    def _run_agents_unbatched(self, obs: np.ndarray, prior: np.ndarray) -> np.ndarray:
-        """FPI beliefs of b agents on this (unbatched) engine's one model: (b, O), (b, S) -> (b, S)."""
-        out = np.empty((obs.shape[0], self.layout.state_size), self.dtype)
-        log_A = np.ascontiguousarray(np.broadcast_to(self.model.log_A, (obs.shape[0], self.model.log_A.shape[1])))
-        self._k.fpi(log_A, *self._fpi_model[1:], obs, prior, self.num_iter, self.model.minval, out)
-        return out
+    def predict(self, q: Any, control: Any) -> np.ndarray:
+        """pymdp ``control.compute_expected_state``: q ([b,] S), control ([b,] F) -> ([b,] S), one kernel call (row i
+        under model i for a batched engine)."""
+        return predict_rows(self, self._k.predict_rows, self._predict_model, self.model.has_B, q, control)
 
     # ---- evidence: free energy and surprise (``evidence``'s kernels through ``evidence_host``) ---------------------
     def surprise(self, obs_packed: Any, prior_packed: Any) -> np.ndarray:
@@ -233,28 +250,6 @@ class NativeEngine(Engine):
                     valid_steps: Optional[int] = None) -> FreeEnergy:
         """pymdp ``calc_vfe`` of ``posterior_packed`` (see :meth:`~.api.Engine.free_energy`); numpy arrays."""
         return self._evidence.free_energy(obs_packed, prior_packed, posterior_packed, actions, valid_steps)
-
-    def tick_evidence(self, obs_packed: Any, prior_packed: Any, action: Any,
-                      gates: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FreeEnergy]:
-        """``tick`` (or ``tick_agents``, with a leading axis) with each reading's surprise, the gates and the free
-        energy in one numba dispatch (``evidence.fpi_tick_evidence``); see :meth:`~.api.Engine.tick_evidence`."""
-        self.require_fpi("tick_evidence")
-        gates = self._evidence.gates(gates)
-        if np.ndim(obs_packed) == 1 and not self.batched:
-            out = self.tick_evidence_prepared(*native_tick_inputs(self, obs_packed, prior_packed, action), gates)
-        else:
-            out = self._evidence.agents(*agents_inputs(self, obs_packed, prior_packed, action), gates)
-        return split_tick_evidence(out, self.layout, self.structure.num_modalities)
-
-    def tick_evidence_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray,
-                               gates: np.ndarray) -> np.ndarray:
-        """``tick_evidence`` for one agent's inputs in the kernel's form, unchecked (as ``tick_prepared``): the
-        packed row (2 S + M + E,) of beliefs, next prior, surprise and free-energy terms."""
-        return self._evidence.tick_prepared(obs, prior, action, gates)
-
-    def warmup(self, T: Optional[int] = None, packed: bool = True, valid_steps: bool = False) -> float:
-        """Compile (or load the cached) kernels and run once; returns the seconds it took."""
-        return native_warmup(self, T, valid_steps)
 
     def __repr__(self) -> str:
         return (f"NativeEngine(algorithm={self.algorithm!r}, variant='fused_numba', F={self.structure.num_factors}, "

@@ -4,9 +4,10 @@
 * ``surprise_rows``: each modality's surprise under the prior predictive, for b rows;
 * ``free_energy_rows``: the packed free-energy terms of b posteriors, one step (FPI: T = 1, no transitions) or a
   window of T steps (VMP / MMP, with pymdp's masks);
-* ``fpi_tick_evidence``: the node's FPI tick with both, in one dispatch: each reading's surprise under the tick's
-  prior, the readings past their gate left out (no evidence), ``fpi_tick``'s beliefs and next prior, and the free
-  energy of the beliefs (``fpi_tick_evidence_batched``: b agents); ``*_entry`` return their compiled entry points.
+* ``fpi_tick_evidence_batched``: the engine's FPI step with both, in one dispatch, for b agents: each reading's
+  surprise under the step's prior, the readings past their gate left out (no evidence), ``fpi_tick_batched``'s
+  beliefs and next priors, and the free energy of the beliefs; ``fpi_tick_evidence_batched_entry`` returns its
+  compiled entry point.
 
 The model arrays are NativeEngine's: ``log_A`` (bA, NA) with modality m's (m_m, P_m) at ``a_off[m]``, log B (bA, NB)
 with factor f's (u_f + 1, n_f, P_f) at ``b_off[f]``; bA = 1 (every row reads the one model) or b (row i reads
@@ -265,24 +266,6 @@ def _tick_evidence_into(ints, log_A, B, A_clip, obs, prior, num_iter, minval, ac
 
 
 @njit
-def fpi_tick_evidence(ints, evidence_floats, n_log_A, n_B, obs, prior, num_iter, minval, action, gates, out):
-    """One model's FPI tick with its evidence in one dispatch: obs (O,), prior (S,), action (F,) int32, gates (M,) ->
-    out (2 S + M + M + 3 F + 1,): the beliefs, the next prior, each reading's surprise under ``prior``, the beliefs'
-    free-energy terms (as ``fpi_tick_evidence_batched``). evidence_floats: log A (n_log_A), B (n_B) and A clipped,
-    one row each, concatenated (``pack_evidence_model``)."""
-    log_A = evidence_floats[:n_log_A].reshape(1, n_log_A)
-    B = evidence_floats[n_log_A:n_log_A + n_B].reshape(1, n_B)
-    A_clip = evidence_floats[n_log_A + n_B:].reshape(1, n_log_A)
-    _tick_evidence_into(ints, log_A, B, A_clip, obs.reshape(1, obs.shape[0]), prior.reshape(1, prior.shape[0]),
-                        num_iter, minval, action.reshape(1, action.shape[0]), gates, out.reshape(1, out.shape[0]))
-
-
-def pack_evidence_model(log_A, B, A_clip):
-    """``fpi_tick_evidence``'s floats: log A's, B's and A's (clipped) first rows, concatenated."""
-    return np.ascontiguousarray(np.concatenate([log_A[0], B[0], A_clip[0]]))
-
-
-@njit
 def fpi_tick_evidence_batched(ints, log_A, B, A_clip, obs, prior, num_iter, minval, action, gates, out):
     """b agents' FPI ticks with their evidence: obs (b, O), prior (b, S), action (b, F) int32, gates (M,) ->
     out (b, 2 S + M + M + 3 F + 1): the beliefs and the next prior (``tick.fpi_tick_batched``'s), each reading's
@@ -297,17 +280,6 @@ def fpi_tick_evidence_batched(ints, log_A, B, A_clip, obs, prior, num_iter, minv
                 return i
     _tick_evidence_into(ints, log_A, B, A_clip, obs, prior, num_iter, minval, action, gates, out)
     return -1
-
-
-def fpi_tick_evidence_entry(dtype):
-    """``fpi_tick_evidence``'s compiled entry point for ``dtype`` (float32 or float64): a call without the
-    dispatcher's type resolution. The caller passes exactly these types, all C-contiguous: ints (n,) int64, floats,
-    obs, prior, gates and out 1-D of ``dtype``, action 1-D int32; n_log_A, n_B and num_iter int, minval ``dtype``."""
-    vec = lambda dt: numba.types.Array(numba.from_dtype(np.dtype(dt)), 1, "C")  # noqa: E731
-    f = numba.from_dtype(np.dtype(dtype))
-    i64 = numba.types.int64
-    return fpi_tick_evidence.compile((vec(np.int64), vec(dtype), i64, i64, vec(dtype), vec(dtype), i64, f,
-                                      vec(np.int32), vec(dtype), vec(dtype)))
 
 
 def fpi_tick_evidence_batched_entry(dtype):

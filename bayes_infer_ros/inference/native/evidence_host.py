@@ -1,21 +1,22 @@
 """Free energy and surprise of a :class:`~.arrays.NativeModel` on the host CPU, for both native engines: fused_numba's
-:class:`~.engine.NativeEngine` (its tick with the evidence in one dispatch) and fused_cuda's
-:class:`~.cuda_engine.CudaEngine` (the surprise and the free energy here, the tick on the device).
+:class:`~.engine.NativeEngine` (its step with the evidence in one dispatch) and fused_cuda's
+:class:`~.cuda_engine.CudaEngine` (the surprise and the free energy here, the step on the device).
 
 :class:`NativeEvidence` calls ``evidence``'s numba kernels (the maths: ``..free_energy``, pymdp's ``calc_vfe``) on the
 engine's packed model; each engine holds one and forwards the contract's evidence calls to it.
 """
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..api import Engine, FreeEnergy, free_energy_size
+from ..api import Engine, FreeEnergy, free_energy_size, step_width
 from ..numerics import MINVAL
 from .arrays import NativeModel
-from .schema import FreeEnergyArgs, SurpriseArgs, TickEvidenceAgentsArgs, TickEvidenceArgs, model_fields
+from .schema import FreeEnergyArgs, SurpriseArgs, TickEvidenceAgentsArgs, model_fields
 
 
 class NativeEvidence:
@@ -26,14 +27,11 @@ class NativeEvidence:
     def __init__(self, engine: Engine, model: NativeModel, A_b: Sequence[np.ndarray], k: SimpleNamespace):
         self._engine, self._model, self._A_b, self._k = engine, model, A_b, k
         structure = engine.structure
-        self.no_gates = np.full(structure.num_modalities, np.inf, engine.dtype)
-        #: the packed tick-evidence row's length: 2 S + M + (M + 3 F + 1)
-        self.width = 2 * engine.layout.state_size + structure.num_modalities + free_energy_size(
-            structure.num_modalities, structure.num_factors)
+        #: the length of a step's row with its evidence: 2 S + M + (M + 3 F + 1)
+        self.width = step_width(engine.layout, structure.num_modalities, True)
         self._A_clip: Optional[np.ndarray] = None
         self._bound: dict[type, tuple] = {}  # each entry point's model arguments, bound at its first call
-        self._tick_call = None  # fpi_tick_evidence's entry point, at the first call
-        self._agents_call = None  # fpi_tick_evidence_batched's
+        self._step_call = None  # fpi_tick_evidence_batched's entry point, at the first step
 
     def clipped_A(self) -> np.ndarray:
         """(bA, NA): A clipped at MINVAL in log A's layout (exp of log A, without its rounding), made once."""
@@ -45,23 +43,13 @@ class NativeEvidence:
         return self._A_clip
 
     def _args(self, schema: type) -> tuple:
-        """An evidence entry point's leading (model) arguments, by name (``schema``): the model's, and ``A_clip``,
-        ``evidence_floats`` and ``n_B``, made here; bound once."""
+        """An evidence entry point's leading (model) arguments, by name (``schema``): the model's, and ``A_clip``
+        (made here); bound once."""
         if schema not in self._bound:
             m = self._model
-            own = {"A_clip": self.clipped_A, "n_B": lambda: int(m.B.shape[1]),
-                   "evidence_floats": lambda: self._k.pack_evidence_model(m.log_A, m.B, self.clipped_A())}
-            self._bound[schema] = tuple(own[n]() if n in own else getattr(m, n) for n in model_fields(schema))
+            self._bound[schema] = tuple(self.clipped_A() if n == "A_clip" else getattr(m, n)
+                                        for n in model_fields(schema))
         return self._bound[schema]
-
-    def gates(self, gates: Optional[np.ndarray]) -> np.ndarray:
-        """``gates`` (M,) in the engine's dtype (None: no gate, +inf each); ValueError naming a wrong shape."""
-        if gates is None:
-            return self.no_gates
-        g = np.ascontiguousarray(gates, dtype=self._engine.dtype)
-        if g.shape != self.no_gates.shape:
-            raise ValueError(f"gates: expected shape {self.no_gates.shape} (one per modality), got {g.shape}")
-        return g
 
     def _rows(self, x: Any, lead: int, name: str) -> tuple[np.ndarray, bool]:
         """``x`` with one leading row axis, C-contiguous in the engine's dtype, and whether it had none. A batched
@@ -122,35 +110,12 @@ class NativeEvidence:
         terms = out if window else out[:, 0]
         return FreeEnergy(terms[0] if single else terms, e.structure.num_modalities, F, window)
 
-    def tick_prepared(self, obs: np.ndarray, prior: np.ndarray, action: np.ndarray, gates: np.ndarray) -> np.ndarray:
-        """One agent's FPI tick with its evidence, inputs in the kernel's form, unchecked (as ``tick_prepared``'s):
-        obs (O,), prior (S,), gates (M,) C-contiguous of the engine's dtype, action (F,) C-contiguous int32 of valid
-        controls -> the packed row (2 S + M + E,): beliefs, next prior, surprise, free-energy terms
-        (``api.split_tick_evidence`` splits it)."""
+    def bound_step(self, obs: np.ndarray, prior: np.ndarray, act: np.ndarray, gates: np.ndarray) -> Any:
+        """b agents' FPI steps with their evidence, bound to inputs in the kernel's form (``Engine.step_rows``): obs
+        (b, O), prior (b, S), act (b, F) int32, gates (M,): a call ``bound(out)`` writes out (b, 2 S + M + E)
+        (``evidence.fpi_tick_evidence_batched``) and returns -1, or the first row whose action is out of range."""
         e, m = self._engine, self._model
-        if self._tick_call is None:
-            self._tick_call = self._k.fpi_tick_evidence_entry(e.dtype)
-        out = np.empty(self.width, e.dtype)
-        self._tick_call(*self._args(TickEvidenceArgs), obs, prior, e.num_iter, m.minval, action, gates, out)
-        if not m.has_B:  # no transitions: the next prior is the beliefs (as tick)
-            S = e.layout.state_size
-            out[S:2 * S] = out[:S]
-        return out
-
-    def agents(self, obs: np.ndarray, prior: np.ndarray, act: np.ndarray, gates: np.ndarray) -> np.ndarray:
-        """b agents' FPI ticks with their evidence: obs (b, O), prior (b, S), act (b, F) int32, gates (M,), in the
-        kernel's form -> (b, 2 S + M + E) (``evidence.fpi_tick_evidence_batched``); ValueError naming an agent whose
-        action is out of range."""
-        e, m = self._engine, self._model
-        if self._agents_call is None:
-            self._agents_call = self._k.fpi_tick_evidence_batched_entry(e.dtype)
-        out = np.empty((obs.shape[0], self.width), e.dtype)
-        bad = self._agents_call(*self._args(TickEvidenceAgentsArgs), obs, prior, e.num_iter, m.minval, act, gates,
-                                out)
-        if bad >= 0:
-            raise ValueError(f"tick_evidence: action[{bad}]: expected controls in [0, num_controls) = "
-                             f"{m.ncontrols.tolist()}, got {act[bad].tolist()}")
-        if not m.has_B:
-            S = e.layout.state_size
-            out[:, S:2 * S] = out[:, :S]
-        return out
+        if self._step_call is None:
+            self._step_call = self._k.fpi_tick_evidence_batched_entry(e.dtype)
+        return functools.partial(self._step_call, *self._args(TickEvidenceAgentsArgs), obs, prior, e.num_iter,
+                                 m.minval, act, gates)

@@ -1,6 +1,7 @@
 """fused_numba's FPI kernel (optional: needs numba): ``fpi`` is the entry point, ``_fpi_into`` the update on
 scratch the caller gives (the node's tick reuses it).
 """
+import numba
 import numpy as np
 
 from .common import _n_max, _nobs, inline, log_stable_pad, njit, scratch_sizes, softmax_rows, unpad
@@ -52,3 +53,23 @@ def fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_
     mode = flush_subnormals()
     _fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out)
     restore_fp_mode(mode)
+
+
+@njit
+def fpi_one(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs, prior, num_iter, minval, out):
+    """``fpi`` of one row given without its row axis: obs (O,), prior (S,) -> out (S,) (a call of the list API
+    spends no view on the axis)."""
+    fpi(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs.reshape(1, obs.shape[0]),
+        prior.reshape(1, prior.shape[0]), num_iter, minval, out.reshape(1, out.shape[0]))
+
+
+def fpi_entry(dtype, rows=True):
+    """``fpi``'s compiled entry point for ``dtype`` (float32 or float64), or ``fpi_one``'s (``rows`` False): a call
+    without the dispatcher's type resolution. The caller passes exactly these types, all C-contiguous: log_A 2-D,
+    obs, prior and out 2-D (``fpi_one``: 1-D) of ``dtype``, the index arrays int64 (``deps`` and ``dims`` 2-D, the
+    others 1-D), num_iter int, minval ``dtype``."""
+    f = numba.from_dtype(np.dtype(dtype))
+    arr = lambda t, nd: numba.types.Array(t, nd, "C")  # noqa: E731
+    i1, i2, x = arr(numba.int64, 1), arr(numba.int64, 2), arr(f, 2 if rows else 1)
+    return (fpi if rows else fpi_one).compile((arr(f, 2), i1, i1, i2, i2, i1, i1, i1, i1, x, x, numba.types.int64, f,
+                                               x))

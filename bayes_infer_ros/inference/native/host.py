@@ -1,25 +1,21 @@
 """What both native engines (``fused_numba``'s NativeEngine, ``fused_cuda``'s CudaEngine) run on the host around
-their kernels: input checks, the window's actions, ``predict`` (fused_numba's kernel), the list call and warmup;
-and the host's threads for many agents (``agent_threads``, ``over_agent_blocks``). Each function takes the engine
+their kernels: input checks, the window's actions, ``predict`` (fused_numba's kernel); and the host's threads for
+many agents (``agent_threads``, ``over_agent_blocks``). Each function takes the engine
 (its public attributes) and, where it calls a kernel, the packed model."""
 from __future__ import annotations
 
 import importlib
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from types import SimpleNamespace
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
 from ...model.generative_model import ModelStructure
-from ..api import Engine, tick_inputs, warmup_inputs
+from ..api import Engine
 from ..sizes import unmerged_elements
-from .arrays import NativeModel
-from .schema import PredictArgs
 
 
 def native_planned_elements(structure: ModelStructure, nonzeros: np.ndarray) -> int:
@@ -28,15 +24,29 @@ def native_planned_elements(structure: ModelStructure, nonzeros: np.ndarray) -> 
     return unmerged_elements(structure)
 
 
-def native_tick_inputs(engine: Engine, obs_packed: Any, prior_packed: Any, action: Any) -> tuple[np.ndarray, ...]:
-    """``tick``'s inputs in the kernels' form (``api.tick_inputs``), the controls checked against the model (the
-    kernels read B at the control unchecked)."""
-    obs, prior, act = tick_inputs(engine, obs_packed, prior_packed, action)
-    controls = np.asarray(engine.structure.num_controls)
-    if np.any(act < 0) or np.any(act >= controls):
-        raise ValueError(f"tick: action: expected controls in [0, num_controls) = {controls.tolist()}, got "
-                         f"{act.tolist()}")
-    return obs, prior, act
+def packed_inputs(engine: Engine, obs_packed: Any, prior_packed: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``run_packed``'s inputs as the kernels read them, with a leading row axis: obs ([b,] [T,] O) -> (b, [T,] O),
+    prior ([b,] S) -> (b, S), C-contiguous of the engine's dtype; ValueError naming a wrong size or number of rows."""
+    dt, lead, layout = engine.dtype, engine.batch_size is not None, engine.layout
+    if (obs_packed.__class__ is np.ndarray and prior_packed.__class__ is np.ndarray and obs_packed.dtype is dt
+            and prior_packed.dtype is dt and obs_packed.ndim == lead + engine.spec.window + 1
+            and obs_packed.shape[-1] == layout.obs_size and prior_packed.shape[-1] == layout.state_size
+            and (prior_packed.ndim == 2 and obs_packed.shape[0] == prior_packed.shape[0] == engine.batch_size
+                 if lead else prior_packed.ndim == 1)
+            and obs_packed.flags.c_contiguous and prior_packed.flags.c_contiguous):  # already the kernels' form
+        return (obs_packed, prior_packed) if lead else (obs_packed[None], prior_packed[None])
+    lead = 1 if lead else 0
+    layout.check_packed(obs_packed, prior_packed)
+    obs = np.ascontiguousarray(obs_packed, dtype=engine.dtype)
+    prior = np.ascontiguousarray(prior_packed, dtype=engine.dtype)
+    lead = 1 if engine.batched else 0
+    steps = 1 if engine.spec.window else 0
+    if obs.ndim != lead + steps + 1 or prior.ndim != lead + 1 or (lead and obs.shape[0] != engine.batch_size) or (
+            lead and prior.shape[0] != obs.shape[0]):
+        want = f"({engine.batch_size}, ...)" if lead else "no leading axis"
+        raise ValueError(f"run_packed: expected obs {'([b,] T, O)' if steps else '([b,] O)'} and prior ([b,] S) with "
+                         f"{want}, got {obs.shape} and {prior.shape}")
+    return (obs, prior) if lead else (obs[None], prior[None])
 
 
 def window_actions(engine: Engine, T: int, actions: Optional[Any]) -> np.ndarray:
@@ -55,45 +65,26 @@ def window_actions(engine: Engine, T: int, actions: Optional[Any]) -> np.ndarray
     return a if engine.batched else a[None]
 
 
-def predict_states(engine: Engine, k: SimpleNamespace, model: NativeModel, qs: Sequence[Any],
-                   action: Sequence[int]) -> list[np.ndarray]:
-    """pymdp ``compute_expected_state`` on the host: qs[f] ([b,] n_f), action ([b,] F) -> list of ([b,] n_f); a
-    leading axis's row i is agent i's (a batched engine's under its model i), one kernel call each."""
-    layout = engine.layout
-    q = np.ascontiguousarray(layout.pack_states(qs), dtype=engine.dtype)
-    if not model.has_B:
-        return layout.split_states(q)
-
-    def one(row: np.ndarray, act: Any, b_index: int) -> np.ndarray:
-        out = np.empty_like(row)
-        k.predict(*model.bind(PredictArgs), b_index, row, np.asarray(act, np.int64), out)
-        return out
-
-    if q.ndim == 1:
-        return layout.split_states(one(q, action, 0))
-    acts = np.asarray(action, np.int64)
-    return layout.split_states(np.stack([one(q[i], acts[i], i if engine.batched else 0) for i in range(q.shape[0])]))
-
-
-def list_call(engine: Engine, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any],
-              valid_steps: Optional[int]) -> list[np.ndarray]:
-    """pymdp's list API through the engine's ``run_packed`` (inputs of the wrong count or sizes refused by name)."""
-    layout = engine.layout
-    layout.check_lists(obs, prior)
-    out = engine.run_packed(layout.pack_obs(obs), layout.pack_states(prior), actions, valid_steps)
-    return [np.asarray(x) for x in layout.split_states(out)]
-
-
-def native_warmup(engine: Engine, T: Optional[int], valid_steps: bool) -> float:
-    """Compile (or load) the engine's kernels with tick-shaped calls: ``run_packed``, and ``tick`` for FPI."""
-    obs, prior, actions = warmup_inputs(engine, T)
-    vs = obs.shape[-2] if valid_steps and engine.spec.window else None
-    t0 = time.perf_counter()
-    engine.run_packed(obs, prior, actions, valid_steps=vs)
-    if not engine.spec.window:
-        lead = (engine.batch_size,) if engine.batched else ()
-        engine.tick(obs, prior, np.zeros(lead + (engine.structure.num_factors,), np.int32))
-    return time.perf_counter() - t0
+def predict_rows(engine: Engine, kernel: Any, model_args: tuple, has_B: bool, q: Any, control: Any) -> np.ndarray:
+    """pymdp ``compute_expected_state`` on the host (``transitions.predict_rows``): q ([b,] S), control ([b,] F) ->
+    ([b,] S); row i under model i for a batched engine, under its one model otherwise (q itself without B).
+    ValueError naming a wrong shape or a control out of range."""
+    qq = np.ascontiguousarray(q, dtype=engine.dtype)
+    act = np.ascontiguousarray(control, dtype=np.int32)
+    one = qq.ndim == 1
+    if one:
+        qq, act = qq[None], act[None]
+    S, F = engine.layout.state_size, engine.structure.num_factors
+    if qq.ndim != 2 or qq.shape[1] != S or act.shape != (qq.shape[0], F) or (
+            engine.batched and qq.shape[0] != engine.batch_size):
+        raise ValueError(f"predict: expected q ([b,] {S}) and control ([b,] {F}) with the same rows, got "
+                         f"{np.shape(q)} and {np.shape(control)}")
+    if not has_B:  # no transitions: the next prior is the posterior itself
+        return (qq[0] if one else qq).copy()
+    out = np.empty_like(qq)
+    if kernel(*model_args, qq, act, out) >= 0:
+        raise ValueError(engine.control_error(act, "predict"))
+    return out[0] if one else out
 
 
 # ---- many agents on every core the process may use ---------------------------------------------------------------

@@ -58,17 +58,9 @@ ints : (39 + sum of the index arrays' sizes,)
     The 13 index arrays of :class:`ModelIndex` packed in one: a header of 3 slots per array, (offset into
     ``ints``, rows, columns), then the arrays row-major (``arrays.pack_tick_model``). Array j's header is
     ``ints[3 j:3 j + 3]``; j is its slot constant (``A_OFF`` ... ``NCONTROLS``).
-floats : (NA + NB,)
-    Row 0 of ``log_A`` then row 0 of ``B``.
-n_log_A : int
-    NA, the split of ``floats``.
 A_clip : (bA, NA)
     A clipped at ``minval`` in ``log_A``'s layout (the likelihoods a reading's surprise sums; exp of ``log_A`` without
     its rounding).
-evidence_floats : (2 NA + NB,)
-    Row 0 of ``log_A``, of ``B`` and of ``A_clip``, concatenated (``evidence.pack_evidence_model``).
-n_B : int
-    NB, the length of ``B``'s row in ``evidence_floats``.
 msg_off : (M + 1,)
     Where modality m's messages start in an agent's ``msg`` row: its message to dependency j at level a is at
     ``msg_off[m] + sum_{j' < j} dims[m, j'] + a`` (none when ``ks[m] < 2``).
@@ -170,10 +162,10 @@ PredictArgs = _schema(
     "PredictArgs", "B b_off bdeps bdims bks ncontrols ns s_off b_index q action out",
     "``transitions.predict``: pymdp ``compute_expected_state`` of q (S,) under action (F,) with B's row b_index -> "
     "out (S,).")
-TickArgs = _schema(
-    "TickArgs", "ints floats n_log_A obs prior num_iter minval action out",
-    "``tick.fpi_tick`` (through ``tick.fpi_tick_entry``): one agent's FPI tick, obs (O,), prior (S,), action (F,) "
-    "-> out (2, S).")
+PredictRowsArgs = _schema(
+    "PredictRowsArgs", "B b_off bdeps bdims bks ncontrols ns s_off q action out",
+    "``transitions.predict_rows``: pymdp ``compute_expected_state`` of b rows, q (b, S), action (b, F) -> out (b, S); "
+    "returns -1, or the first row whose action is out of range.")
 TickAgentsArgs = _schema(
     "TickAgentsArgs", "ints log_A B obs prior num_iter minval action out",
     "``tick.fpi_tick_batched`` (through ``tick.fpi_tick_batched_entry``): b agents' FPI ticks, obs (b, O), prior "
@@ -187,10 +179,6 @@ FreeEnergyArgs = _schema(
     "obs prior posterior actions valid_steps minval out",
     "``evidence.free_energy_rows``: pymdp ``calc_vfe``'s terms of each row's posterior, obs (b, T, O), prior (b, S), "
     "posterior (b, T, S), actions (b, T - 1, F) -> out (b, T, E); transition terms from a window's second step.")
-TickEvidenceArgs = _schema(
-    "TickEvidenceArgs", "ints evidence_floats n_log_A n_B obs prior num_iter minval action gates out",
-    "``evidence.fpi_tick_evidence`` (through ``fpi_tick_evidence_entry``): one agent's FPI tick with its surprise, "
-    "gates and free energy, obs (O,), prior (S,), action (F,), gates (M,) -> out (2 S + M + E,).")
 TickEvidenceAgentsArgs = _schema(
     "TickEvidenceAgentsArgs", "ints log_A B A_clip obs prior num_iter minval action gates out",
     "``evidence.fpi_tick_evidence_batched``: b agents' ticks with their evidence, obs (b, O), prior (b, S), action "
@@ -218,12 +206,11 @@ ENTRY_POINTS: dict[str, type] = {
     "fpi.fpi": FpiArgs,
     "sequence.sequence": SequenceArgs,
     "transitions.predict": PredictArgs,
-    "tick.fpi_tick": TickArgs,
+    "transitions.predict_rows": PredictRowsArgs,
     "tick.fpi_tick_batched": TickAgentsArgs,
     "tick.fpi_tick_agents_parallel": TickAgentsParallelArgs,
     "evidence.surprise_rows": SurpriseArgs,
     "evidence.free_energy_rows": FreeEnergyArgs,
-    "evidence.fpi_tick_evidence": TickEvidenceArgs,
     "evidence.fpi_tick_evidence_batched": TickEvidenceAgentsArgs,
     "cuda_kernels.fpi_tick": CudaTickArgs,
     "cuda_large.fpi_tick_global": CudaTickGlobalArgs,
@@ -241,6 +228,5 @@ def model_fields(schema: type) -> tuple[str, ...]:
 
 
 #: The names a model supplies (``NativeModel`` attributes; ``Bs`` is the CUDA window's choice of B or log B; the
-#: evidence's ``A_clip``, ``evidence_floats`` and ``n_B`` are made by ``evidence_host.NativeEvidence``).
-MODEL_NAMES = frozenset(ModelIndex._fields) | {"log_A", "B", "log_B", "Bs", "has_B", "ints", "floats", "n_log_A",
-                                               "msg_off", "A_clip", "evidence_floats", "n_B"}
+#: evidence's ``A_clip`` is made by ``evidence_host.NativeEvidence``).
+MODEL_NAMES = frozenset(ModelIndex._fields) | {"log_A", "B", "log_B", "Bs", "has_B", "ints", "msg_off", "A_clip"}

@@ -1,20 +1,17 @@
-"""The node's FPI tick as one numba dispatch (optional: needs numba): ``fpi_tick`` for one agent, and
-``fpi_tick_batched`` for b agents. Their arguments: ``schema.TickArgs`` and ``schema.TickAgentsArgs``.
+"""The engine's FPI step as one numba dispatch (optional: needs numba): ``fpi_tick_batched`` for b agents (one agent
+is a row of one). Its arguments: ``schema.TickAgentsArgs``.
 
-``fpi_tick`` computes one model's beliefs and the next prior (``fpi`` then ``predict`` of the beliefs under the
-action) with the model's arrays packed in two (``ints`` and ``floats``: ``arrays.pack_tick_model``), the scratch in
-one allocation and the results written into the caller's array; ``fpi_tick_entry`` returns its compiled entry point
-(why each: TUNING.md beside this file, "The node's tick").
-
-``fpi_tick_batched`` is ``fpi_tick`` with a leading agent axis. The agents share one model structure; their
-parameters are either one model (``log_A`` / ``B`` with one row, every agent reads row 0: a fleet or a multi-agent
-simulation running one model) or one model per agent (b rows: the engine's batch of b models). Per agent the maths
-is ``fpi_tick``'s, call for call: the same helpers in the same order on scratch of the same layout, so agent i's
-outputs are the bits of an unbatched tick of its inputs.
+``fpi_tick_batched`` computes each agent's beliefs and next prior (``fpi`` then ``predict`` of the beliefs under its
+action) with the model's index arrays packed in one (``ints``: ``arrays.pack_tick_model``), the scratch in one
+allocation and the results written into the caller's array; ``fpi_tick_batched_entry`` returns its compiled entry
+point (why each: TUNING.md beside this file, "The node's tick"). The agents share one model structure; their
+parameters are either one model (``log_A`` / ``B`` with one row, every agent reads row 0: one agent, a fleet or a
+multi-agent simulation running one model) or one model per agent (b rows: the engine's batch of b models). Agent i's
+outputs are the same bits whatever the other rows.
 
 ``fpi_tick_batched`` is serial over the agents (one core). ``fpi_tick_agents_parallel`` runs it on contiguous blocks
 of the agents at once, one per thread of numba's threading layer (``prange``), so agent i's outputs are its bits
-whatever the split; where no thread-safe layer loads, ``NativeEngine.tick_agents`` runs the serial kernel on the
+whatever the split; where no thread-safe layer loads, ``NativeEngine.step`` runs the serial kernel on the
 blocks from Python threads instead (``host.over_agent_blocks``; the kernel releases the GIL). Why ``prange``:
 TUNING.md beside this file, "Many agents".
 """
@@ -64,31 +61,6 @@ def _tick_scratch(ll_off, deps, dims, ks, ns, o_off, bdeps, like):
             w[L + 2 * half_max:o], w[o:o + FN].reshape(F, n_max), w[o + FN:o + 2 * FN].reshape(F, n_max),
             w[o + 2 * FN:o + 3 * FN].reshape(F, n_max), w[o + 3 * FN:o + 4 * FN].reshape(F, n_max),
             w[o + 4 * FN:].reshape(1, n_max))
-
-
-@njit
-def fpi_tick(ints, floats, n_log_A, obs, prior, num_iter, minval, action, out):
-    """One model's FPI tick in one dispatch (``schema.TickArgs``): obs (O,), prior (S,), action (F,) -> out (2, S),
-    the beliefs (row 0) and the next step's prior (row 1): ``fpi`` then ``predict`` of the beliefs under ``action``."""
-    a_off, ll_off, deps, dims, ks, ns, o_off, s_off, b_off, bdeps, bdims, bks, ncontrols = _index(ints)
-    log_A = floats[:n_log_A].reshape(1, n_log_A)
-    B = floats[n_log_A:].reshape(1, floats.shape[0] - n_log_A)
-    nobs, idx, idx_b, ll, dbuf, wv, c, x, Q, Qp, tmp = _tick_scratch(ll_off, deps, dims, ks, ns, o_off, bdeps, prior)
-    mode = flush_subnormals()
-    _fpi_into(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, obs.reshape(1, obs.shape[0]),
-              prior.reshape(1, prior.shape[0]), num_iter, minval, out[:1], nobs, idx, ll, dbuf, wv, c, x, Q)
-    _predict_into(B, 0, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, out[0], action, out[1], Qp, tmp, idx_b)
-    restore_fp_mode(mode)
-
-
-def fpi_tick_entry(dtype):
-    """``fpi_tick``'s compiled entry point for ``dtype`` (float32 or float64), loaded from numba's cache or compiled:
-    a call without the dispatcher's type resolution. The caller passes
-    exactly the signature's types: C-contiguous 1-D arrays of ``dtype`` (int64 / int32 where the signature says)."""
-    vec = lambda dt: numba.types.Array(numba.from_dtype(np.dtype(dt)), 1, "C")  # noqa: E731
-    f = numba.from_dtype(np.dtype(dtype))
-    return fpi_tick.compile((vec(np.int64), vec(dtype), numba.types.int64, vec(dtype), vec(dtype), numba.types.int64,
-                             f, vec(np.int32), numba.types.Array(f, 2, "C")))
 
 
 @njit

@@ -139,7 +139,28 @@ def _predict_into(B, b_index, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q,
             out[s_off[f] + a] = tmp[0, a]
 
 
-# The entry point sets the floating-point mode around a call of its kernel (not inside it: TUNING.md).
+# The entry points set the floating-point mode around a call of their kernel (not inside it: TUNING.md).
+@njit
+def predict_rows(B, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q, action, out):
+    """pymdp compute_expected_state of b rows: q (b, S), action (b, F) -> out (b, S), row i under B's row i (or its
+    one row: a model every row shares). Returns -1, or the first row whose action holds a control outside
+    [0, num_controls) (then nothing is computed)."""
+    F, n_max = ns.shape[0], _n_max(ns)
+    for i in range(q.shape[0]):
+        for f in range(F):
+            if action[i, f] < 0 or action[i, f] >= ncontrols[f]:
+                return i
+    Qp, tmp = np.zeros((F, n_max), q.dtype), np.zeros((1, n_max), q.dtype)
+    idx = np.zeros(max(bdeps.shape[1], 1), np.int64)
+    shared = B.shape[0] == 1
+    mode = flush_subnormals()
+    for i in range(q.shape[0]):
+        _predict_into(B, 0 if shared else i, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, q[i], action[i], out[i],
+                      Qp, tmp, idx)
+    restore_fp_mode(mode)
+    return -1
+
+
 @njit
 def predict(B, b_off, bdeps, bdims, bks, ncontrols, ns, s_off, b_index, q, action, out):
     """pymdp compute_expected_state: q (S,), action (F,) -> out (S,) (``schema.PredictArgs``; see ``_predict``)."""

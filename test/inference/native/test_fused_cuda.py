@@ -81,7 +81,7 @@ def test_tick_agents_match_fused_numba_per_agent(dtype):
     cpu = build_inference("fpi", *args, variant="fused_numba", num_iter=5, dtype=dtype)
     obs, prior, action = agent_rows(gpu, 4, seed=11)
     assert action.any()
-    q, nxt = gpu.tick_agents(obs, prior, action)
+    q, nxt = gpu.tick(obs, prior, action)
     assert q.shape == nxt.shape == (4, gpu.layout.state_size) and q.dtype == dtype
     atol = FLOAT32_ATOL if dtype == np.float32 else FLOAT64_ATOL
     for i in range(4):
@@ -91,7 +91,7 @@ def test_tick_agents_match_fused_numba_per_agent(dtype):
     np.testing.assert_array_equal(q1, q[2])
     np.testing.assert_array_equal(n1, nxt[2])
     # b = 4 again after b = 1: every agent's block runs (new inputs, so stale outputs would show)
-    q_rev, n_rev = gpu.tick_agents(obs[::-1], prior[::-1], action[::-1])
+    q_rev, n_rev = gpu.tick(obs[::-1], prior[::-1], action[::-1])
     np.testing.assert_array_equal(q_rev, q[::-1])
     np.testing.assert_array_equal(n_rev, nxt[::-1])
 
@@ -106,11 +106,11 @@ def test_batched_engine_runs_each_model():
     prior = gpu.layout.pack_states(case.prior)
     action = np.array([[0, 1], [1, 0], [1, 1]], np.int32) % np.array(gpu.structure.num_controls)
     q, nxt = gpu.tick(obs, prior, action)
-    q_cpu, n_cpu = cpu.tick_agents(obs, prior, action)
+    q_cpu, n_cpu = cpu.tick(obs, prior, action)
     assert max_abs_diff([q, nxt], [q_cpu, n_cpu]) <= FLOAT32_ATOL
     assert max_abs_diff([gpu.run_packed(obs, prior)], [q_cpu]) <= FLOAT32_ATOL
-    with pytest.raises(ValueError, match=r"tick_agents: expected obs \(3, 7\), prior \(3, 5\)"):
-        gpu.tick_agents(obs[:2], prior[:2], action[:2])
+    with pytest.raises(ValueError, match=r"step: expected obs \(3, 7\), prior \(3, 5\)"):
+        gpu.tick(obs[:2], prior[:2], action[:2])
 
 
 @pytest.mark.oracle
@@ -151,7 +151,7 @@ def test_refusals_name_the_limit(monkeypatch):
     case = CASES.case("pairs", "vmp")
     args = (case.A, case.A_deps, case.B, case.B_deps)
     engine = build_inference("vmp", *args, variant="fused_cuda")
-    with pytest.raises(ValueError, match="tick: fpi only"):
+    with pytest.raises(ValueError, match="step: fpi only"):
         engine.tick(np.zeros(engine.layout.obs_size), np.zeros(engine.layout.state_size), [0, 0, 0])
     from bayes_infer_ros.inference.native import cuda_kernels
     monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 1024)
@@ -212,13 +212,13 @@ def test_global_memory_agents_match_the_shared_memory_kernel(monkeypatch):
     args = (case.A, case.A_deps, case.B, case.B_deps)
     shared = build_inference("fpi", *args, variant="fused_cuda", num_iter=5)
     obs, prior, action = agent_rows(shared, 3, seed=12)
-    q, nxt = shared.tick_agents(obs, prior, action)
+    q, nxt = shared.tick(obs, prior, action)
     from bayes_infer_ros.inference.native import cuda_kernels  # imports numba's CUDA target: only when these run
     monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 0)
     large = build_inference("fpi", *args, variant="fused_cuda", num_iter=5)
     assert (shared.memory, large.memory) == ("shared", "global")
     for blocks, launch in ((None, "auto"), (2, "phased")):
         large.blocks_per_agent, large.launch = blocks, launch
-        q_g, n_g = large.tick_agents(obs, prior, action)
+        q_g, n_g = large.tick(obs, prior, action)
         np.testing.assert_array_equal(q_g, q)
         np.testing.assert_array_equal(n_g, nxt)

@@ -1,4 +1,4 @@
-"""fused_numba's FPI tick for b agents in one call (``NativeEngine.tick_agents``, native/tick.py, on every usable
+"""fused_numba's FPI tick for b agents in one call (``NativeEngine.step``, native/tick.py, on every usable
 CPU: native/host.py): the bits of the unbatched tick per agent, and pymdp's beliefs and next prior per model of a
 batched engine."""
 import contextlib
@@ -13,7 +13,7 @@ import pytest
 from bayes_infer_ros.inference import build_inference
 from bayes_infer_ros.inference.native import engine as engine_module
 from bayes_infer_ros.inference.native import host
-from bayes_infer_ros.node.jax_cache import pin_to_cpus
+from bayes_infer_ros.inference.jax_cache import pin_to_cpus
 from conftest import enable_x64
 from oracle import max_abs_diff, pymdp_expected_state, pymdp_reference_jit, random_case, tick_case, unbatch
 from tolerances import FLOAT32_ATOL, FLOAT64_ATOL
@@ -37,7 +37,7 @@ def test_agents_of_one_model_get_the_unbatched_ticks_bits(dtype):
                                  dtype=dtype)
     obs, prior, action = agent_rows(engine, 7, seed=3)
     assert action.any()
-    q, nxt = engine.tick_agents(obs, prior, action)
+    q, nxt = engine.tick(obs, prior, action)
     assert q.shape == nxt.shape == (7, engine.layout.state_size) and q.dtype == dtype
     for i in range(7):
         q1, n1 = engine.tick(obs[i], prior[i], action[i])
@@ -72,16 +72,18 @@ def test_agents_without_B_and_refused_inputs():
     case = random_case(8, (3, 2), [[0], [0, 1]], (2, 3))
     engine = build_inference("fpi", case.A, case.A_deps, variant="fused_numba", num_iter=4)
     obs, prior, action = agent_rows(engine, 3, seed=1)
-    q, nxt = engine.tick_agents(obs, prior, action)
+    q, nxt = engine.tick(obs, prior, action)
     np.testing.assert_array_equal(q, nxt)
     for i in range(3):
         np.testing.assert_array_equal(q[i], engine.tick(obs[i], prior[i], action[i])[0])
-    with pytest.raises(ValueError, match=r"tick_agents: expected obs \(b, 5\), prior \(b, 5\), action \(b, 2\)"):
-        engine.tick_agents(obs[0], prior[0], action[0])
+    with pytest.raises(ValueError, match=r"step: expected obs \(b, 5\), prior \(b, 5\), control \(b, 2\)"):
+        engine.tick(obs[:, 1:], prior, action)
+    with pytest.raises(ValueError, match=r"step: control\[2\]: expected controls in \[0, num_controls\) = \[1, 1\]"):
+        engine.tick(obs, prior, np.array([[0, 0], [0, 0], [0, 1]]))
     case = random_case(9, (3, 2), [[0], [0, 1]], (2, 3), T=2, num_controls=(2, 1))
     engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba")
-    with pytest.raises(ValueError, match=r"tick_agents: action\[1\]: expected controls in \[0, num_controls\) = \[2, 1\], got \[2, 0\]"):
-        engine.tick_agents(obs, prior, np.array([[0, 0], [2, 0], [0, 0]]))
+    with pytest.raises(ValueError, match=r"step: control\[1\]: expected controls in \[0, num_controls\) = \[2, 1\], got \[2, 0\]"):
+        engine.tick(obs, prior, np.array([[0, 0], [2, 0], [0, 0]]))
 
 
 @pytest.mark.parametrize("threads", ["numba", "python"])
@@ -101,7 +103,7 @@ def test_agents_on_several_threads_get_the_unbatched_ticks_bits(monkeypatch, cpu
     engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6)
     b = cpus * host.MIN_AGENTS_PER_THREAD + 1
     obs, prior, action = agent_rows(engine, b, seed=4)
-    q, nxt = engine.tick_agents(obs, prior, action)
+    q, nxt = engine.tick(obs, prior, action)
     assert blocks == [cpus]
     for i in range(b):
         q1, n1 = engine.tick(obs[i], prior[i], action[i])
@@ -110,13 +112,13 @@ def test_agents_on_several_threads_get_the_unbatched_ticks_bits(monkeypatch, cpu
     A = [np.stack([a] * b) for a in case.A]
     B = [np.stack([x] * b) for x in case.B]
     batched = build_inference("fpi", A, case.A_deps, B, case.B_deps, variant="fused_numba", num_iter=6)
-    qb, nb = batched.tick_agents(obs, prior, action)
+    qb, nb = batched.tick(obs, prior, action)
     np.testing.assert_array_equal(qb, q)
     np.testing.assert_array_equal(nb, nxt)
     bad = action.copy()
     bad[b - 2, 0] = engine.structure.num_controls[0]
-    with pytest.raises(ValueError, match=rf"tick_agents: action\[{b - 2}\]: expected controls"):
-        engine.tick_agents(obs, prior, bad)
+    with pytest.raises(ValueError, match=rf"step: control\[{b - 2}\]: expected controls"):
+        engine.tick(obs, prior, bad)
 
 
 def test_numba_runs_the_blocks_only_on_a_thread_safe_layer(monkeypatch):
@@ -130,7 +132,7 @@ def test_numba_runs_the_blocks_only_on_a_thread_safe_layer(monkeypatch):
 
 
 def test_the_agents_threads_follow_the_cpu_affinity():
-    """The node's ``cpu_affinity`` (``node.jax_cache.pin_to_cpus``) limits a batched tick: one usable CPU, one
+    """The node's ``cpu_affinity`` (``inference.jax_cache.pin_to_cpus``) limits a batched tick: one usable CPU, one
     thread, whatever the number of agents."""
     cpus = os.sched_getaffinity(0)
     assert host.usable_cpus() == len(cpus)
@@ -151,14 +153,14 @@ def test_a_forked_child_ticks_its_agents_on_its_own_workers():
     engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6)
     b = 2 * host.MIN_AGENTS_PER_THREAD
     obs, prior, action = agent_rows(engine, b, seed=5)
-    q, _ = engine.tick_agents(obs, prior, action)
+    q, _ = engine.tick(obs, prior, action)
     host.over_agent_blocks(b, 2, lambda lo, hi: -1)  # the parent's workers exist now
     pid = os.fork()
     if pid == 0:  # the child: exit 0 when its threaded tick gives the parent's bits
         ok = False
         try:
             threads = host.over_agent_blocks(b, 2, lambda lo, hi: lo)
-            ok = threads == [0, b // 2] and np.array_equal(engine.tick_agents(obs, prior, action)[0], q)
+            ok = threads == [0, b // 2] and np.array_equal(engine.tick(obs, prior, action)[0], q)
         finally:
             os._exit(0 if ok else 1)
     deadline = time.monotonic() + 60

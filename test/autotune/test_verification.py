@@ -1,14 +1,15 @@
-"""The verify step off the tick path (node/verification.py): a child process times the plan's candidates and this
-process concludes; nothing is built here, a cancelled step never reports, a failed one keeps the start."""
+"""The verify step off the tick path (autotune/verification.py): a child process times the plan's candidates and
+this process concludes; nothing is built here, a cancelled step never reports, a failed one keeps the start."""
 from pathlib import Path
 
 import pytest
 
 from bayes_infer_ros.autotune import decision as dec
+from bayes_infer_ros.autotune import deployment as dep
 from bayes_infer_ros.autotune.budget import MemoryBudget
 from bayes_infer_ros.autotune.decision_cache import DecisionCache
 from bayes_infer_ros.model import load_model
-from bayes_infer_ros.node.verification import Verification
+from bayes_infer_ros.autotune.verification import Verification
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET = MemoryBudget.from_mib(2048, "memory_budget_mb")
@@ -25,7 +26,7 @@ def _plan(start=START, verify=(OTHER,), device="cpu", key="key"):
 
 
 def test_a_child_process_times_the_candidates_and_this_process_builds_nothing(model, tmp_path, monkeypatch):
-    monkeypatch.setattr(dec, "build_engine", lambda *a, **k: pytest.fail("the node built a candidate"))
+    monkeypatch.setattr(dep, "engine_for", lambda *a, **k: pytest.fail("the node built a candidate"))
     cache, reported = DecisionCache(tmp_path / "decisions"), []
     job = Verification(model, _plan(), reported.append, cache=cache, jax_cache_dir=str(tmp_path / "jax")).start()
     assert "verifying hybrid@cpu against baseline@cpu off the tick path (child process" in job.status

@@ -31,7 +31,7 @@ import jax
 from jax._src import compilation_cache as jax_compilation_cache  # the entries' own format (decompress)
 from jax.experimental.compilation_cache import compilation_cache
 
-from ..inference.kernel_cache import unwritable
+from .kernel_cache import unwritable
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
-"""node/jax_cache.py: the JAX compilation cache kept under its cap (least recently used entries first, nothing
+"""inference/jax_cache.py: the JAX compilation cache kept under its cap (least recently used entries first, nothing
 else in the folder touched)."""
 from __future__ import annotations
 
 import os
 import time
 
-from bayes_infer_ros.node.jax_cache import cache_bytes, prune
+from bayes_infer_ros.inference.jax_cache import cache_bytes, prune
 
 
 def test_prune_keeps_the_cache_under_its_cap(tmp_path):

@@ -1,5 +1,5 @@
-"""node/builder.py: the build worker off the tick path (requests coalesced, only the newest installed, cancelled
-at close or on request, a failure reported once) and the memory budget every build is held to."""
+"""node/deployer.py: the coalescing worker off the tick path (requests coalesced, only the newest installed,
+cancelled at close or on request, a failure reported once) and the memory budget every deployment is held to."""
 from __future__ import annotations
 
 import threading
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from bayes_infer_ros.autotune.budget import MemoryBudgetExceeded, estimated_bytes
-from bayes_infer_ros.node.builder import Builder, BuildCancelled, node_budget
+from bayes_infer_ros.node.deployer import BuildCancelled, Worker
+from bayes_infer_ros.node.parameters import node_budget
 
 
 class _Gate:
@@ -39,7 +40,7 @@ class _Gate:
 
 def test_builds_are_coalesced_and_only_the_newest_is_installed():
     g = _Gate()
-    b = Builder(g.build, g.install, g.on_error)
+    b = Worker(g.build, g.install, g.on_error)
     first = b.request(0)
     assert g.entered.wait(10)
     tickets = [b.request(k) for k in range(1, 30)]  # 29 more while the first is in its "compile"
@@ -54,7 +55,7 @@ def test_builds_are_coalesced_and_only_the_newest_is_installed():
 
 def test_close_cancels_waiters_and_returns_at_once():
     g = _Gate()
-    b = Builder(g.build, g.install, g.on_error)
+    b = Worker(g.build, g.install, g.on_error)
     ticket = b.request("slow")
     assert g.entered.wait(10)
     assert b.close("the node was cleaned up") is True  # a build was still running
@@ -71,7 +72,7 @@ def test_close_cancels_waiters_and_returns_at_once():
 def test_a_failed_build_is_reported_once():
     g = _Gate()
     g.release.set()
-    b = Builder(g.build, g.install, g.on_error)
+    b = Worker(g.build, g.install, g.on_error)
     with pytest.raises(ValueError, match="refused"):
         b.request("bad").wait(10)
     assert [c for c, _ in g.errors] == ["bad"] and b.counts["failed"] == 1
@@ -81,7 +82,7 @@ def test_a_failed_build_is_reported_once():
 
 def test_wait_aborts_when_told():
     g = _Gate()
-    b = Builder(g.build, g.install, g.on_error)
+    b = Worker(g.build, g.install, g.on_error)
     ticket = b.request("slow")
     with pytest.raises(BuildCancelled, match="shutting down"):
         ticket.wait(10, abort=lambda: True)

@@ -1,9 +1,9 @@
 """The verify step off the tick path: a child process builds and times a plan's candidates
-(``autotune.decision.verify_candidates``) and reports their timings back, so their compiles neither stall the node
-nor stay resident in it (the child's memory goes when it exits). This process then concludes
-(``autotune.decision.conclude``: the start is replaced only by a candidate that wins beyond the measured noise; the
-answer is kept in the decision cache) and hands the :class:`~bayes_infer_ros.autotune.decision.Outcome` to
-``on_done``, which swaps engines where it says so.
+(``deployment.verify_candidates``) and reports their timings back, so their compiles neither stall the node nor stay
+resident in it (the child's memory goes when it exits). This process then concludes (``decision.conclude``: the
+start is replaced only by a candidate that wins beyond the measured noise; the answer is kept in the decision cache)
+and hands the :class:`~bayes_infer_ros.autotune.decision.Outcome` to ``on_done``, which deploys the winner where it
+says so.
 
     job = Verification(model, plan, on_done, cache=cache, jax_cache_dir="~/.cache/bayes_infer_ros/jax").start()
     job.status   # "verifying baseline@cpu against fused_numba@cpu off the tick path (child process 4242, 1.3 s)"
@@ -30,19 +30,19 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import bayes_infer_ros
-from bayes_infer_ros.autotune.decision import (Candidate, EngineConfig, Outcome, Plan, conclude,
-                                               verify_candidates)
-from bayes_infer_ros.autotune.decision_cache import DecisionCache
-from bayes_infer_ros.autotune.devices import find_devices
-from bayes_infer_ros.autotune.timing import CandidateTiming
 
-from . import jax_cache
+from ..inference import jax_cache
+from .decision import Candidate, EngineConfig, Outcome, Plan, conclude
+from .decision_cache import DecisionCache
+from .deployment import verify_candidates
+from .devices import find_devices
+from .timing import CandidateTiming
 
 #: The child's niceness (the lowest): it takes a CPU that the node, or anything else at normal priority, leaves idle.
 VERIFY_NICENESS = 19
 #: A verify step that has not answered after this long is stopped; the start keeps running.
 VERIFY_TIMEOUT_S = 900.0
-CHILD_CODE = "from bayes_infer_ros.node.verification import serve; serve()"
+CHILD_CODE = "from bayes_infer_ros.autotune.verification import serve; serve()"
 
 Answer = tuple[dict[str, CandidateTiming], dict[str, str]]
 
@@ -213,60 +213,3 @@ class Verification:
         if kind != "ok":
             raise RuntimeError(answer)
         return answer
-
-
-class BackgroundVerifier:
-    """The node's verify steps, one at a time, for the engine that runs: :meth:`engine_installed` after every engine
-    install (the previous step is cancelled: its candidates were for another engine), :meth:`close` at cleanup and
-    shutdown. A finished step is logged with its timings and counted (``verify_steps``, ``verify_swaps``); where it
-    swaps, ``swap(outcome, plan)`` asks for the winner's engine (the node builds it off the tick path and installs it
-    under its tick lock). ``status`` is what diagnostics show; ``in_process``: verify in a thread of this process
-    (tests with engines that behave differently on purpose)."""
-
-    def __init__(self, log: Any, count: Callable[..., None], swap: Callable[[Outcome, Plan], None],
-                 cache: Callable[[], Optional[DecisionCache]], jax_cache_dir: Callable[[], str],
-                 in_process: bool = False):
-        self._log, self._count, self._swap = log, count, swap
-        self._cache, self._jax_cache_dir, self.in_process = cache, jax_cache_dir, in_process
-        self._lock = threading.Lock()
-        self.job: Optional[Verification] = None
-
-    def engine_installed(self, model: Any, plan: Optional[Plan], swapped: bool = False) -> Optional[Verification]:
-        """The engine of ``plan`` runs now: verify its candidates off the tick path (nothing without any). A step still
-        running is cancelled; ``swapped``: this engine is the one the last step swapped to, whose outcome stays in
-        ``status``."""
-        with self._lock:
-            if self.job is not None:
-                self.job.cancel()  # no-op for a finished step
-                if not (swapped and self.job.done):
-                    self.job = None
-            if plan is None or not plan.verify:
-                return None
-            cache = self._cache()
-            seen = len(cache.warnings) if cache is not None else 0
-            self.job = Verification(model, plan, lambda outcome: self._done(plan, outcome, cache, seen), cache=cache,
-                                    jax_cache_dir=self._jax_cache_dir(), in_process=self.in_process)
-            job = self.job.start()
-        self._log.info(job.status)
-        self._count("verify_steps_started")
-        return job
-
-    def _done(self, plan: Plan, outcome: Outcome, cache: Optional[DecisionCache], seen: int) -> None:
-        self._count("verify_steps")
-        (self._log.warning if "verify step failed" in outcome.reason else self._log.info)(outcome.reason)
-        for warning in cache.warnings[seen:] if cache is not None else ():  # the record could not be kept
-            self._log.warning(warning)
-        if outcome.swap:
-            self._count("verify_swaps")
-            self._swap(outcome, plan)
-
-    @property
-    def status(self) -> str:
-        job = self.job
-        return job.status if job is not None else ""
-
-    def close(self) -> None:
-        with self._lock:
-            if self.job is not None:
-                self.job.cancel()
-            self.job = None

@@ -1,0 +1,272 @@
+"""``make bench-check`` / ``python -m lab bench-check``: the speed gate. Ratios of the product's calls to the bare
+kernels they wrap (and of fused_numba to pymdp), each measured side by side in one process, held to the committed
+baselines in ``benchmarks/bench_check_cpu.json``.
+
+    python -m lab bench-check                 # measure, compare, exit 1 when a ratio got worse by more than its slack
+    python -m lab bench-check --update        # measure and write the baselines (moving a threshold on purpose)
+    python -m lab bench-check --only call --plant call.default=2   # the gate's own check: a planted 2x slowdown
+
+What is measured (every candidate of a group round-robin in one process, ``autotune.timing.time_round_robin``;
+each ratio is the median over rounds of the per-round ratio, so a round that a busy machine slowed slows both):
+
+- ``call.<model>``: the list call ``engine(obs, prior)`` of a fused_numba FPI engine / its bare kernel (``fpi``'s
+  compiled entry point on prepared arrays), on the default model and on a small generated model;
+- ``step.<model>`` / ``step_evidence.<model>``: ``BeliefFilter.step`` without / with the evidence (surprise, gates,
+  free energy) / the bare step kernel without / with it (``fpi_tick_batched`` / ``fpi_tick_evidence_batched``);
+- ``node.default``: the node's own ``Beliefs.inference_ms`` (its tick's engine call, as ``make demo`` replays the
+  sample bag) / the bare evidence kernel timed here, back to back: the tick's cost in the node, cold caches and all;
+- ``pymdp.<algorithm>.<model>``: fused_numba's packed call / pymdp 1.0.4's jitted call on the same inputs, FPI, VMP
+  and MMP on two fixed generated models (lower is faster).
+
+A ratio passes while it is at most its baseline times ``slack`` (1.25: a change that makes any ratio 25% worse
+fails). The whole gate takes about a minute on the 2-core development VM. How to move a threshold on purpose:
+benchmarks/README.md, "The speed gate".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINES = ROOT / "benchmarks" / "bench_check_cpu.json"
+DEFAULT_MODEL = ROOT / "config" / "agent.yaml"
+SLACK = 1.25
+#: Two small generated models (the generator's seed 0; F = 5, M = 5): the call's and pymdp's fixed models.
+GENERATED = ("c0000", "c0060")
+GROUPS = ("call", "step", "node", "pymdp")
+ROUNDS, MAX_TIME_S = 200, 4.0
+
+
+def paired_ratio(num: Any, den: Any) -> float:
+    """The median over rounds of ``num``'s per-round time over ``den``'s (two ``CandidateTiming`` of one
+    round-robin)."""
+    pairs = np.asarray(list(zip(num.samples, den.samples)), dtype=float)
+    return float(np.median(pairs[:, 0] / pairs[:, 1]))
+
+
+def planted(fn: Callable[[], Any], factor: float) -> Callable[[], Any]:
+    """``fn`` made ``factor`` times slower (it runs round(factor) times): the gate's own test plants one."""
+    n = max(int(round(factor)), 1)
+
+    def slowed() -> Any:
+        for _ in range(n - 1):
+            fn()
+        return fn()
+
+    return slowed
+
+
+def _models() -> dict[str, Any]:
+    from bayes_infer_ros.model import load_model
+    from lab import generator
+
+    specs = {s.config_id: s for s in generator.generate_specs(seed=0)}
+    models = {"default": load_model(DEFAULT_MODEL)}
+    for cid in GENERATED:
+        models[cid] = generator.build_model(specs[cid])
+    return models
+
+
+def _one_hot_rows(layout: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    obs = np.zeros(layout.obs_size, dtype)
+    obs[list(layout.obs_offsets[:-1])] = 1.0
+    prior = np.concatenate([np.full(n, 1.0 / n, dtype) for n in layout.num_states])
+    return obs, prior
+
+
+def measure_calls(model: Any, name: str, plant: dict[str, float]) -> dict[str, float]:
+    """``call.<name>``, ``step.<name>`` and ``step_evidence.<name>`` for one model's fused_numba FPI engine."""
+    from bayes_infer_ros.autotune.timing import time_round_robin
+    from bayes_infer_ros.inference import engine_for_model
+    from bayes_infer_ros.inference.belief_filter import BeliefFilter
+    from bayes_infer_ros.inference.native.engine import kernels
+    from bayes_infer_ros.inference.native.schema import FpiArgs, TickAgentsArgs, TickEvidenceAgentsArgs
+
+    engine = engine_for_model(model, "fpi", variant="fused_numba", num_iter=16)
+    engine.warmup()
+    layout, dt = engine.layout, engine.dtype
+    obs, prior = _one_hot_rows(layout, dt)
+    obs_list, prior_list = layout.split_obs(obs.copy()), layout.split_states(prior.copy())
+    k, m = kernels(), engine.model
+    fpi_index, step_model = m.bind(FpiArgs)[1:], m.bind(TickAgentsArgs)
+    fpi_one = k.fpi_entry(dt, rows=False)
+    step_call = k.fpi_tick_batched_entry(dt)
+    evidence_call = k.fpi_tick_evidence_batched_entry(dt)
+    evidence_args = engine._evidence._args(TickEvidenceAgentsArgs)  # the model's arrays, A clipped with them
+    rows = obs[None].copy(), prior[None].copy(), np.zeros((1, model.num_factors), np.int32)
+    gates = np.full(model.num_modalities, np.inf, dt)
+    width = 2 * layout.state_size + 2 * model.num_modalities + 3 * model.num_factors + 1
+    plain = BeliefFilter(engine, model.D, 5, model.B is not None)
+    evidence = BeliefFilter(engine, model.D, 5, model.B is not None)
+    evidence.set_evidence(True)
+    plain.warm()
+    evidence.warm(True)
+    S = layout.state_size
+    calls = {
+        "bare_fpi": lambda: fpi_one(m.log_A, *fpi_index, obs, prior, 16, m.minval, np.empty(S, dt)),
+        "call": lambda: engine(obs_list, prior_list),
+        "bare_step": lambda: step_call(*step_model, *rows[:2], 16, m.minval, rows[2],
+                                       np.empty((1, 2, S), dt)),
+        "step": lambda: plain.step(obs, None),
+        "bare_step_evidence": lambda: evidence_call(*evidence_args, *rows[:2], 16, m.minval, rows[2], gates,
+                                                    np.empty((1, width), dt)),
+        "step_evidence": lambda: evidence.step(obs, None),
+    }
+    for label, factor in plant.items():
+        group, _, model_name = label.partition(".")
+        if model_name == name and group in calls:
+            calls[group] = planted(calls[group], factor)
+    t = time_round_robin(calls, rounds=ROUNDS, max_time_s=MAX_TIME_S)
+    return {f"call.{name}": paired_ratio(t["call"], t["bare_fpi"]),
+            f"step.{name}": paired_ratio(t["step"], t["bare_step"]),
+            f"step_evidence.{name}": paired_ratio(t["step_evidence"], t["bare_step_evidence"]),
+            f"_bare_step_evidence_us.{name}": t["bare_step_evidence"].median_s * 1e6}
+
+
+def measure_pymdp(models: dict[str, Any], plant: dict[str, float]) -> dict[str, float]:
+    """``pymdp.<algorithm>.<model>``: fused_numba's packed call over pymdp's jitted call, per algorithm."""
+    import jax.numpy as jnp
+
+    from bayes_infer_ros.autotune.timing import time_round_robin
+    from bayes_infer_ros.inference import engine_for_model
+    from lab.harness import make_inputs, pymdp_callable
+    from lab import generator
+
+    specs = {s.config_id: s for s in generator.generate_specs(seed=0)}
+    out = {}
+    for cid in GENERATED:
+        model, spec = models[cid], specs[cid]
+        for algorithm in ("fpi", "vmp", "mmp"):
+            inp = make_inputs(spec, model, algorithm, 5, np.float32)
+            engine = engine_for_model(model, algorithm, variant="fused_numba", num_iter=16)
+            layout = engine.layout
+            ob = np.ascontiguousarray(layout.pack_obs(inp["obs"]), np.float32)
+            pr = np.ascontiguousarray(layout.pack_states(inp["prior"]), np.float32)
+            acts = inp["actions"]
+            fn = pymdp_callable(algorithm, spec.A_dependencies, model.B_dependencies, 16, 1.0)
+            A = [jnp.asarray(a) for a in model.A]
+            obs = [jnp.asarray(o) for o in inp["obs"]]
+            prior = [jnp.asarray(p) for p in inp["prior"]]
+            if algorithm == "fpi":
+                ours, theirs = (lambda: engine.run_packed(ob, pr)), (lambda: fn(A, obs, prior))
+            else:
+                B = [jnp.asarray(b) for b in model.B]
+                a = jnp.asarray(acts)
+                ours = (lambda e=engine, o=ob, p=pr, x=acts: e.run_packed(o, p, x))
+                theirs = (lambda f=fn, o=obs, p=prior, x=a, bb=B: f(A, bb, o, p, x))
+            label = f"pymdp.{algorithm}.{cid}"
+            if label in plant:
+                ours = planted(ours, plant[label])
+            t = time_round_robin({"fused_numba": ours, "pymdp": theirs}, rounds=60, max_time_s=1.5)
+            out[label] = paired_ratio(t["fused_numba"], t["pymdp"])
+    return out
+
+
+def measure_node(bare_us: float, plant: dict[str, float]) -> dict[str, float]:
+    """``node.default``: the node's median ``Beliefs.inference_ms`` over a replay of the sample bag (the demo's
+    settings: config/agent.yaml, event-driven ticks on sim time, the bag at 2x) over ``bare_us``."""
+    from lab.agent_process import AgentProcess, loopback_env
+    from lab.replay_session import ReplaySession
+
+    env = loopback_env()
+    os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOCALHOST_ONLY", "ROS_DOMAIN_ID",
+                                           "RMW_IMPLEMENTATION")})
+    log = ROOT / "log" / "bench-check" / "agent_node.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    node = AgentProcess(DEFAULT_MODEL, parameters={"use_sim_time": True, "autostart": True, "rate_hz": 0.0},
+                        env=env, log_path=log)
+    node.start()
+    try:
+        with ReplaySession(ROOT / "bags" / "agent_sample") as session:
+            deadline = time.monotonic() + 180
+            while not session.wait_ready(1.0):
+                if not node.alive() or time.monotonic() > deadline:
+                    raise RuntimeError(f"the node did not come up:\n{node.log_tail()}")
+            stats = session.play(rate=2.0)
+            session.drain(stats.steps, timeout=5.0)
+            samples = [s.inference_ms for s in session.beliefs][5:]  # the first ticks warm the caches
+    finally:
+        node.stop()
+    if not samples:
+        raise RuntimeError(f"no beliefs from the node:\n{node.log_tail()}")
+    ratio = float(np.median(samples)) * 1e3 / bare_us
+    return {"node.default": ratio * plant.get("node.default", 1.0), "_node_inference_us.default":
+            float(np.median(samples)) * 1e3}
+
+
+def compare(ratios: dict[str, float], baselines: dict[str, float], slack: float) -> list[str]:
+    """The failures: each ratio above its baseline times ``slack``, with the figures."""
+    return [f"{name}: {ratios[name]:.3f}, over {baselines[name]:.3f} x {slack:g} = {baselines[name] * slack:.3f} "
+            f"({ratios[name] / baselines[name] - 1:+.0%})"
+            for name in sorted(ratios) if name in baselines and ratios[name] > baselines[name] * slack]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m lab bench-check", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--update", action="store_true", help="write the measured ratios as the new baselines")
+    p.add_argument("--only", nargs="+", choices=GROUPS, default=list(GROUPS), help="measure these groups only")
+    p.add_argument("--plant", action="append", default=[], metavar="NAME=FACTOR",
+                   help="make the call behind ratio NAME FACTOR times slower (the gate's own test)")
+    p.add_argument("--baselines", type=Path, default=BASELINES)
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    plant = {name: float(factor) for name, factor in (p.split("=", 1) for p in args.plant)}
+    from bayes_infer_ros.autotune.timing import environment, loadavg
+
+    t0 = time.monotonic()
+    load = loadavg()
+    models = _models()
+    measured: dict[str, float] = {}
+    if {"call", "step", "node"} & set(args.only):
+        for name in ("default", GENERATED[0]):
+            measured.update(measure_calls(models[name], name, plant))
+    if "pymdp" in args.only:
+        measured.update(measure_pymdp(models, plant))
+    if "node" in args.only:
+        measured.update(measure_node(measured["_bare_step_evidence_us.default"], plant))
+    ratios = {k: v for k, v in measured.items() if not k.startswith("_") and k.split(".")[0] in _groups(args.only)}
+    elapsed = time.monotonic() - t0
+    print(f"bench-check: {len(ratios)} ratios in {elapsed:.0f} s, load {load} at the start")
+    baselines = json.loads(args.baselines.read_text())["ratios"] if args.baselines.exists() else {}
+    for name in sorted(ratios):
+        base = baselines.get(name)
+        vs = f"baseline {base:.3f} ({ratios[name] / base - 1:+.0%})" if base else "no baseline"
+        print(f"  {name:<28} {ratios[name]:8.3f}   {vs}")
+    for name in sorted(k for k in measured if k.startswith("_")):
+        print(f"  ({name[1:]:<26} {measured[name]:8.2f})")
+    if args.update:
+        record = {"command": "python -m lab bench-check --update", "slack": SLACK, "load": load,
+                  "environment": environment("float32"), "ratios": {k: round(v, 4) for k, v in sorted(ratios.items())}}
+        args.baselines.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"bench-check: baselines written to {args.baselines}")
+        return 0
+    failures = compare(ratios, baselines, SLACK)
+    missing = sorted(set(ratios) - set(baselines))
+    if missing:
+        failures.append(f"no baseline for {', '.join(missing)} (python -m lab bench-check --update)")
+    for line in failures:
+        print(f"bench-check FAILED: {line}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _groups(only: list[str]) -> set[str]:
+    """The ratio prefixes of the groups asked for (``step`` covers ``step_evidence``)."""
+    out = set(only)
+    if "step" in out:
+        out.add("step_evidence")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The speed gate (``lab/bench_check.py``): its comparison against the committed baselines, and the gate itself
+failing on a planted 2x slowdown of one call (a call made to run twice: its ratio doubles, well past the 25%
+slack whatever the machine's load, since each ratio pairs the call with its bare kernel round by round)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import bench_check
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_ratio_fails_only_past_its_baseline_times_the_slack():
+    baselines = {"call.default": 1.5, "pymdp.fpi.c0000": 0.2}
+    assert bench_check.compare({"call.default": 1.5 * 1.25, "pymdp.fpi.c0000": 0.1}, baselines, 1.25) == []
+    failures = bench_check.compare({"call.default": 1.9, "pymdp.fpi.c0000": 0.2}, baselines, 1.25)
+    assert failures == ["call.default: 1.900, over 1.500 x 1.25 = 1.875 (+27%)"]
+
+
+def test_the_committed_baselines_cover_every_ratio_the_gate_measures():
+    ratios = json.loads(bench_check.BASELINES.read_text())["ratios"]
+    models = ("default", bench_check.GENERATED[0])
+    want = {f"{group}.{m}" for group in ("call", "step", "step_evidence") for m in models} | {"node.default"} | {
+        f"pymdp.{a}.{cid}" for a in ("fpi", "vmp", "mmp") for cid in bench_check.GENERATED}
+    assert set(ratios) == want and all(r > 0 for r in ratios.values())
+
+
+def test_a_planted_slowdown_is_paired_with_its_call():
+    calls = []
+    slowed = bench_check.planted(lambda: calls.append(1) or len(calls), 2.0)
+    assert slowed() == 2 and len(calls) == 2
+
+
+@pytest.mark.heavy
+def test_the_gate_fails_on_a_planted_2x_slowdown(tmp_path):
+    """``--only call``: the list call's ratios alone (a few seconds); baselines at today's measurement."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    base = tmp_path / "baselines.json"
+    cmd = [sys.executable, "-m", "lab", "bench-check", "--only", "call", "--baselines", str(base)]
+    subprocess.run(cmd + ["--update"], cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=600)
+    planted = subprocess.run(cmd + ["--plant", "call.default=2"], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=600)
+    assert planted.returncode == 1, planted.stdout + planted.stderr
+    assert "bench-check FAILED: call.default:" in planted.stderr
+    assert "call.c0000" not in planted.stderr  # the other model's call was not slowed
