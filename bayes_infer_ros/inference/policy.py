@@ -399,13 +399,23 @@ class PolicyStatics(NamedTuple):
 
 
 class PolicyArrays(NamedTuple):
-    """A plan's float arrays, passed to the jitted program as arguments (device buffers, put once)."""
+    """A plan's float arrays, passed to the jitted program as arguments (device buffers, put once).
 
-    A: tuple[Any, ...]
-    H_A: tuple[Any, ...]
-    B: tuple[Any, ...]
+    AH: M arrays (m_i + 1, n_deps...): A_m, then H[A_m(. | s)] as one more level (one contraction gives q(o_m)
+        and the expected entropy); Bc: F arrays (u_f, n_f, n_bdeps...): B_f with its control axis first;
+    C: M arrays (T, m_i); log_E: (P,)."""
+
+    AH: tuple[Any, ...]
+    Bc: tuple[Any, ...]
     C: tuple[Any, ...]
     log_E: Any
+
+
+def policy_arrays(plan: PolicyPlan) -> PolicyArrays:
+    """A plan's :class:`PolicyArrays` (numpy)."""
+    return PolicyArrays(AH=tuple(np.concatenate([a, h[None]]) for a, h in zip(plan.A, plan.H_A)),
+                        Bc=tuple(np.ascontiguousarray(np.moveaxis(b, -1, 0)) for b in plan.B), C=tuple(plan.C),
+                        log_E=plan.log_E)
 
 
 def _statics(plan: PolicyPlan) -> PolicyStatics:
@@ -442,14 +452,14 @@ def neg_efe_jax(statics: PolicyStatics, arrays: PolicyArrays, qs: jax.Array) -> 
         nxt = []
         for f, deps in enumerate(statics.B_dependencies):
             # (K_{t-1}, u_f, n_f): B_f under each control contracted with the parents' marginals of its dependencies
-            pred = _contract(jnp.moveaxis(arrays.B[f], -1, 0), [prev[d] for d in deps], 2)
+            pred = _contract(arrays.Bc[f], [prev[d] for d in deps], 2)
             nxt.append(pred[parent, action[:, f]])  # (K_t, n_f)
         value = jnp.zeros((len(parent),), qs.dtype)
         for m, deps in enumerate(statics.A_dependencies):
-            qo = _contract(arrays.A[m], [nxt[d] for d in deps], 1)  # (K_t, m_i)
+            expected = _contract(arrays.AH[m], [nxt[d] for d in deps], 1)  # (K_t, m_i + 1)
+            qo = expected[:, :-1]
             if statics.use_states_info_gain:
-                h_qo = -xlogy(qo, jnp.clip(qo, MINVAL)).sum(-1)
-                value = value + h_qo - _contract(arrays.H_A[m], [nxt[d] for d in deps], 0)
+                value = value - xlogy(qo, jnp.clip(qo, MINVAL)).sum(-1) - expected[:, -1]
             if statics.use_utility:
                 value = value + qo @ arrays.C[m][t]
         running = running[parent] + value
@@ -523,8 +533,8 @@ def _native_arguments(plan: PolicyPlan, kernels: Any) -> tuple:
     arrays are documented in ``native/policy.py``)."""
     st, tree = plan.structure, plan.tree
     ns = st.num_states
-    Bt = [np.moveaxis(b, -1, 0).reshape(b.shape[-1], b.shape[0], -1).transpose(0, 2, 1) for b in plan.B]
-    AH = [np.concatenate([a.reshape(a.shape[0], -1), h.reshape(1, -1)]).T for a, h in zip(plan.A, plan.H_A)]
+    Bc = [np.moveaxis(b, -1, 0).reshape(b.shape[-1], b.shape[0], -1) for b in plan.B]
+    AH = [np.concatenate([a.reshape(a.shape[0], -1), h.reshape(1, -1)]) for a, h in zip(plan.A, plan.H_A)]
     modality_kept = np.ones((tree.num_nodes, st.num_modalities), bool)
     for m, deps in enumerate(st.A_dependencies):
         modality_kept[:, m] = tree.kept[:, list(deps)].all(axis=1)
@@ -533,12 +543,12 @@ def _native_arguments(plan: PolicyPlan, kernels: Any) -> tuple:
         ns=ns, s_off=_offsets(ns), bdeps=_padded(st.B_dependencies, 0),
         bdims=_padded([[ns[d] for d in deps] for deps in st.B_dependencies], 1),
         bks=[len(d) for d in st.B_dependencies],
-        ncontrols=st.num_controls, bt_off=_offsets([b.size for b in Bt]), deps=_padded(st.A_dependencies, -1),
+        ncontrols=st.num_controls, bc_off=_offsets([b.size for b in Bc]), deps=_padded(st.A_dependencies, -1),
         dims=_padded([[ns[d] for d in deps] for deps in st.A_dependencies], 1), ks=[len(d) for d in st.A_dependencies],
         o_off=_offsets(st.num_obs), ah_off=_offsets([a.size for a in AH]), node_level=tree.level,
         node_action=tree.action, node_leaf=tree.leaf, node_fresh=fresh, policy_leaf=tree.policy_leaf,
         first_action=plan.first_action, u_off=_offsets(st.num_controls),
-        Bt=np.concatenate([b.ravel() for b in Bt])[None], AH=np.concatenate([a.ravel() for a in AH])[None],
+        Bc=np.concatenate([b.ravel() for b in Bc])[None], AH=np.concatenate([a.ravel() for a in AH])[None],
         C=np.concatenate(plan.C, axis=1), log_E=plan.log_E[None])
     ints, floats = kernels.pack_plan([arrays[n] for n in kernels.INT_FIELDS], [arrays[n] for n in kernels.FLOAT_FIELDS],
                                      plan.dtype)
@@ -595,8 +605,7 @@ class PolicyInference:
                 raise ValueError("dtype float64: the jax backend needs JAX's x64 mode (jax_enable_x64)")
             self.device = device if device is not None else jax.devices()[0]
             self._statics = _statics(plan)
-            self._arrays = jax.device_put(PolicyArrays(
-                A=tuple(plan.A), H_A=tuple(plan.H_A), B=tuple(plan.B), C=tuple(plan.C), log_E=plan.log_E), self.device)
+            self._arrays = jax.device_put(policy_arrays(plan), self.device)
             self._program = self._jax_program()
             self._run = self._run_jax
 
@@ -645,7 +654,8 @@ class PolicyInference:
             neg_efe = neg_efe_jax(statics, arrays, q)
             q_pi = posterior_jax(neg_efe, gamma, arrays.log_E)
             action, policy = select_jax(statics, q_pi, noise if stochastic else None, alpha, mode)
-            return neg_efe, q_pi, action, policy
+            # the kernel's two outputs: two transfers to the host, not four
+            return jnp.stack([neg_efe, q_pi]), jnp.concatenate([action, policy[None]]).astype(jnp.int32)
 
         def program(arrays: PolicyArrays, qs: jax.Array, noise: jax.Array) -> tuple:
             self.trace_count += 1
@@ -655,11 +665,9 @@ class PolicyInference:
         return jax.jit(xla_config.full_precision(program), compiler_options=xla_config.compile_options(self.device))
 
     def _run_jax(self, qs: np.ndarray, noise: np.ndarray) -> PolicyResult:
-        qs, noise = jax.device_put((qs, noise), self.device)
-        neg_efe, q_pi, action, policy = self._program(self._arrays, qs, noise)
-        result = PolicyResult(np.asarray(neg_efe), np.asarray(q_pi), np.asarray(action, np.int64),
-                              np.asarray(policy, np.int64))
-        return PolicyResult(*(x[0] for x in result)) if self.batch_size is None else result
+        # numpy in (jit puts it beside the plan's arrays: an explicit device_put of the pair cost 50 us on a CPU)
+        out, choice = self._program(self._arrays, qs, noise)
+        return self._result(np.asarray(out), np.asarray(choice).astype(np.int64))
 
     # ---- noise ------------------------------------------------------------------------------------------------
     def noise_for_keys(self, keys: Any) -> np.ndarray:
@@ -716,8 +724,8 @@ def policy_inference_for_model(model: GenerativeModel, *, backend: str = "fused_
                                   backend=backend, batch_size=batch_size, device=device, **{**defaults, **settings})
 
 
-__all__ = ["BACKENDS", "MAX_POLICIES", "MAX_SEED", "PARAM_INFO_GAIN", "POLICY_PARAMETERS", "SAMPLING_MODES",
-           "SELECTIONS", "TERMS", "PolicyArrays", "PolicyInference", "PolicyParameter", "PolicyPlan", "PolicyResult",
-           "PolicyStatics", "PolicyTree", "build_policy_inference", "check_policies", "construct_policies",
-           "neg_efe_jax", "num_policies", "plan_policies", "policy_inference_for_model", "policy_seed",
-           "policy_settings", "policy_tree", "posterior_jax", "select_jax"]
+__all__ = ["BACKENDS", "MAX_POLICIES", "MAX_SEED", "PARAM_INFO_GAIN", "POLICY_PARAMETERS", "PolicyArrays",
+           "PolicyInference", "PolicyParameter", "PolicyPlan", "PolicyResult", "PolicyStatics", "PolicyTree",
+           "SAMPLING_MODES", "SELECTIONS", "TERMS", "build_policy_inference", "check_policies", "construct_policies",
+           "neg_efe_jax", "num_policies", "plan_policies", "policy_arrays", "policy_inference_for_model",
+           "policy_seed", "policy_settings", "policy_tree", "posterior_jax", "select_jax"]
