@@ -42,6 +42,7 @@ from jax.scipy.special import xlogy
 
 from ..model.generative_model import GenerativeModel, ModelStructure, as_deps, trivial_B_dependencies
 from ..model.policies import MAX_POLICIES, check_policies, construct_policies, num_policies
+from ..model.validation import validate_model
 from .action_noise import ActionNoise, gumbel_noise
 from .errors import VariantUnsupported
 from .kernel_cache import enable_disk_cache
@@ -304,6 +305,7 @@ def plan_policies(
     selection: str = "deterministic",
     sampling_mode: str = "full",
     dtype: Any = np.float32,
+    validate: bool = True,
 ) -> PolicyPlan:
     """The :class:`PolicyPlan` of a model (pymdp's arrays, one agent: A[i] (m_i, n_deps...), B[f] (n_f,
     n_bdeps..., u_f)).
@@ -311,7 +313,8 @@ def plan_policies(
     C: M arrays (m_i,) or (T, m_i) (pymdp's time-indexed C), default pymdp's 1 / m_i; E: (P,), default uniform;
     ``policies`` (P, T, F): a given list, else :func:`construct_policies` (``policy_len`` steps); ``terms``: a subset
     of :data:`TERMS` (pymdp's ``use_utility``, ``use_states_info_gain``); pymdp's Agent defaults otherwise.
-    Errors name the argument and what was expected.
+    ``validate``: check A, B and the dependency lists as a model's (``validate_model``). Errors name the argument
+    (or the tensor) and what was expected.
     """
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
@@ -322,19 +325,11 @@ def plan_policies(
     B = [np.asarray(b, np.float64) for b in B]
     A_dependencies = as_deps(A_dependencies)
     B_dependencies = trivial_B_dependencies(len(B)) if B_dependencies is None else as_deps(B_dependencies)
-    if len(A_dependencies) != len(A) or len(B_dependencies) != len(B):
-        raise ValueError(f"A_dependencies / B_dependencies: expected one list per modality ({len(A)}) and per factor "
-                         f"({len(B)}), got {len(A_dependencies)} and {len(B_dependencies)}")
-    num_states = tuple(int(b.shape[0]) for b in B)
-    structure = ModelStructure(num_obs=tuple(int(a.shape[0]) for a in A), num_states=num_states,
+    if validate:  # shapes against the dependency lists, values, normalisation: the model's messages
+        validate_model(GenerativeModel(A=A, A_dependencies=A_dependencies, B=B, B_dependencies=B_dependencies))
+    structure = ModelStructure(num_obs=tuple(int(a.shape[0]) for a in A), num_states=tuple(int(b.shape[0]) for b in B),
                                num_controls=tuple(int(b.shape[-1]) for b in B), A_dependencies=A_dependencies,
                                B_dependencies=B_dependencies)
-    for i, (a, deps) in enumerate(zip(A, A_dependencies)):
-        if a.shape != structure.A_shape(i):
-            raise ValueError(f"A[{i}]: shape {a.shape}, expected {structure.A_shape(i)} (A_dependencies {list(deps)})")
-    for f, b in enumerate(B):
-        if b.shape != structure.B_shape(f):
-            raise ValueError(f"B[{f}]: shape {b.shape}, expected {structure.B_shape(f)}")
     use_utility, use_info_gain = _check_terms(terms)
     _check_choice("selection", selection, SELECTIONS)
     _check_choice("sampling_mode", sampling_mode, SAMPLING_MODES)

@@ -154,10 +154,15 @@ def test_build_errors_name_the_setting():
         (dict(policies=np.zeros((2, 1, 2), int)), r"policies: expected shape \(num_policies >= 1, policy_len >= 1, 3"),
         (dict(policies=np.array([[[0, 0, 2]]])), r"policies\[0\]\[0\]\[2\]: control 2 out of range"),
         (dict(dtype=np.float16), "dtype: expected float32 or float64"),
+        (dict(A_dependencies=[[0], [1, 2], []]), r"A_dependencies\[2\]: dependency list is empty"),
+        (dict(B_dependencies=[[0], [1, 3], [2]]), r"B_dependencies\[1\]: factor index 3 out of range"),
+        (dict(B=[B[0], B[1] * 2, B[2]]), r"B\[1\]: distributions along axis 0 must sum to 1"),
     ]
     for kwargs, message in cases:
+        arrays = dict(A=A, A_dependencies=A_deps, B=B, B_dependencies=B_deps)
+        arrays.update({k: kwargs.pop(k) for k in list(kwargs) if k in arrays})
         with pytest.raises(ValueError, match=message):
-            plan_policies(A, A_deps, B, B_deps, **kwargs)
+            plan_policies(**arrays, **kwargs)
     with pytest.raises(ValueError, match="B: policy inference needs the model's transitions"):
         plan_policies(A, A_deps, None, B_deps)
 

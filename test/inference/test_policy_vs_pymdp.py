@@ -108,12 +108,14 @@ def check_against_pymdp(name: str, backend: str, dtype, seed: int = 0) -> None:
                                           err_msg=f"stochastic {mode}, key {k}")
 
 
+@pytest.mark.heavy  # a pymdp agent compiled per structure and mode: seconds each
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", list(STRUCTURES))
 def test_float32(name, backend):
     check_against_pymdp(name, backend, np.float32)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", ["default_like", "two_controlled_T3", "three_controlled", "one_level",
                                   "three_dep_modality"])
