@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -103,6 +104,11 @@ def test_kernel_takes_its_schemas_order_and_the_packing_reads_back():
     from bayes_infer_ros.inference.native import policy as native  # optional: numba
 
     assert tuple(inspect.signature(native.policy_rows.py_func).parameters) == native.PolicyArgs._fields
+    section = native.__doc__.split("-------------------------------------------------------------\n", 1)[1]
+    assert tuple(re.findall(r"^(\w+) : ", section, flags=re.MULTILINE)) == native.PolicyArgs._fields  # documented
+    bullets = [line for line in section.splitlines() if line.startswith("    - ")]  # the packed arrays, each once
+    named = {n for line in bullets for n in re.findall(r"(\w+) \(", line)}
+    assert set(native.INT_FIELDS + native.FLOAT_FIELDS) <= named, set(native.INT_FIELDS + native.FLOAT_FIELDS) - named
     rng = np.random.default_rng(0)
     ints_in = [rng.integers(-3, 9, size=s) for s in [(4,), (2, 3), (1,)]]
     floats_in = [rng.random(s).astype(np.float32) for s in [(1, 5), (3, 2)]]

@@ -29,10 +29,11 @@ ints : (3 (len(INT_FIELDS) + len(FLOAT_FIELDS)) + ...,) int64
     (``pack_plan``). The int arrays (K / KB: the most dependencies of a modality / of a factor's transition):
 
     - ns (F,), s_off (F + 1,): each factor's states and where they start in packed beliefs;
-    - bdeps, bdims (F, KB), bks (F,): the factors each factor's transition depends on (0 past ``bks[f]``), their
-      sizes (1 past it), how many;
+    - bdeps (F, KB), bdims (F, KB), bks (F,): the factors each factor's transition depends on (0 past
+      ``bks[f]``), their sizes (1 past it), how many;
     - ncontrols (F,): u_f; bc_off (F + 1,): where factor f's transitions start in ``Bc``;
-    - deps, dims (M, K), ks (M,): modality m's A-dependencies (-1 past ``ks[m]``), sizes (1 past it), count;
+    - deps (M, K), dims (M, K), ks (M,): modality m's A-dependencies (-1 past ``ks[m]``), their sizes (1 past
+      it), how many;
     - o_off (M + 1,): where modality m's levels start in a row of ``C``; ah_off (M + 1,): its block in ``AH``;
     - node_level (N,): each node's step (its depth), in depth-first pre-order (a node's parent is the last node
       before it one level up);
