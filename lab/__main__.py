@@ -22,6 +22,7 @@ COMMANDS = {
     "autotune-train": ("train_autotuner", "train the autotuner from a benchmark CSV"),
     "demo": ("demo", "the live demo: node + sample bag replay + summary and plot"),
     "rclpy-api": ("rclpy_api", "check the rclpy API the node uses against rclpy's branches"),
+    "tmaze-policy": ("tmaze_policy", "pymdp's T-maze closed-loop through our engine and policy inference vs pymdp"),
 }
 
 

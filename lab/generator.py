@@ -244,6 +244,24 @@ def build_model(spec: ConfigSpec, dtype=np.float32):
     return GenerativeModel(A=A, A_dependencies=spec.A_dependencies, B=B)
 
 
+def with_controls(model: GenerativeModel, controlled: Sequence[int], num_controls: int = 3,
+                  seed: int = 0) -> GenerativeModel:
+    """A copy of ``model`` for policy inference: factors ``controlled`` get ``num_controls`` controls each (fresh
+    uniform random B, normalised over the next state), the others one (their B under control 0); C is drawn per
+    modality (standard normal). Deterministic in ``seed``."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 2]))
+    B = []
+    for f, b in enumerate(model.B):
+        if f in controlled:
+            x = rng.random(b.shape[:-1] + (num_controls,))
+            B.append((x / x.sum(axis=0, keepdims=True)).astype(b.dtype))
+        else:
+            B.append(np.ascontiguousarray(b[..., :1]))
+    C = [rng.normal(size=m).astype(model.A[0].dtype) for m in model.num_obs]
+    return GenerativeModel(A=model.A, A_dependencies=model.A_dependencies, B=B, B_dependencies=model.B_dependencies,
+                           D=model.D, C=C)
+
+
 # ---- the cache folder ---------------------------------------------------------------------------
 def write_index(specs: Sequence[ConfigSpec], cache: Path, params: dict) -> Path:
     cache.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,9 @@ return_info=True)`` passes it; its terms per modality and per factor come from `
 other modalities' (factors') contributions switched off (:func:`free_energy_terms`). The surprise of a reading is
 built from pymdp's likelihood and ``factor_dot`` (:func:`surprise`).
 
+Policy inference is pymdp's public ``Agent`` (:func:`policy_agent`): ``infer_policies`` and ``sample_action``,
+each one jitted program (:func:`infer_policies`, :func:`sample_action`).
+
 Every pymdp program here is traced at the engines' full precision (``xla_config.full_precision``): a GPU's default
 float32 dot rounds its operands to TF32, which would move the oracle itself; on a CPU nothing changes.
 
@@ -25,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from pymdp import algos, control, maths
+from pymdp.agent import Agent
 
 from pymdp.inference import (
     _build_sequence_validity_masks,
@@ -231,3 +235,34 @@ def expected_obs(qs: Sequence[Any], A: Sequence[Any], A_dependencies: Sequence[S
     """``control.compute_expected_obs``: the predictive distribution of each modality under beliefs ``qs``."""
     return control.compute_expected_obs([jnp.asarray(q) for q in qs], [jnp.asarray(a) for a in A],
                                         _deps(A_dependencies))
+
+
+# ---- policy inference ---------------------------------------------------------------------------------------------
+def policy_agent(A: Sequence[Any], B: Sequence[Any], A_dependencies: Sequence[Sequence[int]],
+                 B_dependencies: Sequence[Sequence[int]], C: Optional[Sequence[Any]] = None, E: Any = None,
+                 **settings: Any) -> Agent:
+    """pymdp's ``Agent`` of one model (unbatched arrays; ``settings``: any other ``Agent`` argument, e.g.
+    policy_len, policies, gamma, alpha, use_utility, use_states_info_gain, action_selection, sampling_mode,
+    batch_size)."""
+    return Agent(A=as_jax(A), B=as_jax(B), C=as_jax(C), E=None if E is None else jnp.asarray(np.asarray(E)),
+                 A_dependencies=_deps(A_dependencies), B_dependencies=_deps(B_dependencies), **settings)
+
+
+@functools.lru_cache(maxsize=None)
+def _agent_program(method: str) -> Callable:
+    if method == "infer_policies":
+        return _jit(lambda agent, qs: agent.infer_policies(qs))
+    return _jit(lambda agent, q_pi, keys: agent.sample_action(q_pi, rng_key=keys))
+
+
+def infer_policies(agent: Agent, qs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``agent.infer_policies`` on beliefs qs (one (batch, n_f) array per factor), jitted -> (q_pi, neg_efe),
+    each (batch, P)."""
+    q_pi, neg_efe = _agent_program("infer_policies")(agent, [jnp.asarray(np.asarray(q))[:, None] for q in qs])
+    return np.asarray(q_pi), np.asarray(neg_efe)
+
+
+def sample_action(agent: Agent, q_pi: Any, keys: Any = None) -> np.ndarray:
+    """``agent.sample_action(q_pi, rng_key=keys)`` (keys: (batch, 2), one per agent; None when deterministic),
+    jitted -> (batch, F)."""
+    return np.asarray(_agent_program("sample_action")(agent, jnp.asarray(q_pi), keys))

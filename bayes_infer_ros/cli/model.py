@@ -1,6 +1,7 @@
 """``bayes-infer model``: bring your own model.
 
-    bayes-infer model from-pymdp PYMDP.npz -o MODEL.yaml|MODEL.npz   pymdp's A, B, D (+ dependencies) -> a model file
+    bayes-infer model from-pymdp PYMDP.npz -o MODEL.yaml|MODEL.npz   pymdp's A, B, C, D, E (+ dependencies, policy
+                                                                    settings) -> a model file
     bayes-infer model validate FILE                                 the node's validation; exit 0 when valid
     bayes-infer model show FILE                                     factors, modalities, shapes, dependencies, labels
     bayes-infer model layout FILE -o LAYOUT.xml [--namespace NS]    a PlotJuggler layout for its belief topics
@@ -17,8 +18,10 @@ from pathlib import Path
 from typing import Optional
 
 from bayes_infer_ros.inference import VARIANTS
+from bayes_infer_ros.inference.policy import POLICY_PARAMETERS, policy_seed, policy_settings
 from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, read_parameters_yaml, save_model
-from bayes_infer_ros.model.pymdp_format import read_pymdp_npz
+from bayes_infer_ros.model.io import save_parameters_yaml
+from bayes_infer_ros.model.pymdp_format import read_pymdp_file
 from bayes_infer_ros.node.parameters import PARAMETERS, SURPRISE_PREFIXES, unknown_parameters, validate_change
 from bayes_infer_ros.viewer_layout import plotjuggler_layout
 
@@ -39,7 +42,13 @@ def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
         reason = validate_change(name, flat[name], variants=_variant_names(), has_B=True, startup=True)
         if reason:
             errors.append(f"parameter {reason}")
-    warnings = unknown_parameters(flat.keys(), [p.name for p in PARAMETERS], ("model.",) + SURPRISE_PREFIXES)
+    for check in (policy_settings, policy_seed):  # the policy.* parameters (docs/policy.md)
+        try:
+            check(flat)
+        except ValueError as exc:
+            errors.append(f"parameter {exc}")
+    known = [p.name for p in PARAMETERS] + list(POLICY_PARAMETERS)
+    warnings = unknown_parameters(flat.keys(), known, ("model.",) + SURPRISE_PREFIXES)
     return errors, warnings
 
 
@@ -65,6 +74,13 @@ def describe(model: GenerativeModel) -> str:
         deps = [model.factor_name(d) for d in model.A_dependencies[i]]
         lines.append(f"  {i}: {model.modality_name(i)}  {model.num_obs[i]} levels {model.observation_label_list(i)}"
                      f"\n       A shape {tuple(model.A[i].shape)} depends on {deps}")
+        if model.C is not None:
+            lines.append("       C [" + ", ".join(f"{c:.3g}" for c in model.C[i]) + "]")
+    if model.B is not None and model.has_policy_prior:
+        given = "given" if model.policies is not None else "every combination of the controls"
+        lines.append(f"policies: {model.num_policies} of {model.horizon} step(s) ({given}); E "
+                     + ("uniform" if model.E is None else "[" + ", ".join(f"{e:.3g}" for e in model.E[:8])
+                        + (", ..." if model.E.size > 8 else "") + "]"))
     return "\n".join(lines)
 
 
@@ -77,15 +93,22 @@ def cmd_from_pymdp(args: argparse.Namespace) -> int:
         print(f"model from-pymdp: {args.output} exists; pass --force to replace it", file=sys.stderr)
         return 2
     try:
-        model = read_pymdp_npz(args.input, batch_index=args.batch_index,
-                               factor_names=args.factors.split(",") if args.factors else None,
-                               modality_names=args.modalities.split(",") if args.modalities else None)
-        save_model(model, args.output)
+        model, settings = read_pymdp_file(args.input, batch_index=args.batch_index,
+                                          factor_names=args.factors.split(",") if args.factors else None,
+                                          modality_names=args.modalities.split(",") if args.modalities else None)
+        if args.output.suffix.lower() == ".npz":
+            save_model(model, args.output)
+        else:  # the policy settings are node parameters: beside the model in the params file
+            save_parameters_yaml(model, args.output, extra_parameters=settings)
     except ModelValidationError as exc:
         print(f"model from-pymdp: {args.input}: invalid: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {args.output}: {model.num_factors} factors {[model.factor_name(f) for f in range(model.num_factors)]}, "
-          f"{model.num_modalities} modalities {[model.modality_name(i) for i in range(model.num_modalities)]}")
+          f"{model.num_modalities} modalities {[model.modality_name(i) for i in range(model.num_modalities)]}"
+          + (f", {model.num_policies} policies of {model.horizon} step(s)" if model.has_policy_prior else ""))
+    if settings and args.output.suffix.lower() == ".npz":
+        print("the .npz holds no node parameters; set these ones: "
+              + " ".join(f"-p {k}:={v}" for k, v in settings.items()))
     print(f"run it: agent_node --ros-args -p model_file:={args.output.resolve()} -p autostart:=true")
     return 0
 
@@ -143,8 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bayes-infer model", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    conv = sub.add_parser("from-pymdp", help="pymdp's A, B, D (.npz, see docs/your-model.md) -> a model file")
-    conv.add_argument("input", type=Path, help="the .npz saved from Python (keys A0.., B0.., D0.., A_dependencies, ...)")
+    conv = sub.add_parser("from-pymdp", help="pymdp's A, B, C, D, E and policy settings (.npz, see "
+                                             "docs/your-model.md, docs/policy.md) -> a model file")
+    conv.add_argument("input", type=Path, help="the .npz saved from Python (keys A0.., B0.., C0.., D0.., E, "
+                                               "A_dependencies, ...; pymdp_agent_arrays(agent))")
     conv.add_argument("-o", "--output", type=Path, required=True, help="MODEL.yaml (params file) or MODEL.npz")
     conv.add_argument("--factors", default=None, help="comma-separated factor names (default: from the file or factor_<f>)")
     conv.add_argument("--modalities", default=None, help="comma-separated modality names")

@@ -4,9 +4,13 @@ Conventions follow pymdp 1.x:
 - ``A[i]`` has shape ``(m_i, n_{deps_i[0]}, ..., n_{deps_i[-1]})``: p(o_i | s_deps).
 - ``B[f]`` has shape ``(n_f, n_{bdeps_f[0]}, ..., n_{bdeps_f[-1]}, u_f)``: p(s_f' | s_bdeps, u_f).
 - ``D[f]`` has shape ``(n_f,)``: p(s_f at t=0).
+- ``C[i]`` has shape ``(m_i,)``: the preferences over observations (log-probabilities, pymdp's C), optional.
+- ``E`` has shape ``(num_policies,)``: the prior over policies, optional; ``policy_len`` and ``policies`` decide
+  the policies it ranges over (``model/policies.py``).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
@@ -67,6 +71,12 @@ class GenerativeModel:
     A: M arrays, ``A[i].shape == (m_i, *[n_f for f in A_dependencies[i]])``
     B: F arrays, ``B[f].shape == (n_f, *[n_d for d in B_dependencies[f]], u_f)``, or None (static states)
     D: F arrays, ``D[f].shape == (n_f,)``; uniform when omitted.
+    C: M arrays, ``C[i].shape == (m_i,)``: preferences over observations (pymdp's C, log-probabilities), or None
+       (pymdp's default then: 1 / m_i, no preference).
+    E: ``(num_policies,)``: the prior over policies, or None (uniform).
+    policy_len: steps per policy (pymdp's ``policy_len``), or None (1; from ``policies`` when they are given).
+    policies: ``(num_policies, policy_len, F)`` int: a given list of policies, or None (every combination of the
+       factors' controls: ``policies.construct_policies``).
     Names are optional; when given they must match the counts. A factor may be observed by no modality (pymdp
     supports it); its size then comes from B, or from D when the model has no B.
     """
@@ -81,6 +91,10 @@ class GenerativeModel:
     state_labels: Optional[list[list[str]]] = None
     observation_labels: Optional[list[list[str]]] = None
     control_labels: Optional[list[list[str]]] = None
+    C: Optional[list[np.ndarray]] = None
+    E: Optional[np.ndarray] = None
+    policy_len: Optional[int] = None
+    policies: Optional[np.ndarray] = None
 
     def __post_init__(self) -> None:
         self.A = [np.asarray(a) for a in self.A]
@@ -95,6 +109,12 @@ class GenerativeModel:
             self.D = [np.asarray(d) for d in self.D]
         elif all(n >= 1 for n in self.num_states):  # else a factor has no size: validation names it
             self.D = [np.full(n, 1.0 / n) for n in self.num_states]
+        if self.C is not None:
+            self.C = [np.asarray(c) for c in self.C]
+        if self.E is not None:
+            self.E = np.asarray(self.E)
+        if self.policies is not None:
+            self.policies = np.asarray(self.policies)
 
     # ---- structure -------------------------------------------------------------------------
     @property
@@ -131,6 +151,26 @@ class GenerativeModel:
         return tuple(int(b.shape[-1]) for b in self.B)
 
     @property
+    def has_policy_prior(self) -> bool:
+        """The model carries something only policy inference reads: C, E, policy_len or policies."""
+        return any(x is not None for x in (self.C, self.E, self.policy_len, self.policies))
+
+    @property
+    def horizon(self) -> int:
+        """The steps of each policy: ``policies``' when given, else ``policy_len``, else 1 (pymdp's default)."""
+        if self.policies is not None:
+            return int(np.shape(self.policies)[1])
+        return 1 if self.policy_len is None else int(self.policy_len)
+
+    @property
+    def num_policies(self) -> int:
+        """How many policies E ranges over: the given list's length, else prod_f u_f ** horizon (every combination
+        of the controls: ``policies.construct_policies``)."""
+        if self.policies is not None:
+            return int(np.shape(self.policies)[0])
+        return math.prod(self.num_controls) ** self.horizon
+
+    @property
     def structure(self) -> ModelStructure:
         return ModelStructure(
             num_obs=self.num_obs,
@@ -158,9 +198,10 @@ class GenerativeModel:
         return [str(k) for k in range(self.num_obs[i])]
 
     def with_dtype(self, dtype) -> "GenerativeModel":
-        """A copy with every tensor cast to ``dtype``."""
+        """A copy with every tensor (A, B, D, C, E) cast to ``dtype``."""
         cast = lambda xs: None if xs is None else [np.asarray(x, dtype=dtype) for x in xs]  # noqa: E731
-        return replace(self, A=cast(self.A), B=cast(self.B), D=cast(self.D))
+        E = None if self.E is None else np.asarray(self.E, dtype=dtype)
+        return replace(self, A=cast(self.A), B=cast(self.B), D=cast(self.D), C=cast(self.C), E=E)
 
     def validate(self, atol: float = 1e-4) -> "GenerativeModel":
         """Raise :class:`ModelValidationError` naming the tensor, axis and value; return self."""

@@ -14,6 +14,14 @@ Parameter layout (nested YAML under ``/**: ros__parameters: model:``, flat dotte
     model.B.<factor>.controls      string[]  optional control labels
     model.D.<factor>               double[]  optional prior, default uniform
     model.states.<factor>          string[]  optional state labels
+    model.C.<modality>             double[]  optional preferences over its m_i levels (pymdp's C, log-probabilities)
+    model.E                        double[]  optional prior over the policies (one entry per policy)
+    policy.len                     int       optional steps per policy (pymdp's policy_len, default 1)
+    policy.policies                int[]     optional list of policies, (P, policy.len, F) flattened in C order
+                                             (default: every combination of the factors' controls)
+
+``policy.len`` and ``policy.policies`` are node parameters (docs/policy.md) read with the model: ``model.E`` has
+one entry per policy, so the policies decide its length.
 """
 from __future__ import annotations
 
@@ -31,6 +39,8 @@ from .validation import ModelValidationError
 
 PathLike = Union[str, os.PathLike]
 MODEL_PREFIX = "model."
+POLICY_LEN = "policy.len"
+POLICIES = "policy.policies"
 
 
 # ---- flat parameter dictionaries ---------------------------------------------------------------
@@ -55,6 +65,15 @@ def model_to_parameters(model: GenerativeModel) -> dict[str, Any]:
     if model.state_labels:
         for f in range(model.num_factors):
             p[f"model.states.{factors[f]}"] = list(model.state_labels[f])
+    if model.C is not None:
+        for i, c in enumerate(model.C):
+            p[f"model.C.{modalities[i]}"] = [float(v) for v in np.asarray(c, dtype=np.float64)]
+    if model.E is not None:
+        p["model.E"] = [float(v) for v in np.asarray(model.E, dtype=np.float64)]
+    if model.policy_len is not None or model.policies is not None:
+        p[POLICY_LEN] = model.horizon
+    if model.policies is not None:
+        p[POLICIES] = [int(v) for v in np.asarray(model.policies).ravel()]
     return p
 
 
@@ -83,6 +102,15 @@ def _as_int_list(key: str, value: Any) -> list[int]:
     if any(float(v) != o for v, o in zip(value, out)):
         raise ModelValidationError(key, f"expected integers, got {list(value)!r:.80}")
     return out
+
+
+def _as_float_list(key: str, value: Any) -> np.ndarray:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+        raise ModelValidationError(key, f"expected a list of numbers, got {value!r:.80}")
+    try:
+        return np.asarray(value, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise ModelValidationError(key, f"expected a list of numbers, got {value!r:.80}") from None
 
 
 def _as_tensor(key: str, shape: list[int], data: Any) -> np.ndarray:
@@ -164,6 +192,32 @@ def model_from_parameters(params: Mapping[str, Any]) -> GenerativeModel:
     state_labels = [limits.label_list(f"{MODEL_PREFIX}states.{name}", _get(params, f"{MODEL_PREFIX}states.{name}", "", required=False))
                     for name in factors]
 
+    C = [_get(params, f"{MODEL_PREFIX}C.{name}", "", required=False) for name in modalities]
+    if any(c is not None for c in C):
+        missing = [name for name, c in zip(modalities, C) if c is None]
+        if missing:
+            raise ModelValidationError(f"{MODEL_PREFIX}C.{missing[0]}", "missing: give every modality's preferences "
+                                       "once one is given (zeros: no preference)")
+        C = [_as_float_list(f"{MODEL_PREFIX}C.{name}", c) for name, c in zip(modalities, C)]
+    else:
+        C = None
+    E = _get(params, f"{MODEL_PREFIX}E", "", required=False)
+    policy_len = _get(params, POLICY_LEN, "", required=False)
+    if policy_len is not None:
+        if isinstance(policy_len, bool) or not isinstance(policy_len, (int, np.integer)) or policy_len < 1:
+            raise ModelValidationError(POLICY_LEN, f"expected an integer >= 1 (steps per policy), got {policy_len!r}")
+        policy_len = int(policy_len)
+    policies = _get(params, POLICIES, "", required=False)
+    if policies is not None and len(policies) == 0:  # an empty list (the parameter's default): every combination
+        policies = None
+    if policies is not None:
+        flat = _as_int_list(POLICIES, policies)
+        steps, F = policy_len or 1, len(factors)
+        if not flat or len(flat) % (steps * F):
+            raise ModelValidationError(POLICIES, f"has {len(flat)} values: expected a multiple of {POLICY_LEN} x "
+                                                 f"factors = {steps} x {F} (policies flattened as (P, {steps}, {F}))")
+        policies = np.asarray(flat, np.int64).reshape(-1, steps, F)
+
     model = GenerativeModel(
         A=A,
         A_dependencies=A_deps,
@@ -172,6 +226,10 @@ def model_from_parameters(params: Mapping[str, Any]) -> GenerativeModel:
         D=None,
         factor_names=factors,
         modality_names=modalities,
+        C=C,
+        E=None if E is None else _as_float_list(f"{MODEL_PREFIX}E", E),
+        policy_len=policy_len,
+        policies=policies,
     )
     num_states = _factor_sizes(model, factors, D)
     model.D = [np.full(n, 1.0 / n) if d is None else d for d, n in zip(D, num_states)]
@@ -254,11 +312,18 @@ def save_npz(model: GenerativeModel, path: PathLike) -> None:
         "state_labels": model.state_labels,
         "observation_labels": model.observation_labels,
         "control_labels": model.control_labels,
+        "policy_len": model.policy_len,
     }
     arrays = {f"A_{i}": a for i, a in enumerate(model.A)}
     if model.B is not None:
         arrays.update({f"B_{f}": b for f, b in enumerate(model.B)})
     arrays.update({f"D_{f}": d for f, d in enumerate(model.D)})
+    if model.C is not None:
+        arrays.update({f"C_{i}": c for i, c in enumerate(model.C)})
+    if model.E is not None:
+        arrays["E"] = model.E
+    if model.policies is not None:
+        arrays["policies"] = np.asarray(model.policies, np.int64)
     np.savez_compressed(path, meta=np.array(json.dumps(meta)), **arrays)
 
 
@@ -275,6 +340,9 @@ def load_npz(path: PathLike, validate: bool = True) -> GenerativeModel:
             F = len(meta["B_dependencies"])
             B = [z[f"B_{f}"] for f in range(F)] if meta["has_B"] else None
             D = [z[f"D_{f}"] for f in range(F)]
+            C = [z[f"C_{i}"] for i in range(len(A))] if "C_0" in z.files else None
+            E = z["E"] if "E" in z.files else None
+            policies = z["policies"] if "policies" in z.files else None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ModelValidationError("model_file", f"{path} is not a bayes_infer_ros model npz: {exc}") from None
     model = GenerativeModel(
@@ -288,6 +356,10 @@ def load_npz(path: PathLike, validate: bool = True) -> GenerativeModel:
         state_labels=limits.label_lists("state_labels", meta.get("state_labels")),
         observation_labels=limits.label_lists("observation_labels", meta.get("observation_labels")),
         control_labels=limits.label_lists("control_labels", meta.get("control_labels")),
+        C=C,
+        E=E,
+        policy_len=meta.get("policy_len"),
+        policies=policies,
     )
     return model.validate() if validate else model
 

@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from .generative_model import GenerativeModel
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: The most policies a model enumerates (prod_f u_f ** policy_len grows fast): past it the model is refused.
+MAX_POLICIES = 1 << 20
 
 
 class ModelValidationError(ValueError):
@@ -119,6 +121,72 @@ def _check_labels(field: str, labels: Optional[Sequence[Sequence[str]]], sizes: 
             seen[label] = j
 
 
+def check_policies_array(field: str, policies: object, num_controls: Sequence[int]) -> np.ndarray:
+    """A list of policies as (P, T, F) int64 (C order), refused naming ``field`` (and the entry): its shape, a value
+    that is not an integer, a control outside [0, u_f)."""
+    arr = np.asarray(policies)
+    F = len(num_controls)
+    if arr.ndim != 3 or arr.shape[0] < 1 or arr.shape[1] < 1 or arr.shape[2] != F:
+        raise ModelValidationError(field, f"expected shape (num_policies >= 1, policy_len >= 1, {F} factors), got "
+                                          f"{arr.shape}")
+    if arr.shape[0] > MAX_POLICIES:
+        raise ModelValidationError(field, f"{arr.shape[0]} policies, more than the limit of {MAX_POLICIES}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating) \
+                or not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ModelValidationError(field, f"expected integer controls, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    for f, u in enumerate(num_controls):
+        bad = (arr[:, :, f] < 0) | (arr[:, :, f] >= u)
+        if bad.any():
+            p, t = (int(i) for i in np.argwhere(bad)[0])
+            raise ModelValidationError(f"{field}[{p}][{t}][{f}]", f"control {arr[p, t, f]} out of range: factor {f} "
+                                                                  f"has {u} control(s) (0..{u - 1})")
+    return np.ascontiguousarray(arr)
+
+
+def _check_policy_prior(model: "GenerativeModel") -> None:
+    """C (one finite vector (m_i,) per modality), policy_len (>= 1), policies (a valid list, of policy_len steps
+    when both are given) and E (finite, non-negative, one entry per policy). E and policies need B."""
+    if model.C is not None:
+        if len(model.C) != model.num_modalities:
+            raise ModelValidationError("C", f"expected one preference vector per modality ({model.num_modalities}), "
+                                            f"got {len(model.C)}")
+        for i, c in enumerate(model.C):
+            name = f"C[{i}]" if not model.modality_names else f"C[{i}] ({model.modality_names[i]})"
+            if c.shape != (model.num_obs[i],):
+                raise ModelValidationError(name, f"shape {c.shape}, expected ({model.num_obs[i]},): one preference "
+                                                 "(log-probability) per observation level")
+            if not np.issubdtype(c.dtype, np.number) or np.issubdtype(c.dtype, np.complexfloating):
+                raise ModelValidationError(name, f"expected real preferences, got dtype {c.dtype}")
+            if not np.all(np.isfinite(c)):
+                idx = int(np.argwhere(~np.isfinite(c))[0][0])
+                raise ModelValidationError(name, f"non-finite preference {c[idx]} at index {idx}")
+    if model.policy_len is not None:
+        value = model.policy_len
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ModelValidationError("policy_len", f"expected an integer >= 1 (steps per policy), got {value!r}")
+    if model.B is None and (model.E is not None or model.policies is not None):
+        raise ModelValidationError("E" if model.E is not None else "policies",
+                                   "policies need the model's transitions (B), and this model has none")
+    if model.policies is not None:
+        model.policies = check_policies_array("policies", model.policies, model.num_controls)
+        if model.policy_len is not None and model.policies.shape[1] != model.policy_len:
+            raise ModelValidationError("policies", f"{model.policies.shape[1]} steps per policy but policy_len is "
+                                                   f"{model.policy_len}")
+    elif model.B is not None and model.num_policies > MAX_POLICIES:
+        raise ModelValidationError("policy_len", f"{model.horizon} steps of the controls {list(model.num_controls)} "
+                                                 f"make {model.num_policies:.3g} policies, more than the limit of "
+                                                 f"{MAX_POLICIES}")
+    if model.E is not None:
+        E = model.E
+        if E.shape != (model.num_policies,):
+            raise ModelValidationError("E", f"shape {E.shape}, expected ({model.num_policies},): one prior "
+                                            f"probability per policy ({model.horizon} step(s) of the controls "
+                                            f"{list(model.num_controls)})")
+        _check_finite_nonnegative("E", E)
+
+
 def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:
     """Check shapes against dependency lists, values and normalisation. A factor that no modality observes is
     valid (pymdp runs it: FPI keeps its prior, VMP/MMP follow its dynamics); its size comes from B or D.
@@ -187,3 +255,4 @@ def validate_model(model: "GenerativeModel", atol: float = 1e-4) -> None:
     _check_labels("state_labels", model.state_labels, num_states)
     _check_labels("observation_labels", model.observation_labels, model.num_obs)
     _check_labels("control_labels", model.control_labels, model.num_controls)
+    _check_policy_prior(model)

@@ -81,7 +81,7 @@ def test_a_factor_no_modality_observes_is_sized_by_D_without_B(tmp_path):
     ({"A": np.array([np.eye(2), np.eye(3)], dtype=object)}, "file", "object arrays"),
     ({"B0": np.eye(2)[:, :, None]}, "A0", "no A arrays"),
     ({"A0": np.eye(2), "A2": np.eye(2)}, "A1", "missing"),
-    ({"A0": np.eye(2), "C0": np.ones(2)}, "C0", "unknown key"),
+    ({"A0": np.eye(2), "pA0": np.ones(2)}, "pA0", "unknown key"),
     ({"A0": np.array([[0.5, 0.5], [0.6, 0.5]])}, "A[0]", "sum"),
     ({"A0": np.eye(2), "A_dependencies": np.array("[[0], [1]]")}, "A_dependencies", "list of 1 lists"),
 ])
