@@ -91,7 +91,8 @@ def our_run(trials: int, steps: int, seed: int, backend: str = "fused_numba",
                            ("observation", index)):
             out[key].append(value)
         out["qs"].append(beliefs)
-        priors = [engine.predict(beliefs[i], result.action[i]) for i in range(trials)]
+        priors = [engine.layout.split_states(engine.predict(np.concatenate(beliefs[i]), result.action[i]))
+                  for i in range(trials)]
         obs, env_state = step(keys[2:], env_state, jnp.asarray(result.action))
     F = len(m["B"])
     return dict(action=np.stack(out["action"], axis=1), qpi=np.stack(out["qpi"], axis=1),
