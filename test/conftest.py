@@ -52,3 +52,13 @@ def repo_root() -> Path:
 
 
 __all__ = ["enable_x64", "contextlib"]
+
+
+@pytest.fixture(autouse=True)
+def _no_cache_warnings_forwarded_after_the_test():
+    """The node forwards the cache modules' warnings to the newest node's logger, a setting of the whole process: it
+    is reset after each test, so that a test's stand-in logger never receives a later test's warnings."""
+    yield
+    from bayes_infer_ros.node.reporting import forward_cache_warnings
+
+    forward_cache_warnings(None)

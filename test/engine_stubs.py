@@ -17,9 +17,17 @@ class Slowed(_Wrapped):
         super().__init__(engine)
         self._seconds = seconds
 
+    def stepper(self, *args):
+        step = self._engine.stepper(*args)
+
+        def slowed():
+            time.sleep(self._seconds)
+            return step()
+
+        return slowed
+
     def step(self, *args):
-        time.sleep(self._seconds)
-        return self._engine.step(*args)
+        return self.stepper(*args)()
 
 
 class Broken(_Wrapped):
@@ -28,6 +36,12 @@ class Broken(_Wrapped):
     def __init__(self, engine, error):
         super().__init__(engine)
         self._error = error
+
+    def stepper(self, *args):
+        def broken():
+            raise self._error
+
+        return broken
 
     def step(self, *args):
         raise self._error

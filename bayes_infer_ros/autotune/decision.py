@@ -70,8 +70,9 @@ TIE = 0.05
 @dataclass(frozen=True)
 class EngineConfig:
     """What an engine is built from. ``variant`` and ``device`` may be "auto"; ``agents``: the b agents of the model
-    one engine serves (b rows of each call). Every field is part of the decision's key: the same model decided for
-    one agent and for a fleet are two decisions."""
+    one engine serves (b rows of each call); ``evidence``: each step also computes its evidence (surprise, gates,
+    free energy), so that is the call compiled and timed. Every field is part of the decision's key: the same model
+    decided for one agent and for a fleet, or with and without the evidence, are two decisions."""
 
     algorithm: str
     variant: str = "auto"
@@ -81,6 +82,7 @@ class EngineConfig:
     autotune_verify_top_k: int = 3
     device: str = "auto"
     agents: int = 1
+    evidence: bool = False
 
 
 @dataclass(frozen=True)

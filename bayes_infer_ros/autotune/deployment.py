@@ -133,7 +133,7 @@ def verify_candidates(model: Any, config: EngineConfig, timed: Sequence[Candidat
         try:
             if name not in engines:
                 engines[name] = engine_for(model, config, c.variant, found.by_platform.get(c.platform))
-            calls[name] = engine_call(engines[name], config.algorithm, config.horizon, config.agents)
+            calls[name] = engine_call(engines[name], config.algorithm, config.horizon, config.agents, config.evidence)
             calls[name]()  # compiles: a device without code for this kernel fails here, not in the timing
         except Exception as exc:  # noqa: BLE001 - any candidate that cannot run here is out, with its reason
             calls.pop(name, None)
@@ -233,10 +233,10 @@ class Deployment:
 
 
 def deploy(model: Any, config: EngineConfig, budget: MemoryBudget, *, cache: Optional[DecisionCache] = None,
-           pin: Optional[Pinned] = None, evidence: bool = False,
-           checkpoint: Callable[[], None] = _no_checkpoint) -> Deployment:
-    """Decide, build the start and compile every call a step makes (so a step never traces): the engine of
-    ``config.agents`` agents (``evidence``: also the calls of a step with its evidence: surprise, gates, free energy).
+           pin: Optional[Pinned] = None, checkpoint: Callable[[], None] = _no_checkpoint) -> Deployment:
+    """Decide, build the start and compile every call a step makes, and no other (so a step never traces, and a first
+    start compiles nothing it will not run): the engine of ``config.agents`` agents (``config.evidence``: the step
+    with its evidence: surprise, gates, free energy).
     Its verify step is the caller's (``deployment.plan``). ``checkpoint()`` between the phases raises (the node's
     BuildCancelled) once the deployment is no longer wanted. Every variant (a user's choice as well as auto's) is held
     to ``budget`` before anything is allocated. ``cache``: kept decisions (default: the environment's,
@@ -251,10 +251,12 @@ def deploy(model: Any, config: EngineConfig, budget: MemoryBudget, *, cache: Opt
         plan = plan_decision(model, config, budget, cache=cache)
     plan, engine = start_engine(plan, model, checkpoint, budget)
     checkpoint()
-    engine.warmup(T=config.horizon, valid_steps=True) if engine.spec.window else engine.warmup()
-    checkpoint()
-    # the calls a step makes beside those: the step with its evidence and the prediction of a prior
-    BeliefFilter(engine, model.D, config.horizon, has_B=model.B is not None).warm(evidence)
+    if engine.spec.window:  # the window's program, at its one compiled length
+        engine.warmup(T=config.horizon, valid_steps=True)
+        checkpoint()
+    # the calls a step makes: fpi's step (with its evidence, or without) and the prediction of a prior; vmp / mmp's
+    # evidence calls around the window
+    BeliefFilter(engine, model.D, config.horizon, has_B=model.B is not None).warm(config.evidence)
     return Deployment(config, plan.start.variant, engine, time.perf_counter() - t0, plan.describe(),
                       device_lookup.describe(plan.devices.by_platform.get(plan.start.platform)),
                       tuple(cache.warnings[cache_warnings:]), plan)

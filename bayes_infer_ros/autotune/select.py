@@ -203,11 +203,12 @@ def rank_variants(algorithm: str, model: Any, horizon: int = 1, num_iter: int = 
     return ranking(algorithm, model, horizon, num_iter, backend, memory_budget, itemsize, model_dir).ranked
 
 
-def engine_call(engine: Engine, algorithm: str, horizon: int, agents: int = 1) -> Callable[[], Any]:
+def engine_call(engine: Engine, algorithm: str, horizon: int, agents: int = 1, evidence: bool = False
+                ) -> Callable[[], Any]:
     """A zero-argument call of what the node runs each tick for ``agents`` agents (a batched engine's batch), results
-    on the host: ``engine.step`` for FPI (beliefs and the next prior in one dispatch), ``run_packed`` over a
-    ``horizon`` window for VMP/MMP. One-hot observations of level 0 and a uniform prior in the engine's dtype; the
-    arguments are made once."""
+    on the host: the engine's stepper for FPI (beliefs and the next prior in one dispatch; ``evidence``: with the
+    surprise, the gates and the free energy, no gate refusing), ``run_packed`` over a ``horizon`` window for VMP/MMP.
+    One-hot observations of level 0 and a uniform prior in the engine's dtype; the arguments are made once."""
     layout = engine.layout
     window = algorithm_spec(algorithm).window
     b = engine.batch_size if engine.batched else max(int(agents), 1)
@@ -220,7 +221,8 @@ def engine_call(engine: Engine, algorithm: str, horizon: int, agents: int = 1) -
     prior = np.tile(np.concatenate([np.full(n, 1.0 / n, dtype=dtype) for n in layout.num_states]), (b, 1))
     if not window:
         control = np.zeros((b, len(layout.num_states)), dtype=np.int32)
-        return lambda: engine.step(obs, prior, control)
+        gates = np.full(len(layout.num_obs), np.inf, dtype) if evidence else None
+        return engine.stepper(obs, prior, control, gates)
     actions = np.zeros((b, T - 1, len(layout.num_states)), dtype=np.int32)
     if not engine.batched:  # an unbatched engine's window: one agent's
         obs, prior, actions = obs[0], prior[0], actions[0]

@@ -37,8 +37,7 @@ def deploy_settings(model: Any, settings: NodeSettings, checkpoint: Callable[[],
     """The node's deployment of ``model`` under ``settings`` (its engine settings, agents, memory budget and
     evidence), or of the verify step's ``pin``."""
     config = settings.engine if pin is None else pin.config
-    return deploy(model, config, node_budget(settings.memory_budget_mb), cache=cache, pin=pin,
-                  evidence=settings.evidence, checkpoint=checkpoint)
+    return deploy(model, config, node_budget(settings.memory_budget_mb), cache=cache, pin=pin, checkpoint=checkpoint)
 
 
 @dataclass(eq=False)

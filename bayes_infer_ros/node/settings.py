@@ -78,9 +78,10 @@ class NodeSettings:
 
     @property
     def engine(self) -> EngineConfig:
-        """What the engine is built from: the engine parameters, the device and the number of agents."""
+        """What the engine is built from: the engine parameters, the device, the number of agents and whether each
+        step computes its evidence."""
         return EngineConfig(self.algorithm, self.variant, self.num_iter, self.tau, self.horizon,
-                            self.autotune_verify_top_k, self.device, max(len(self.agents), 1))
+                            self.autotune_verify_top_k, self.device, max(len(self.agents), 1), self.evidence)
 
     @property
     def event_mode(self) -> bool:

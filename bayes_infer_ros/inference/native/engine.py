@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import time
 from types import SimpleNamespace
 from typing import Any, Callable, Optional, Sequence, final
 
@@ -46,8 +47,8 @@ from ..kernel_cache import enable_disk_cache
 from .arrays import NativeModel
 from .evidence_host import NativeEvidence
 from .schema import FpiArgs, PredictRowsArgs, SequenceArgs, TickAgentsArgs
-from .host import (agent_threads, native_planned_elements, numba_threads, over_agent_blocks, packed_inputs,
-                   parallel_layer, predict_rows, window_actions)
+from .host import (FasterWay, agent_threads, native_planned_elements, numba_threads, over_agent_blocks,
+                   packed_inputs, parallel_layer, predict_rows, window_actions)
 
 NUMBA_HINT = "variant fused_numba needs numba: pip install 'numba==0.68.1' (or the package's [native] extra)"
 
@@ -120,8 +121,9 @@ class NativeEngine(Engine):
         With B and many rows, the rows run in contiguous blocks on every CPU the calling thread may use (its affinity:
         the node's ``cpu_affinity``), at least ``host.MIN_AGENTS_PER_THREAD`` rows per thread: the serial kernel on each
         block, on the threads of numba's threading layer (``tick.fpi_tick_agents_parallel``) where a thread-safe one
-        loads (``host.parallel_layer``), else from Python threads (it releases the GIL). Row i's outputs are the same
-        bits whatever the blocks."""
+        loads (``host.parallel_layer``), else from Python threads (it releases the GIL), unless the calling thread
+        alone is measured faster now (``host.FasterWay``: a CPU another process keeps busy). Row i's outputs are the
+        same bits whatever the blocks."""
         if not self.spec.ticks:
             self.require_fpi("step")
         obs, prior, control = self.step_rows(obs, prior, control)
@@ -158,11 +160,18 @@ class NativeEngine(Engine):
             call = self._step_call = self._k.fpi_tick_batched_entry(dt)
         bound = functools.partial(call, *self._step_model, obs, prior, self.num_iter, m.minval, control)
         shape = (b, 2, S)
+        faster = FasterWay()  # many agents: on the calling thread or on every usable CPU, whichever is faster now
 
         def step() -> np.ndarray:
             out = np.empty(shape, dt)
             threads = agent_threads(b) if b > 1 else 1
-            bad = bound(out) if threads == 1 else self._step_blocks(call, obs, prior, control, out, threads)
+            if threads == 1:
+                bad = bound(out)
+            else:
+                way = faster.choose()
+                t0 = time.perf_counter()
+                bad = bound(out) if way == 0 else self._step_blocks(call, obs, prior, control, out, threads)
+                faster.record(way, time.perf_counter() - t0)
             if bad >= 0:
                 raise ValueError(error(control))
             return out.reshape(b, 2 * S)

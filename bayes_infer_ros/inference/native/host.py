@@ -88,6 +88,36 @@ def predict_rows(engine: Engine, kernel: Any, model_args: tuple, has_B: bool, q:
 
 
 # ---- many agents on every core the process may use ---------------------------------------------------------------
+class FasterWay:
+    """Which of two ways to run the same call is the faster now, measured as the calls run: way 0 (the agents on the
+    calling thread) or way 1 (blocks of them on every usable CPU). A CPU that another process keeps busy can make the
+    parallel way slower than the serial one (its threads wait for a share of a core), and an idle machine makes it
+    about twice as fast, so neither is right always. Each way's time per call is a running mean (weight ``weight``
+    per call); the faster runs, and every ``explore_every``-th call runs the other, so that a change of load is seen
+    within a few dozen calls. Way 1 runs first: the calls' first measurements fill both means.
+
+    ``choose()`` -> the way to run; ``record(way, seconds)`` after it ran."""
+
+    def __init__(self, explore_every: int = 64, weight: float = 0.25):
+        self.explore_every, self.weight = int(explore_every), float(weight)
+        self.mean: list[Optional[float]] = [None, None]
+        self.calls = 0
+
+    def choose(self) -> int:
+        self.calls += 1
+        if self.mean[1] is None:
+            return 1
+        if self.mean[0] is None:
+            return 0
+        best = 0 if self.mean[0] <= self.mean[1] else 1
+        return 1 - best if self.calls % self.explore_every == 0 else best
+
+    def record(self, way: int, seconds: float) -> None:
+        old = self.mean[way]
+        self.mean[way] = seconds if old is None else old + self.weight * (seconds - old)
+
+
+
 #: Agents per thread below which a batched tick stays on the calling thread: handing a block to a worker costs about
 #: as much as ticking this many agents of a small model (benchmarks/agents_throughput_cpu.csv).
 MIN_AGENTS_PER_THREAD = 32
