@@ -502,13 +502,13 @@ def native_kernels() -> Any:
     """fused_numba's policy kernel module (``native/policy.py``; its kernels compile on first use and are cached on
     disk as the engine's are)."""
     try:
-        from .native import common, fp_mode  # optional dependency: numba
+        from .native import common, fp_mode, tick  # optional dependency: numba
         from .native import policy as native_policy  # optional dependency: numba
     except ImportError as exc:
         raise VariantUnsupported(NUMBA_HINT) from exc
-    modules = (fp_mode, common, native_policy)
-    for module in modules:
-        enable_disk_cache(module, [m.__file__ for m in modules])
+    # its kernels' cache, keyed by every source they inline code from (tick: the index arrays' views); the other
+    # modules' own kernels are the engine's to cache (``native.engine.kernels``)
+    enable_disk_cache(native_policy, [m.__file__ for m in (fp_mode, common, tick, native_policy)])
     return native_policy
 
 

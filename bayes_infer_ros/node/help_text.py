@@ -183,19 +183,20 @@ def entity_error(exc: BaseException, overrides: Mapping[str, Any]) -> str:
     return qos_override_error(overrides) or str(exc)
 
 
-def unknown_topics(node: Any, obs_prefix: str, modalities: Sequence[str], legacy_actions_topic: str,
-                   warned: set) -> list[tuple[str, str]]:
-    """(warning, counter or "") for each topic not warned about yet (added to ``warned``) that a user may have
-    meant for this node: ``observations/<name>`` of no modality, or the old ``actions`` topic with a publisher."""
+def unknown_topics(topic_names: Iterable[str], obs_prefix: str, modalities: Sequence[str], legacy_actions_topic: str,
+                   legacy_published: bool, controls_topic: str, warned: set) -> list[tuple[str, str]]:
+    """(warning, counter or "") for each topic of the graph's ``topic_names`` not warned about yet (added to
+    ``warned``) that a user may have meant for this node: ``observations/<name>`` of no modality, or the old
+    ``actions`` topic while it has a publisher (``legacy_published``; the node's controls are ``controls_topic``)."""
     known = {obs_prefix + m for m in modalities}
     out = []
-    for name, _types in node.get_topic_names_and_types():
+    for name in topic_names:
         if name in warned:
             continue
-        if name == legacy_actions_topic and node.count_publishers(name) > 0:
+        if name == legacy_actions_topic and legacy_published:
             warned.add(name)
             out.append((f"{name} has a publisher, but this node no longer reads it: publish "
-                        f"bayes_infer_ros/msg/Controls (stamped) on {node.resolve_topic_name('controls')}", ""))
+                        f"bayes_infer_ros/msg/Controls (stamped) on {controls_topic}", ""))
         if name.startswith(obs_prefix) and name not in known:
             warned.add(name)
             out.append((f"{name}: published but the model has no such modality (modalities: {list(modalities)}); "
@@ -222,12 +223,12 @@ def same_name_count(names_and_namespaces: Iterable[tuple[str, str]], name: str, 
     return sum(1 for n, ns in names_and_namespaces if n == name and (ns.rstrip("/") or "/") == namespace)
 
 
-def duplicate_name(node: Any) -> str:
-    """The warning when another node in the graph has this node's fully qualified name ("" otherwise)."""
-    count = same_name_count(node.get_node_names_and_namespaces(), node.get_name(), node.get_namespace())
+def duplicate_name(names_and_namespaces: Iterable[tuple[str, str]], name: str, namespace: str, fqn: str) -> str:
+    """The warning when another node in the graph (``get_node_names_and_namespaces``) has this node's fully qualified
+    name ``fqn`` ("" otherwise)."""
+    count = same_name_count(names_and_namespaces, name, namespace)
     if count < 2:
         return ""
-    fqn = node.get_fully_qualified_name()
     return (f"{count} nodes named {fqn} run in this ROS graph: their beliefs interleave on one topic, their "
             f"diagnostics merge and a service call reaches only one of them; give each its own name or namespace "
             f"(--ros-args -r __node:=NAME or -r __ns:=/NAMESPACE)")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..autotune.budget import MemoryBudget
-from ..inference.algorithm_specs import ALGORITHMS
+from ..inference.algorithm_specs import ALGORITHMS, algorithm_spec
 
 DEVICES = ("auto", "cpu", "gpu")
 # Changing one of these builds and compiles a new engine in a worker thread; the tick swaps it in.
@@ -160,7 +160,7 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
             parse_cpus(value)
         except ValueError as exc:
             return str(exc)
-    if name == "algorithm" and value in ("vmp", "mmp") and not has_B:
+    if name == "algorithm" and algorithm_spec(value).window and not has_B:
         return f"algorithm: {value} needs transition tensors B; the model has none (use fpi)"
     if name == "variant":
         allowed = ("auto",) + tuple(variants)

@@ -385,12 +385,17 @@ class _AgentCore(UntypedOverrides):
         status = diagnostics.node_status(
             self.get_name(), self.get_fully_qualified_name(), self._runtime, self._config_error,
             clock_ns=self.get_clock().now().nanoseconds, since_start_s=time.monotonic() - self._started_mono,
-            duplicate=reporter.error_once("duplicate_node_name", node_help.duplicate_name(self)))
+            duplicate=reporter.error_once("duplicate_node_name", node_help.duplicate_name(
+                self.get_node_names_and_namespaces(), self.get_name(), self.get_namespace(),
+                self.get_fully_qualified_name())))
         loop = self._runtime.loop
         if loop is not None:  # topics a user may have meant for this node
+            topic_names = [name for name, _types in self.get_topic_names_and_types()]
             for prefix in self._obs_prefixes:
-                reporter.warnings(node_help.unknown_topics(self, prefix, loop.modality_names,
-                                                           self._legacy_actions_topic, self._unknown_topics_warned))
+                reporter.warnings(node_help.unknown_topics(
+                    topic_names, prefix, loop.modality_names, self._legacy_actions_topic,
+                    self._legacy_actions_topic in topic_names and self.count_publishers(self._legacy_actions_topic) > 0,
+                    self.resolve_topic_name("controls"), self._unknown_topics_warned))
         self._diag_pub.publish(diagnostics.diagnostic_array(status, self.get_clock().now().to_msg()))
 
 

@@ -11,7 +11,9 @@ from variant_cases import SKEWED_ZEROS, structured_case
 PACKAGE = Path(__file__).resolve().parents[2] / "bayes_infer_ros"
 # the modules that define the algorithms: their maths may name a message kind
 DEFINING = {"inference/algorithm_specs.py", "inference/algorithms.py"}
-NAME_TEST = re.compile(r"""(algorithm|kind)\s*(==|!=)\s*["'](fpi|vmp|mmp)["']|["'](fpi|vmp|mmp)["']\s*(==|!=)""")
+# a comparison with a name (==, !=) or a membership in a literal of names (in / not in ("vmp", "mmp"), a list or set)
+_NAME = r"""["'](fpi|vmp|mmp)["']"""
+NAME_TEST = re.compile(rf"""(==|!=)\s*{_NAME}|{_NAME}\s*(==|!=)|\bin\s*[(\[{{]\s*{_NAME}""")
 
 
 def test_the_records_say_what_each_algorithm_is():
@@ -32,6 +34,14 @@ def test_every_engine_carries_its_algorithms_record(algorithm, variant):
     case = structured_case(SKEWED_ZEROS, 7, T=2)
     engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, variant=variant, num_iter=2)
     assert engine.spec is algorithm_spec(algorithm) and engine.algorithm == algorithm
+
+
+@pytest.mark.parametrize("line, caught", [
+    ('if algorithm == "fpi":', True), ("if 'mmp' != kind:", True), ('if value in ("vmp", "mmp"):', True),
+    ("if name not in ['fpi']:", True), ('if algorithm in {"vmp", "mmp"}:', True),
+    ('choices=ALGORITHMS)', False), ('spec = algorithm_spec("vmp")', False)])
+def test_the_guard_sees_every_way_of_testing_a_name(line, caught):
+    assert bool(NAME_TEST.search(line)) is caught
 
 
 def test_no_module_outside_the_algorithms_compares_algorithm_names():

@@ -2,7 +2,6 @@
 import os
 import threading
 
-import pytest
 
 from bayes_infer_ros.inference.jax_cache import pin_to_cpus
 from bayes_infer_ros.node.parameters import parse_cpus, validate_change

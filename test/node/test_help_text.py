@@ -3,7 +3,6 @@ qos_overrides it cannot use or ignores, the hints of a failed start or creation,
 node of its fully qualified name in the graph."""
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 from bayes_infer_ros.node import help_text as node_help
 from bayes_infer_ros.node.parameters import PARAMETERS
@@ -73,9 +72,18 @@ def test_a_second_node_of_the_same_name_is_found_in_the_graph():
     graph = [("agent", "/robot"), ("agent", "/robot/"), ("agent", "/other"), ("probe", "/robot")]
     assert node_help.same_name_count(graph, "agent", "/robot") == 2
     assert node_help.same_name_count(graph, "agent", "/") == 0
-    node = SimpleNamespace(get_node_names_and_namespaces=lambda: graph, get_name=lambda: "agent",
-                           get_namespace=lambda: "/robot", get_fully_qualified_name=lambda: "/robot/agent")
-    line = node_help.duplicate_name(node)
+    line = node_help.duplicate_name(graph, "agent", "/robot", "/robot/agent")
     assert line.startswith("2 nodes named /robot/agent run in this ROS graph") and "__node:=" in line
-    node.get_namespace = lambda: "/other"
-    assert node_help.duplicate_name(node) == ""
+    assert node_help.duplicate_name(graph, "agent", "/other", "/other/agent") == ""
+
+
+def test_topics_a_user_may_have_meant_are_warned_about_once():
+    warned: set = set()
+    topics = ["/robot/observations/voltage", "/robot/observations/voltag", "/robot/actions", "/other"]
+    got = node_help.unknown_topics(topics, "/robot/observations/", ["voltage"], "/robot/actions", True,
+                                   "/robot/controls", warned)
+    assert [counter for _, counter in got] == ["unknown_modality_topics", ""]
+    assert "/robot/observations/voltag: published but the model has no such modality" in got[0][0]
+    assert "publish bayes_infer_ros/msg/Controls (stamped) on /robot/controls" in got[1][0]
+    assert node_help.unknown_topics(topics, "/robot/observations/", ["voltage"], "/robot/actions", True,
+                                    "/robot/controls", warned) == []  # once

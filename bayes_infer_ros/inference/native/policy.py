@@ -82,6 +82,7 @@ import numpy as np
 
 from .common import inline, njit
 from .fp_mode import flush_subnormals, restore_fp_mode
+from .tick import _ints1, _ints2
 
 
 class PolicyArgs(NamedTuple):
@@ -135,18 +136,6 @@ def pack_plan(int_arrays: Sequence[np.ndarray], float_arrays: Sequence[np.ndarra
         offset += a.size
     ints = np.concatenate([np.asarray(header, np.int64)] + int_parts)
     return np.ascontiguousarray(ints), np.ascontiguousarray(np.concatenate(float_parts), dtype)
-
-
-@inline
-def _ints1(ints, j):
-    o = ints[HEADER_WIDTH * j]
-    return ints[o:o + ints[HEADER_WIDTH * j + 1]]
-
-
-@inline
-def _ints2(ints, j):
-    o, r, c = ints[HEADER_WIDTH * j], ints[HEADER_WIDTH * j + 1], ints[HEADER_WIDTH * j + 2]
-    return ints[o:o + r * c].reshape(r, c)
 
 
 @inline
