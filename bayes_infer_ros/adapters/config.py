@@ -362,8 +362,8 @@ def _levels(root: str, keys: Mapping[str, Any], labels: Sequence[str], infinite:
     for key in mapped:
         level = level_index(key[len("levels."):], labels, f"{root}.{key}")
         if level in given:
-            raise _refused(f"{root}.{key}", f"level {labels[level]!r} is given twice (also as {given[level]}); give "
-                                            "its values once")
+            raise _refused(f"{root}.{key}", f"level {labels[level]!r} is given twice (also as {root}.{given[level]}); "
+                                            "give its values once")
         given[level] = key
         pairs += [(v, level, f"{root}.{key}") for v in _as_list(keys[key])]
     seen: dict[tuple[str, Any], int] = {}

@@ -1,21 +1,26 @@
 """``bayes-infer model``: bring your own model.
 
     bayes-infer model from-pymdp PYMDP.npz -o MODEL.yaml|MODEL.npz   pymdp's A, B, D (+ dependencies) -> a model file
-    bayes-infer model validate FILE                                 the node's validation; exit 0 when valid
+    bayes-infer model validate FILE [--params-file MORE.yaml ...]   the node's validation; exit 0 when valid
     bayes-infer model show FILE                                     factors, modalities, shapes, dependencies, labels
     bayes-infer model layout FILE -o LAYOUT.xml [--namespace NS]    a PlotJuggler layout for its belief topics
 
 ``validate`` runs what the node runs at configure (load + validate the model; the node parameters of a params
-file are checked against the node's table too) and exits 0 for a valid file, 1 naming the tensor (or parameter)
-and the problem otherwise. The pymdp file format: :mod:`bayes_infer_ros.model.pymdp_format`, docs/your-model.md.
+file are checked against the node's table too; the sensor adapters, ``adapters.*``, against the model's modalities
+and levels and the message definitions available offline, with the checker the node uses) and exits 0 for a valid
+file, 1 naming the tensor (or parameter) and the problem otherwise. ``--params-file`` adds the parameters of more
+files, merged in order after FILE's as the node merges its params files (``config/agent_adapters.yaml`` after
+``config/agent.yaml``). The pymdp file format: :mod:`bayes_infer_ros.model.pymdp_format`, docs/your-model.md.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Mapping, Optional, Sequence
 
+from bayes_infer_ros.adapters import PREFIX as ADAPTERS_PREFIX
+from bayes_infer_ros.adapters import Refusal, check_adapters
 from bayes_infer_ros.inference import VARIANTS
 from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, read_parameters_yaml, save_model
 from bayes_infer_ros.model.pymdp_format import read_pymdp_npz
@@ -23,9 +28,9 @@ from bayes_infer_ros.node.parameters import PARAMETERS, SURPRISE_PREFIXES, unkno
 from bayes_infer_ros.viewer_layout import plotjuggler_layout
 
 
-def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
-    """(errors, warnings) for the node parameters of a params YAML (the model itself is checked apart)."""
-    flat = read_parameters_yaml(path)
+def _node_parameter_problems(flat: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(errors, warnings) for the node parameters of params files (flat names; the model itself and the adapters
+    are checked apart)."""
     errors = []
     for spec in PARAMETERS:
         if spec.name in flat:
@@ -39,8 +44,48 @@ def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
         reason = validate_change(name, flat[name], variants=_variant_names(), has_B=True, startup=True)
         if reason:
             errors.append(f"parameter {reason}")
-    warnings = unknown_parameters(flat.keys(), [p.name for p in PARAMETERS], ("model.",) + SURPRISE_PREFIXES)
+    warnings = unknown_parameters(flat.keys(), [p.name for p in PARAMETERS],
+                                  ("model.", ADAPTERS_PREFIX) + SURPRISE_PREFIXES)
     return errors, warnings
+
+
+def _adapter_problems(flat: Mapping[str, Any], model: GenerativeModel) -> tuple[list[Refusal], list[str], int]:
+    """(refusals, warnings, number of adapters accepted) of the ``adapters.*`` parameters against ``model`` and the
+    message definitions available without ROS (rosbags' and the installed ``.msg`` files); without rosbags, the
+    settings alone, with a warning."""
+    names = [model.modality_name(i) for i in range(model.num_modalities)]
+    labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
+    warnings = []
+    try:
+        from bayes_infer_ros.bags.sensor_messages import definitions_lookup  # optional dependency: rosbags
+        lookup = definitions_lookup()
+    except ModuleNotFoundError as exc:
+        lookup = None
+        warnings.append(f"adapters checked without the message definitions ({exc.name} is not installed: pip "
+                        "install 'bayes_infer_ros[bags]')")
+    checked = check_adapters(flat, names, labels, lookup)
+    if lookup is None and checked.accepted:
+        warnings.append(f"{len(checked.accepted)} adapters' fields, keys and values not checked against their "
+                        "message types")
+    return list(checked.refusals), warnings, len(checked.accepted)
+
+
+def _parameters(path: Path, more: Sequence[Path]) -> tuple[dict[str, Any], dict[str, Path]]:
+    """The flat parameters of ``path`` (a params YAML; none for an .npz) and then of each of ``more``, later files
+    winning, and the file each came from."""
+    flat: dict[str, Any] = {}
+    origin: dict[str, Path] = {}
+    for file in ([path] if path.suffix.lower() in (".yaml", ".yml") else []) + list(more):
+        for name, value in read_parameters_yaml(file).items():
+            flat[name], origin[name] = value, file
+    return flat, origin
+
+
+def _origin(key: str, origin: Mapping[str, Path], default: Path) -> Path:
+    """The file that set ``key`` (or, for an adapter as a whole, one of its keys)."""
+    if key in origin:
+        return origin[key]
+    return next((file for name, file in origin.items() if name.startswith(key + ".")), default)
 
 
 def _variant_names() -> tuple:
@@ -108,15 +153,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     model = _load_or_report(path)
     if model is None:
         return 1
-    errors, warnings = _node_parameter_problems(path) if path.suffix.lower() in (".yaml", ".yml") else ([], [])
-    for line in warnings:
+    try:
+        flat, origin = _parameters(path, args.params_file)
+    except ModelValidationError as exc:
+        print(f"{path}: invalid: {exc}", file=sys.stderr)
+        return 1
+    errors, warnings = _node_parameter_problems(flat)
+    refusals, adapter_warnings, adapters = _adapter_problems(flat, model)
+    for line in warnings + adapter_warnings:
         print(f"{path}: warning: {line}", file=sys.stderr)
-    if errors:
-        for line in errors:
-            print(f"{path}: invalid: {line}", file=sys.stderr)
+    for line in errors:
+        print(f"{path}: invalid: {line}", file=sys.stderr)
+    for refusal in refusals:
+        print(f"{_origin(refusal.key, origin, path)}: invalid: {refusal}", file=sys.stderr)
+    if errors or refusals:
         return 1
     print(f"{path}: valid: {model.num_factors} factors, {model.num_modalities} modalities"
-          + ("" if model.B is not None else " (no B: fpi only)"))
+          + ("" if model.B is not None else " (no B: fpi only)") + (f", {adapters} adapters" if adapters else ""))
     return 0
 
 
@@ -151,8 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--batch-index", type=int, default=0, help="which agent of a batched pymdp model (default 0)")
     conv.add_argument("--force", action="store_true", help="replace an existing output file")
     conv.set_defaults(run=cmd_from_pymdp)
-    val = sub.add_parser("validate", help="the node's validation; exit 0 valid, 1 with the tensor and the problem")
+    val = sub.add_parser("validate", help="the node's validation (model, node parameters, sensor adapters); exit 0 "
+                                          "valid, 1 with the tensor or parameter and the problem")
     val.add_argument("file", type=Path, help=".yaml params file or .npz model")
+    val.add_argument("--params-file", type=Path, action="append", default=[], metavar="YAML",
+                     help="more parameters (e.g. config/agent_adapters.yaml), merged after FILE's as the node merges "
+                          "its params files; repeatable")
     val.set_defaults(run=cmd_validate)
     show = sub.add_parser("show", help="factors, modalities, shapes, dependencies, labels")
     show.add_argument("file", type=Path)
