@@ -96,13 +96,8 @@ assert tuple(k for k, _ in PARAMETER_HELP) == KEYS
 
 
 class AdapterConfigError(ValueError):
-    """An adapter setting that cannot be used; the message starts with the parameter's full name, then ": "."""
-
-    @property
-    def key(self) -> str:
-        """The full name of the parameter refused (``adapters.voltage.bins``; ``adapters.voltage`` for the adapter
-        as a whole)."""
-        return str(self).split(": ", 1)[0]
+    """An adapter setting that cannot be used; the message starts with the parameter's full name
+    (``adapters.voltage.bins``; ``adapters.voltage`` for the adapter as a whole), then ": " and the problem."""
 
 
 def _refused(key: str, problem: str) -> AdapterConfigError:
@@ -277,11 +272,10 @@ def parse_adapter(name: str, keys: Mapping[str, Any], modality_names: Sequence[s
     index = list(modality_names).index(name)
     labels = [str(x) for x in level_labels[index]]
     topic = _exact_string(root, keys, "topic", "battery_state")
+    given_type = _exact_string(root, keys, "type", "sensor_msgs/msg/BatteryState")
     try:
-        msg_type = normalize_type(_exact_string(root, keys, "type", "sensor_msgs/msg/BatteryState"))
+        msg_type = normalize_type(given_type)
     except ValueError as exc:
-        if isinstance(exc, AdapterConfigError):
-            raise
         raise _refused(f"{root}.type", str(exc)) from None
     field = _exact_string(root, keys, "field", "voltage")
     _path(root, "field", field)
