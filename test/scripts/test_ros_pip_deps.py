@@ -83,7 +83,7 @@ def test_the_list_and_package_xml_cover_every_third_party_import(deps):
                    "lifecycle_msgs": "lifecycle_msgs", "std_msgs": "std_msgs", "std_srvs": "std_srvs",
                    "diagnostic_msgs": "diagnostic_msgs", "rosgraph_msgs": "rosgraph_msgs",
                    "ament_index_python": "ament_index_python", "launch": "launch", "launch_ros": "launch_ros",
-                   "rosidl_parser": "rosidl_parser",
+                   "rosidl_parser": "rosidl_parser", "rosidl_runtime_py": "rosidl_runtime_py",
                    "rosbags": "python3-rosbags-pip", "numba": "python3-numba-pip", "bondpy": "bondpy"}
     from_pip = {"jax": "jax", "jaxlib": "jaxlib", "xgboost": "xgboost-cpu", "rosbags": "rosbags",
                 "pymdp": "inferactively-pymdp", "numba": "numba",
