@@ -33,9 +33,11 @@ def robot_adapters(repo_root: Path) -> dict:
 
 def robot_adapters_file(repo_root: Path, folder: Path) -> Path:
     """config/robot_adapters.yaml itself, or where vision_msgs is missing a copy in ``folder`` without the
-    detector's adapter."""
+    detector's adapter (its other sections, ``controls``, kept)."""
     if VISION_MSGS:
         return repo_root / ROBOT_ADAPTERS
+    params = yaml.safe_load((repo_root / ROBOT_ADAPTERS).read_text())["/**"]["ros__parameters"]
+    params["adapters"] = robot_adapters(repo_root)
     out = folder / "robot_adapters_without_detector.yaml"
-    out.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"adapters": robot_adapters(repo_root)}}}))
+    out.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
     return out

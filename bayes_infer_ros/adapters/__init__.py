@@ -3,8 +3,11 @@
 configured by the ``adapters.<modality>.*`` parameters. ``config`` checks the parameters, ``paths`` follows a field
 path, ``schema`` checks an adapter against its message type's definition, ``check`` runs both as the one checker
 that returns refusals, ``reading`` turns a message into an observation (``evidence``: soft evidence from a declared
-noise), ``sampling`` does the inverse for sample bags. The node's subscriptions are in ``ros/adapter_inputs.py``."""
+noise), ``sampling`` does the inverse for sample bags. The node's subscriptions are in ``ros/adapter_inputs.py``.
+``controls`` binds a controlled factor's control to a message the same way (``controls.<factor>.*``: a velocity
+command binned, a Nav2 action's goal statuses)."""
 from .check import Checked, Refusal, check_adapters, check_bindings, check_group, parse_adapters
+from .controls import ControlSpec, GoalStatusSpec, check_controls, parse_controls, read_control
 from .config import KEYS, PARAMETER_HELP, PREFIX, REDUCTIONS, TESTED_TYPES, AdapterConfigError, AdapterSpec
 from .paths import MAX_ENTRIES
 from .reading import REASONS, Reading, read_level
@@ -13,6 +16,7 @@ from .schema import FieldType, check_spec
 
 __all__ = [
     "KEYS", "MAX_ENTRIES", "PARAMETER_HELP", "PREFIX", "REASONS", "REDUCTIONS", "TESTED_TYPES", "AdapterConfigError",
-    "AdapterSpec", "Checked", "FieldType", "NotSampleable", "Reading", "Refusal", "check_adapters", "check_bindings",
-    "check_group", "check_spec", "parse_adapters", "read_level", "sample_value",
+    "AdapterSpec", "Checked", "ControlSpec", "FieldType", "GoalStatusSpec", "NotSampleable", "Reading", "Refusal",
+    "check_adapters", "check_bindings", "check_controls", "check_group", "check_spec", "parse_adapters",
+    "parse_controls", "read_control", "read_level", "sample_value",
 ]

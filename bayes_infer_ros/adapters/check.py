@@ -59,9 +59,10 @@ class Checked(Generic[T]):
         return dict(self.accepted)
 
 
-def group_settings(params: Mapping[str, Any], prefix: str) -> tuple[dict[str, dict[str, Any]], list[Refusal]]:
+def group_settings(params: Mapping[str, Any], prefix: str,
+                   keys: Sequence[str] = KEYS) -> tuple[dict[str, dict[str, Any]], list[Refusal]]:
     """``<prefix><name>.<key>`` -> {name: {key: value}}; a parameter with no key (``adapters.voltage``) is a
-    refusal. Other names are ignored."""
+    refusal (naming ``keys``, the keys a group takes). Other names are ignored."""
     groups: dict[str, dict[str, Any]] = {}
     refusals = []
     for full, value in params.items():
@@ -69,17 +70,18 @@ def group_settings(params: Mapping[str, Any], prefix: str) -> tuple[dict[str, di
             continue
         name, _, key = full[len(prefix):].partition(".")
         if not key:
-            refusals.append(Refusal(full, f"expected {prefix}<name>.<key> (keys: {list(KEYS)})"))
+            refusals.append(Refusal(full, f"expected {prefix}<name>.<key> (keys: {list(keys)})"))
             continue
         groups.setdefault(name, {})[key] = value
     return groups, refusals
 
 
-def check_group(params: Mapping[str, Any], prefix: str,
-                check_one: Callable[[str, Mapping[str, Any]], T]) -> Checked[T]:
+def check_group(params: Mapping[str, Any], prefix: str, check_one: Callable[[str, Mapping[str, Any]], T],
+                keys: Sequence[str] = KEYS) -> Checked[T]:
     """Every group of ``<prefix><name>.*`` settings through ``check_one(name, keys)``, which returns what it
-    accepts or raises AdapterConfigError naming the key; those become refusals."""
-    groups, refusals = group_settings(params, prefix)
+    accepts or raises AdapterConfigError naming the key; those become refusals. ``keys``: the keys a group takes
+    (named when a parameter has none)."""
+    groups, refusals = group_settings(params, prefix, keys)
     accepted: dict[str, T] = {}
     for name, keys in sorted(groups.items()):
         try:

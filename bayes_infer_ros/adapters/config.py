@@ -104,7 +104,7 @@ def _refused(key: str, problem: str) -> AdapterConfigError:
     return AdapterConfigError(f"{key}: {problem}")
 
 
-def _shown(value: Any, limit: int = 80) -> str:
+def shown(value: Any, limit: int = 80) -> str:
     """``repr(value)``, cut to ``limit`` characters (a refused value may be a list of a million entries)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 5] + " ...)"
@@ -179,7 +179,7 @@ def normalize_type(name: str) -> str:
     if len(parts) == 2:
         parts = [parts[0], "msg", parts[1]]
     if len(parts) != 3 or parts[1] != "msg" or not all(p.isascii() and p.replace("_", "a").isalnum() for p in parts):
-        raise ValueError(f"expected a message type such as 'sensor_msgs/msg/BatteryState', got {_shown(name)}")
+        raise ValueError(f"expected a message type such as 'sensor_msgs/msg/BatteryState', got {shown(name)}")
     return "/".join(parts)
 
 
@@ -211,6 +211,16 @@ def _as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple, array.array)) else [value]
 
 
+# What a binding's levels belong to, by the settings' prefix, for the messages that name them: an adapter's are its
+# modality's observation levels, a control binding's (``controls.<factor>``, adapters/controls.py) its factor's.
+TARGET_NOUNS = {"adapters": "modality", "controls": "factor's control"}
+
+
+def target_noun(key: str) -> str:
+    """``modality`` for ``adapters.*`` keys, ``factor's control`` for ``controls.*`` ones."""
+    return TARGET_NOUNS.get(key.split(".", 1)[0], "target")
+
+
 def level_index(value: Any, labels: Sequence[str], key: str) -> int:
     """A level given by its label or by its index (an int, or a string of ASCII digits) -> its index;
     AdapterConfigError (``key``) otherwise."""
@@ -223,19 +233,19 @@ def level_index(value: Any, labels: Sequence[str], key: str) -> int:
     else:
         index = None
     if index is None:
-        raise _refused(key, f"{_shown(value)} is not a level of the modality (labels {list(labels)} or indices "
-                            f"0..{len(labels) - 1})")
+        raise _refused(key, f"{shown(value)} is not a level of the {target_noun(key)} (labels {list(labels)} or "
+                            f"indices 0..{len(labels) - 1})")
     if not 0 <= index < len(labels):
-        raise _refused(key, f"level {index} is out of range: the modality has {len(labels)} levels "
+        raise _refused(key, f"level {index} is out of range: the {target_noun(key)} has {len(labels)} levels "
                             f"(0..{len(labels) - 1})")
     return index
 
 
-def _exact_string(root: str, keys: Mapping[str, Any], key: str, example: str) -> str:
+def exact_string(root: str, keys: Mapping[str, Any], key: str, example: str) -> str:
     """A required string setting, exact: non-empty, without spaces around it."""
     value = keys.get(key)
     if not isinstance(value, str) or not value.strip():
-        raise _refused(f"{root}.{key}", f"required, a non-empty string such as {example!r}, got {_shown(value)}")
+        raise _refused(f"{root}.{key}", f"required, a non-empty string such as {example!r}, got {shown(value)}")
     if value != value.strip():
         raise _refused(f"{root}.{key}", f"{value!r} has spaces around it; names are exact (did you mean "
                                         f"{value.strip()!r}?)")
@@ -268,20 +278,20 @@ def parse_adapter(name: str, keys: Mapping[str, Any], modality_names: Sequence[s
             raise _refused(f"{root}.{key}", f"unknown key (expected one of {list(KEYS)})")
         if not is_parameter_value(value):
             raise _refused(f"{root}.{key}", f"expected a ROS parameter value (a boolean, integer, double or string, "
-                                            f"or a list of one of those), got {_shown(value)}")
+                                            f"or a list of one of those), got {shown(value)}")
     index = list(modality_names).index(name)
     labels = [str(x) for x in level_labels[index]]
-    topic = _exact_string(root, keys, "topic", "battery_state")
-    given_type = _exact_string(root, keys, "type", "sensor_msgs/msg/BatteryState")
+    topic = exact_string(root, keys, "topic", "battery_state")
+    given_type = exact_string(root, keys, "type", "sensor_msgs/msg/BatteryState")
     try:
         msg_type = normalize_type(given_type)
     except ValueError as exc:
         raise _refused(f"{root}.type", str(exc)) from None
-    field = _exact_string(root, keys, "field", "voltage")
+    field = exact_string(root, keys, "field", "voltage")
     _path(root, "field", field)
     reduction = keys.get("reduction")
     if reduction is not None and reduction not in REDUCTIONS:
-        raise _refused(f"{root}.reduction", f"expected one of {list(REDUCTIONS)}, got {_shown(reduction)}")
+        raise _refused(f"{root}.reduction", f"expected one of {list(REDUCTIONS)}, got {shown(reduction)}")
     index_range = _index_range(root, keys, reduction)
     extra = dict(_selection(root, keys, reduction, msg_type, field),
                  angle_range=_angle_range(root, keys, msg_type, field, index_range))
@@ -312,7 +322,7 @@ def _index_range(root: str, keys: Mapping[str, Any], reduction: Optional[str]) -
     if (len(span) != 2 or any(isinstance(v, bool) or not isinstance(v, int) for v in span)
             or not 0 <= span[0] < span[1] <= MAX_ENTRIES):
         raise _refused(f"{root}.index_range", f"expected [first, end) with 0 <= first < end <= {MAX_ENTRIES} (the cap "
-                                              f"on entries an adapter reads), got {_shown(keys['index_range'])}")
+                                              f"on entries an adapter reads), got {shown(keys['index_range'])}")
     if reduction is None:
         raise _refused(f"{root}.index_range", "needs a reduction (min, max, mean or norm)")
     return int(span[0]), int(span[1])
@@ -323,9 +333,9 @@ def _bins(root: str, keys: Mapping[str, Any], labels: Sequence[str]) -> tuple[tu
     given = _as_list(keys["bins"])
     edges = [as_number(e) for e in given]
     if len(edges) < 2 or any(e is None for e in edges):
-        raise _refused(param, f"expected at least two numbers (ascending edges), got {_shown(keys['bins'])}")
+        raise _refused(param, f"expected at least two numbers (ascending edges), got {shown(keys['bins'])}")
     if any(math.isnan(e) for e in edges) or any(b <= a for a, b in zip(edges, edges[1:])):
-        raise _refused(param, f"edges must be strictly ascending, got {_shown(edges)}")
+        raise _refused(param, f"edges must be strictly ascending, got {shown(edges)}")
     if "bin_levels" in keys:
         named = _as_list(keys["bin_levels"])
         if len(named) != len(edges) - 1:
@@ -334,8 +344,8 @@ def _bins(root: str, keys: Mapping[str, Any], labels: Sequence[str]) -> tuple[tu
         levels = tuple(level_index(v, labels, f"{root}.bin_levels") for v in named)
     else:
         if len(edges) - 1 > len(labels):
-            raise _refused(param, f"{len(edges) - 1} intervals give levels 0..{len(edges) - 2}, but the modality has "
-                                  f"{len(labels)} levels (set bin_levels)")
+            raise _refused(param, f"{len(edges) - 1} intervals give levels 0..{len(edges) - 2}, but the "
+                                  f"{target_noun(param)} has {len(labels)} levels (set bin_levels)")
         levels = tuple(range(len(edges) - 1))
     return tuple(edges), levels
 
@@ -350,7 +360,8 @@ def _levels(root: str, keys: Mapping[str, Any], labels: Sequence[str], infinite:
                                              f"{', '.join(mapped)})")
         values = _as_list(keys["levels"])
         if len(values) > len(labels):
-            raise _refused(f"{root}.levels", f"{len(values)} values, but the modality has {len(labels)} levels")
+            raise _refused(f"{root}.levels", f"{len(values)} values, but the {target_noun(root)} has {len(labels)} "
+                                             "levels")
         pairs = [(v, k, f"{root}.levels") for k, v in enumerate(values)]
     given: dict[int, str] = {}
     for key in mapped:
@@ -368,7 +379,7 @@ def _levels(root: str, keys: Mapping[str, Any], labels: Sequence[str], infinite:
         if number is not None and not math.isfinite(number) and not infinite:
             raise _refused(param, f"{value!r}: only a range (REP 117) is ever infinite; this field's values are finite")
         if number is None and isinstance(value, int) and not isinstance(value, bool):
-            raise _refused(param, f"{_shown(value)} is too large for a message's number")
+            raise _refused(param, f"{shown(value)} is too large for a message's number")
         # a message compares 1 and 1.0 equal, True and 1 not (reading._same)
         same = ("number", number) if number is not None else (type(value).__name__, value)
         if seen.get(same, level) != level:
@@ -389,7 +400,7 @@ def _selection(root: str, keys: Mapping[str, Any], reduction: Optional[str], msg
         raise _refused(f"{root}.{missing}", f"needed with {'key_field' if missing == 'key' else 'key'} (key_field: the "
                                             "path compared, key: the value selected)")
     if "key_field" in keys:
-        key_field = _exact_string(root, keys, "key_field", "name")
+        key_field = exact_string(root, keys, "key_field", "name")
         _path(root, "key_field", key_field)
         if scan_beams(msg_type, field):
             raise _refused(f"{root}.key_field", f"a {LASER_SCAN}'s beams are chosen by angle_range or index_range, "
@@ -398,12 +409,12 @@ def _selection(root: str, keys: Mapping[str, Any], reduction: Optional[str], msg
         number = as_number(key)
         if not isinstance(key, _SCALARS) or (number is None and not isinstance(key, (bool, str))) or \
                 (number is not None and not math.isfinite(number)):
-            raise _refused(f"{root}.key", f"expected one string, finite number or boolean, got {_shown(key)}")
+            raise _refused(f"{root}.key", f"expected one string, finite number or boolean, got {shown(key)}")
         out.update(key_field=key_field, key=key)
     if "empty_value" in keys:
         value = as_number(keys["empty_value"])
         if value is None or not math.isfinite(value):
-            raise _refused(f"{root}.empty_value", f"expected a finite number, got {_shown(keys['empty_value'])}")
+            raise _refused(f"{root}.empty_value", f"expected a finite number, got {shown(keys['empty_value'])}")
         if reduction is None:
             raise _refused(f"{root}.empty_value", "needs a reduction (the value of an empty selection is what the "
                                                   "reduction reads instead)")
@@ -420,7 +431,7 @@ def _angle_range(root: str, keys: Mapping[str, Any], msg_type: str, field: str,
     if len(span) != 2 or not all(v is not None and abs(v) <= 2 * math.pi for v in span) or not span[0] < span[1] \
             or span[1] - span[0] > 2 * math.pi:
         raise _refused(param, f"expected [from, to] in radians within [-2 pi, 2 pi], with from < to and to - from <= "
-                              f"2 pi, got {_shown(keys['angle_range'])}")
+                              f"2 pi, got {shown(keys['angle_range'])}")
     if not scan_beams(msg_type, field):
         raise _refused(param, f"reads a {LASER_SCAN}'s ranges or intensities (the beams' angles); this adapter reads "
                               f"{msg_type} {field}")
@@ -436,7 +447,7 @@ def _noise(root: str, keys: Mapping[str, Any], labels: Sequence[str], has_bins: 
         sigma = as_number(keys["sigma"])
         if sigma is None or not math.isfinite(sigma) or sigma <= 0:
             raise _refused(f"{root}.sigma", f"expected a number > 0 (a standard deviation in the field's unit), got "
-                                            f"{_shown(keys['sigma'])}")
+                                            f"{shown(keys['sigma'])}")
         if not has_bins:
             raise _refused(f"{root}.sigma", "needs bins (for levels, give confusion.<level> rows)")
         out["sigma"] = sigma
@@ -454,7 +465,7 @@ def _noise(root: str, keys: Mapping[str, Any], labels: Sequence[str], has_bins: 
         row = [as_number(p) for p in _as_list(value)]
         if len(row) != len(labels) or not all(p is not None and math.isfinite(p) and p >= 0 for p in row):
             raise _refused(param, f"expected {len(labels)} probabilities >= 0 (one per level {list(labels)}), got "
-                                  f"{_shown(value)}")
+                                  f"{shown(value)}")
         total = math.fsum(row)
         if abs(total - 1.0) > PROBABILITY_SUM_ATOL:
             raise _refused(param, f"the probabilities sum to {total:g}, not 1")
