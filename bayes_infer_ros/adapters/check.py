@@ -8,9 +8,11 @@ model validate`` (every refusal, offline, against the message definitions availa
 
 - :func:`check_bindings`: a message field (a type, a path, bins or levels) bound to one of some targets' levels,
   under any prefix. ``adapters.`` binds to the model's modalities and their observation levels; a
-  ``controls.<factor>`` binding would bind a Twist's field to a factor's control levels the same way.
+  ``controls.<factor>`` field binding (``controls.py``) binds a Twist's field to a factor's control levels the same
+  way (through :func:`parse_adapter` and :func:`check_definition`).
 - :func:`check_group`: any settings grouped as ``<prefix><name>.<key>``, each group checked by a function that raises
-  AdapterConfigError (``events.<name>`` would bring its own); the result is a :class:`Checked`.
+  AdapterConfigError (``controls.<factor>`` in ``controls.py``, ``events.<name>`` in ``events.py``); the result is
+  a :class:`Checked`.
 """
 from __future__ import annotations
 
