@@ -211,13 +211,14 @@ def _as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple, array.array)) else [value]
 
 
-# What a binding's levels belong to, by the settings' prefix, for the messages that name them: an adapter's are its
-# modality's observation levels, a control binding's (``controls.<factor>``, adapters/controls.py) its factor's.
-TARGET_NOUNS = {"adapters": "modality", "controls": "factor's control"}
+# What a setting's levels belong to, by its prefix, for the messages that name them: an adapter's are its
+# modality's observation levels, a control binding's (``controls.<factor>``, adapters/controls.py) its factor's
+# controls, an event's (``events.<name>``, adapters/events.py) its factor's states.
+TARGET_NOUNS = {"adapters": "modality", "controls": "factor's control", "events": "factor"}
 
 
 def target_noun(key: str) -> str:
-    """``modality`` for ``adapters.*`` keys, ``factor's control`` for ``controls.*`` ones."""
+    """``modality`` for ``adapters.*`` keys, ``factor's control`` for ``controls.*``, ``factor`` for ``events.*``."""
     return TARGET_NOUNS.get(key.split(".", 1)[0], "target")
 
 

@@ -5,12 +5,14 @@
     bayes-infer model show FILE                                     factors, modalities, shapes, dependencies, labels
     bayes-infer model layout FILE -o LAYOUT.xml [--namespace NS]    a PlotJuggler layout for its belief topics
 
-``validate`` runs what the node runs at configure (load + validate the model; the node parameters of a params
-file are checked against the node's table too; the sensor adapters, ``adapters.*``, against the model's modalities
-and levels and the message definitions available offline, with the checker the node uses) and exits 0 for a valid
-file, 1 naming the tensor (or parameter) and the problem otherwise. ``--params-file`` adds the parameters of more
-files, merged in order after FILE's as the node merges its params files (``config/agent_adapters.yaml`` after
-``config/agent.yaml``). The pymdp file format: :mod:`bayes_infer_ros.model.pymdp_format`, docs/your-model.md.
+``validate`` runs what the node runs at configure (load + validate the model; the node parameters of a params file
+are checked against the node's table too; the sensor adapters, ``adapters.*``, against the model's modalities and
+levels, the control adapters, ``controls.*``, against its factors' controls, both against the message definitions
+available offline, and the belief events, ``events.*``, against its factors and levels, with the adapters' checker,
+``adapters/check.py``, which the node runs on ``adapters.*`` at configure) and exits 0 for a valid file, 1 naming
+the tensor (or parameter) and the problem otherwise. ``--params-file`` adds the parameters of more files, merged in
+order after FILE's as the node merges its params files (``config/agent_adapters.yaml`` after ``config/agent.yaml``).
+The pymdp file format: :mod:`bayes_infer_ros.model.pymdp_format`, docs/your-model.md.
 """
 from __future__ import annotations
 
@@ -20,7 +22,12 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from bayes_infer_ros.adapters import PREFIX as ADAPTERS_PREFIX
-from bayes_infer_ros.adapters import Refusal, check_adapters
+from bayes_infer_ros.adapters import Refusal, check_adapters, check_controls, check_events
+from bayes_infer_ros.adapters.controls import PREFIX as CONTROLS_PREFIX
+from bayes_infer_ros.adapters.controls import control_targets
+from bayes_infer_ros.adapters.events import PREFIX as EVENTS_PREFIX
+from bayes_infer_ros.adapters.events import event_targets
+from bayes_infer_ros.adapters.schema import Lookup
 from bayes_infer_ros.inference import VARIANTS
 from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, read_parameters_yaml, save_model
 from bayes_infer_ros.model.pymdp_format import read_pymdp_npz
@@ -45,29 +52,38 @@ def _node_parameter_problems(flat: Mapping[str, Any]) -> tuple[list[str], list[s
         if reason:
             errors.append(f"parameter {reason}")
     warnings = unknown_parameters(flat.keys(), [p.name for p in PARAMETERS],
-                                  ("model.", ADAPTERS_PREFIX) + SURPRISE_PREFIXES)
+                                  ("model.", ADAPTERS_PREFIX, CONTROLS_PREFIX, EVENTS_PREFIX) + SURPRISE_PREFIXES)
     return errors, warnings
 
 
-def _adapter_problems(flat: Mapping[str, Any], model: GenerativeModel) -> tuple[list[Refusal], list[str], int]:
-    """(refusals, warnings, number of adapters accepted) of the ``adapters.*`` parameters against ``model`` and the
-    message definitions available without ROS (rosbags' and the installed ``.msg`` files); without rosbags, the
-    settings alone, with a warning."""
-    names = [model.modality_name(i) for i in range(model.num_modalities)]
-    labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
-    warnings = []
+def _offline_lookup() -> tuple[Optional[Lookup], list[str]]:
+    """The message definitions available without ROS (rosbags' and the installed ``.msg`` files), or None with a
+    warning when rosbags is not installed."""
     try:
         from bayes_infer_ros.bags.sensor_messages import definitions_lookup  # optional dependency: rosbags
-        lookup = definitions_lookup()
+        return definitions_lookup(), []
     except ModuleNotFoundError as exc:
-        lookup = None
-        warnings.append(f"adapters checked without the message definitions ({exc.name} is not installed: pip "
-                        "install 'bayes_infer_ros[bags]')")
-    checked = check_adapters(flat, names, labels, lookup)
-    if lookup is None and checked.accepted:
-        warnings.append(f"{len(checked.accepted)} adapters' fields, keys and values not checked against their "
+        return None, [f"adapters and controls checked without the message definitions ({exc.name} is not installed: "
+                      "pip install 'bayes_infer_ros[bags]')"]
+
+
+def _binding_problems(flat: Mapping[str, Any], model: GenerativeModel,
+                      lookup: Optional[Lookup]) -> tuple[list[Refusal], list[str], dict[str, int]]:
+    """(refusals, warnings, how many of each were accepted) of the ``adapters.*``, ``controls.*`` and ``events.*``
+    parameters against ``model`` (its modalities and levels, its factors' controls, its factors and levels) and,
+    for adapters and controls, the message definitions of ``lookup`` (None: the settings alone)."""
+    names = [model.modality_name(i) for i in range(model.num_modalities)]
+    labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
+    checked = {"adapters": check_adapters(flat, names, labels, lookup),
+               "controls": check_controls(flat, *control_targets(model), lookup),
+               "events": check_events(flat, *event_targets(model))}
+    warnings = []
+    unchecked = sum(len(checked[k].accepted) for k in ("adapters", "controls"))
+    if lookup is None and unchecked:
+        warnings.append(f"{unchecked} adapters' and controls' fields, keys and values not checked against their "
                         "message types")
-    return list(checked.refusals), warnings, len(checked.accepted)
+    refusals = [r for c in checked.values() for r in c.refusals]
+    return refusals, warnings, {kind: len(c.accepted) for kind, c in checked.items()}
 
 
 def _parameters(path: Path, more: Sequence[Path]) -> tuple[dict[str, Any], dict[str, Path]]:
@@ -159,8 +175,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"{path}: invalid: {exc}", file=sys.stderr)
         return 1
     errors, warnings = _node_parameter_problems(flat)
-    refusals, adapter_warnings, adapters = _adapter_problems(flat, model)
-    for line in warnings + adapter_warnings:
+    lookup, lookup_warnings = _offline_lookup()
+    refusals, binding_warnings, counts = _binding_problems(flat, model, lookup)
+    for line in warnings + lookup_warnings + binding_warnings:
         print(f"{path}: warning: {line}", file=sys.stderr)
     for line in errors:
         print(f"{path}: invalid: {line}", file=sys.stderr)
@@ -169,7 +186,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if errors or refusals:
         return 1
     print(f"{path}: valid: {model.num_factors} factors, {model.num_modalities} modalities"
-          + ("" if model.B is not None else " (no B: fpi only)") + (f", {adapters} adapters" if adapters else ""))
+          + ("" if model.B is not None else " (no B: fpi only)")
+          + "".join(f", {n} {kind}" for kind, n in counts.items() if n))
     return 0
 
 
@@ -204,8 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--batch-index", type=int, default=0, help="which agent of a batched pymdp model (default 0)")
     conv.add_argument("--force", action="store_true", help="replace an existing output file")
     conv.set_defaults(run=cmd_from_pymdp)
-    val = sub.add_parser("validate", help="the node's validation (model, node parameters, sensor adapters); exit 0 "
-                                          "valid, 1 with the tensor or parameter and the problem")
+    val = sub.add_parser("validate", help="the node's validation (model, node parameters, sensor and control "
+                                          "adapters, belief events); exit 0 valid, 1 with the tensor or parameter "
+                                          "and the problem")
     val.add_argument("file", type=Path, help=".yaml params file or .npz model")
     val.add_argument("--params-file", type=Path, action="append", default=[], metavar="YAML",
                      help="more parameters (e.g. config/agent_adapters.yaml), merged after FILE's as the node merges "

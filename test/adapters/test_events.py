@@ -50,7 +50,8 @@ def test_an_event_reads_one_level_of_one_factor():
     ("e", {"factor": "window", "level": "open", "above": 0.9}, "events.e.factor: required, one of the model's "
                                                                "factors ['door', 'battery'], got 'window'"),
     ("e", {"factor": "door", "above": 0.9}, "events.e.level: required, one of door's levels ['open', 'closed']"),
-    ("e", {"factor": "door", "level": "ajar", "above": 0.9}, "events.e.level: 'ajar' is not a level"),
+    ("e", {"factor": "door", "level": "ajar", "above": 0.9}, "events.e.level: 'ajar' is not a level of the factor "
+                                                             "(labels ['open', 'closed'] or indices 0..1)"),
     ("e", {"factor": "door", "level": 2, "above": 0.9}, "events.e.level: level 2 is out of range"),
     ("e", {"factor": "door", "level": "open"}, "events.e: set either above"),
     ("e", {"factor": "door", "level": "open", "above": 0.9, "below": 0.1}, "events.e: set either above (p(open) > "

@@ -1,6 +1,7 @@
-"""``bayes-infer model validate`` checks the sensor adapters offline (issue #42, item 4): against the model's
-modalities and levels and the message definitions available without ROS, with the checker the node uses; a bad
-adapter is refused naming its parameter (and the file that set it), exit status 1 as for a bad model."""
+"""``bayes-infer model validate`` checks the sensor adapters, control adapters and belief events offline (issue #42,
+item 4): against the model's modalities, factors, controls and levels and the message definitions available without
+ROS, with the adapters' checker; a bad setting is refused naming its parameter (and the file that set it), exit status
+1 as for a bad model."""
 from __future__ import annotations
 
 import pytest
@@ -96,3 +97,58 @@ def test_a_type_whose_definitions_are_not_installed_is_refused_as_the_node_would
     err = capsys.readouterr().err
     assert f"invalid: adapters.{DETECTOR}.type: the message package 'vision_msgs' is not installed" in err, err
     assert DETECTOR not in robot_adapters(repo_root)
+
+
+# ---- controls.* and events.* (issue #42, item 4): checked offline, named -----------------------------------------
+def params_file(folder, params: dict, name: str):
+    path = folder / name
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
+    return path
+
+
+def test_the_robots_control_binding_is_checked_and_no_longer_an_unknown_parameter(repo_root, tmp_path, capsys):
+    robot = robot_adapters_file(repo_root, tmp_path)
+    assert "controls" in yaml.safe_load(robot.read_text())["/**"]["ros__parameters"]
+    assert model_main(["validate", str(repo_root / "config" / "robot.yaml"), "--params-file", str(robot)]) == 0
+    out, err = capsys.readouterr()
+    assert ", 1 controls" in out and "unknown parameter" not in err, (out, err)
+
+
+ROBOT_EVENTS = {"person_near": {"factor": "person", "level": "present", "above": 0.8, "hysteresis": 0.1,
+                                "min_duration": 0.5},
+                "holding": {"factor": "gripper", "level": 1, "above": 0.9}}
+
+
+@pytest.mark.parametrize("section,keys,refusal", [
+    ("controls", {"motion": {"bin_levels": ["stop", "go"]}},
+     "controls.motion.bin_levels: 'go' is not a level of the factor's control"),
+    ("controls", {"motion": {"field": "linear.w"}}, "controls.motion.field: geometry_msgs/msg/Vector3 has no field 'w'"),
+    ("controls", {"motion": {"type": "geometry_msgs/msg/Twst"}}, "controls.motion.type: geometry_msgs has no message"),
+    ("controls", {"gripper": {"topic": "g", "type": "std_msgs/msg/Bool", "field": "data", "levels": [True]}},
+     "controls.gripper: factor 'gripper' has 1 control"),
+    ("controls", {"motion": {"active": "drive", "idle": "stop", "field": None, "reduction": None, "bins": None,
+                             "bin_levels": None, "type": "action_msgs/msg/GoalStatusArray"}}, None),
+    ("events", {"person_near": {"level": "gone"}}, "events.person_near.level: 'gone' is not a level of the factor "
+                                                           "(labels ['absent', 'present']"),
+    ("events", {"holding": {"factor": "arm"}}, "events.holding.factor: required, one of the model's factors"),
+    ("events", {"holding": {"below": 0.5}}, "events.holding: set either above"),
+    ("events", {"person_near": {"hysteresis": 0.9}}, "events.person_near.hysteresis: 0.9 puts the exit at p = -0.1"),
+])
+def test_a_bad_control_or_event_is_refused_offline_naming_its_key(repo_root, tmp_path, capsys, section, keys, refusal):
+    params = yaml.safe_load(robot_adapters_file(repo_root, tmp_path).read_text())["/**"]["ros__parameters"]
+    params["events"] = {name: dict(event) for name, event in ROBOT_EVENTS.items()}
+    for name, changes in keys.items():
+        entry = params[section].setdefault(name, {})
+        for key, value in changes.items():
+            if value is None:
+                entry.pop(key)
+            else:
+                entry[key] = value
+    bad = params_file(tmp_path, params, "robot_bad.yaml")
+    code = model_main(["validate", str(repo_root / "config" / "robot.yaml"), "--params-file", str(bad)])
+    out, err = capsys.readouterr()
+    if refusal is None:
+        assert code == 0 and ", 1 controls, 2 events" in out, err
+        return
+    assert code == 1 and f"{bad}: invalid: {refusal}" in err, err
+    assert "Traceback" not in err and err.count("invalid:") == 1, err
