@@ -158,6 +158,10 @@ def _goal_status(root: str, name: str, index: int, keys: Mapping[str, Any], labe
 def _check_status_definition(root: str, msg_type: str, lookup: Lookup) -> None:
     """The installed definition has ``status_list[].status``, an integer."""
     try:
+        lookup(msg_type)
+    except (LookupError, OSError, AdapterConfigError) as exc:  # the node's lookup refuses a type by its name
+        raise AdapterConfigError(f"{root}.type: {exc}") from None
+    try:
         leaf = follow(msg_type, parse_path(STATUS_PATH), lookup, f"{root}.type")
     except (LookupError, OSError) as exc:
         raise AdapterConfigError(f"{root}.type: {exc}") from None

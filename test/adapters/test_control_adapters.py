@@ -13,7 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bayes_infer_ros.adapters import REASONS, AdapterSpec
+from bayes_infer_ros.adapters import REASONS, AdapterConfigError, AdapterSpec
 from bayes_infer_ros.adapters.controls import (ACTIVE_STATUSES, CONTROL_KEYS, GOAL_STATUS_ARRAY, GoalStatusSpec,
                                                check_controls, control_targets, factor_index_of, parse_controls,
                                                read_control)
@@ -186,6 +186,10 @@ def test_a_goal_status_array_without_the_status_list_definition_is_refused():
     checked = check_controls(params_of(motion=GOALS), NAMES, LABELS, lambda t: (_ for _ in ()).throw(
         LookupError("the message package 'action_msgs' is not installed")))
     assert str(checked.refusals[0]) == "controls.motion.type: the message package 'action_msgs' is not installed"
+    # the node's lookup (ros/adapter_inputs.describe) refuses a type naming the type: the key is still the setting's
+    checked = check_controls(params_of(motion=GOALS), NAMES, LABELS, lambda t: (_ for _ in ()).throw(
+        AdapterConfigError(f"{t}: no message package 'action_msgs' is installed")))
+    assert [r.key for r in checked.refusals] == ["controls.motion.type"], checked.refusals
 
 
 def test_other_parameters_are_left_alone_and_a_bare_name_is_refused():
