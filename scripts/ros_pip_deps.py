@@ -67,7 +67,7 @@ OVERLAY_NUMPY = "1.26.4"
 # Not in rosdep (no key), or a -pip key only: pip-installed. Versions as in requirements/dev.txt.
 PIP_ONLY = {
     "xgboost-cpu": "3.2.0",        # training the autotuner (the node evaluates the shipped forest in numpy)
-    "rosbags": "0.11.9",           # bags, replay, recorder (rosdep key python3-rosbags-pip would pip it too)
+    "rosbags": "0.11.9",           # bags, replay, recorder (package.xml's python3-rosbags-pip key is opt-in)
     "pytest-timeout": "2.4.0",     # the test suite
     "pytest-xdist": "3.8.0",       # the test suite's workers (make test, make check)
     "numba": "0.68.1",             # variant fused_numba, what the node runs on a CPU (numpy >= 1.22)
@@ -350,6 +350,11 @@ def in_venv() -> bool:
     return sys.prefix != getattr(sys, "base_prefix", sys.prefix)
 
 
+def interpreter_version() -> str:
+    """``X.Y`` of the Python running this script."""
+    return f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--distro", default=os.environ.get("ROS_DISTRO"), help="default: $ROS_DISTRO")
@@ -372,7 +377,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not args.distro:
         print("ros_pip_deps: no ROS_DISTRO (source your ROS 2 setup.bash) and no --distro", file=sys.stderr)
         return 2
-    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    here = interpreter_version()
     explicit = args.python is not None or args.numpy is not None
     defaults = DISTRO_DEFAULTS.get(args.distro, (here, None))
     python = args.python or (here if not explicit and os.environ.get("ROS_DISTRO") else defaults[0])

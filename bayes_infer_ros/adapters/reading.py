@@ -1,24 +1,25 @@
 """A sensor message -> an observation of its modality (pure: works on rclpy messages and rosbags objects alike).
 
 :func:`read_level` follows the field path (``paths.py``), keeps the entries whose ``key_field`` equals ``key``,
-reduces many values to one (REP 117 for a LaserScan's ranges and a Range), and turns the value into a level
-(``bins`` or ``levels``) and, with a declared noise (``sigma``, ``confusion``), into probabilities over the levels.
-It never raises: a message it cannot use gives a :class:`Reading` with the reason, which the node counts as
-``rejected.<reason>`` like any other refused input:
+reduces many values to one (REP 117 for a LaserScan's ranges, one of its beams, and a Range), and turns the value
+into a level (``bins`` or ``levels``) and, with a declared noise (``sigma``, ``confusion``), into probabilities over
+the levels. It never raises: a message it cannot use gives a :class:`Reading` with the reason, which the node counts
+as ``rejected.<reason>`` like any other refused input. :data:`REASONS` lists them.
 
-- ``missing_field``: the path does not resolve (a field, or an index past the end of a sequence), or ``key_field``
-  and ``field`` have different numbers of entries, or ``index_range`` reaches past the sequence;
-- ``no_match``: nothing is selected (no entry has the key, an empty sequence) and ``empty_value`` is not set; or
-  several entries have the key and there is no reduction;
-- ``non_finite``: the value is NaN (a LaserScan sector: every beam NaN);
-- ``out_of_limits``: a Range's finite range outside ``[min_range, max_range]``; a LaserScan sector with no beam in
-  ``[range_min, range_max]`` (REP 117: those beams are invalid);
-- ``out_of_bins``: a number outside ``[bins[0], bins[-1]]``;
-- ``unknown_value``: a value that no entry of ``levels`` lists (or of the wrong type).
+REP 117 (a LaserScan's ``ranges``, a single beam ``ranges[i]``, a Range's ``range``): NaN is no reading (a scan
+skips such beams), a finite range outside ``[range_min, range_max]`` is invalid (a scan skips it), ``+inf`` ("no
+return within range") reads as +inf, beyond ``range_max``, and ``-inf`` ("too close") as -inf, below ``range_min``:
+bins whose outer edges are ``.inf`` read them. Everywhere else a value is finite: +-inf is refused (``non_finite``)
+as NaN is.
 
-REP 117: NaN beams are skipped, finite beams outside ``[range_min, range_max]`` are skipped, ``+inf`` ("no return
-within range") reads as +inf, beyond ``range_max``, and ``-inf`` ("too close") as -inf, below ``range_min``: bins whose
-outer edges are ``.inf`` read them.
+A LaserScan's geometry is checked before any beam is read (``bad_geometry``): ``angle_increment`` finite and > 0
+(a scan that turns clockwise with a negative increment is refused too), ``angle_min`` and ``angle_max`` finite
+within [-2 pi, 2 pi] (:data:`MAX_SCAN_ANGLE`).
+
+The work is what the adapter reads: one entry for an index (``ranges[3]``), the entries of ``index_range`` or of
+the ``angle_range`` sector (its beams' angles come from the geometry, not from reading the others), every entry of a
+sequence it reduces or matches against ``key``. A sequence read entry by entry with more than
+``paths.MAX_ENTRIES`` entries is refused (``too_large``) before any entry is read.
 """
 from __future__ import annotations
 
@@ -29,9 +30,31 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .config import AdapterSpec
+from .config import LASER_SCAN, AdapterSpec
 from .evidence import bin_probabilities, level_probabilities
-from .paths import Missing, is_message, message_fields, parse_path, resolve
+from .paths import MAX_ENTRIES, Missing, TooLarge, is_message, message_fields, parse_path, resolve
+
+# Every reason read_level refuses a message for, and what it means (docs/node.md lists them; each is a
+# "rejected.<reason>" counter of node/conversion.REJECT_REASONS).
+REASONS = {
+    "missing_field": "the path does not resolve (a field, an index past the end of a sequence), key_field's entries "
+                     "do not pair up with field's, index_range reaches past the sequence, or no beam is in the sector",
+    "no_match": "nothing is selected (no entry has the key, an empty sequence) and empty_value is not set; or "
+                "several entries have the key and there is no reduction",
+    "non_finite": "the value is NaN, or +-inf outside REP 117's ranges (a vector's component, a float field, a "
+                  "sequence reduced); a LaserScan sector whose beams are all NaN",
+    "overflow": "the value is finite but its reduction is not (the norm of a vector with a component of 1e200: "
+                "its square overflows a double; the mean of huge values), or an integer too large for a double",
+    "bad_geometry": "a LaserScan whose angle_increment is not finite and > 0, or whose angle_min or angle_max is "
+                    "not finite within [-2 pi, 2 pi]",
+    "too_large": f"a sequence the adapter reads entry by entry has more than {MAX_ENTRIES} entries (paths.MAX_ENTRIES)",
+    "out_of_limits": "REP 117: a Range's or a LaserScan beam's finite range outside the sensor's limits; a scan "
+                     "sector with no beam within [range_min, range_max]",
+    "out_of_bins": "a number outside [bins[0], bins[-1]]",
+    "unknown_value": "a value that no entry of levels lists (or a string or boolean where bins need a number)",
+}
+# |angle_min| and |angle_max| of a LaserScan (radians): a full turn either way, with float32's rounding of 2 pi.
+MAX_SCAN_ANGLE = 2 * math.pi + 1e-5
 
 
 @dataclass(frozen=True)
@@ -50,16 +73,29 @@ class Reading:
 
 
 class Refused(Exception):
-    """A message the adapter cannot read: ``reason`` (a diagnostics counter name) and the detail."""
+    """A message the adapter cannot read: ``reason`` (a key of :data:`REASONS`) and the detail."""
 
     def __init__(self, reason: str, detail: str):
         super().__init__(detail)
         self.reason, self.detail = reason, detail
 
 
+def _reduce(values: np.ndarray, reduction: str, what: str) -> float:
+    """min / max / mean / norm of ``values`` (float64, NaN-free). Refused ``overflow`` when the values are finite
+    but the result is not (the norm's squares, the mean's sum)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if reduction == "norm":
+            result = float(np.sqrt(np.sum(np.square(values))))
+        else:
+            result = float({"min": np.min, "max": np.max, "mean": np.mean}[reduction](values))
+    if not math.isfinite(result) and np.isfinite(values).all():
+        raise Refused("overflow", f"the {reduction} of {what} overflows a double (its values are finite)")
+    return result
+
+
 def reduce_values(values: Any, reduction: str, index_range: Optional[tuple[int, int]]) -> Optional[float]:
     """min / max / mean / norm of ``values[first:end]`` (all when ``index_range`` is None), in float64; None when
-    the range reaches past the sequence or selects nothing. NaN entries make the result NaN (refused)."""
+    the range reaches past the sequence or selects nothing. NaN entries make the result NaN."""
     array = np.asarray(values, dtype=np.float64).ravel()
     if index_range is not None:
         first, end = index_range
@@ -70,18 +106,38 @@ def reduce_values(values: Any, reduction: str, index_range: Optional[tuple[int, 
         return None
     if np.isnan(array).any():
         return float("nan")
-    return _reduce(array, reduction)
+    try:
+        return _reduce(array, reduction, "the values")
+    except Refused:
+        return float("inf")
 
 
-def _reduce(array: np.ndarray, reduction: str) -> float:
-    if reduction == "norm":
-        return float(np.sqrt(np.sum(np.square(array)))) if np.isfinite(array).all() else float("inf")
-    return float({"min": np.min, "max": np.max, "mean": np.mean}[reduction](array))
+def _as_float(value: Any, what: str) -> float:
+    """A number as a float; Refused ``overflow`` for an integer too large for a double."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise Refused("overflow", f"{what} = {value} is too large for a double") from None
 
 
-def vector_norm(msg: Any) -> float:
-    """The Euclidean norm of a message of numbers (geometry_msgs Vector3: x, y, z)."""
-    return float(np.sqrt(sum(float(getattr(msg, name)) ** 2 for name in message_fields(msg))))
+def vector_norm(msg: Any, what: str) -> float:
+    """The Euclidean norm of a message of numbers (geometry_msgs Vector3: x, y, z); every component finite."""
+    components = np.array([_as_float(getattr(msg, name), f"{what}.{name}") for name in message_fields(msg)],
+                          dtype=np.float64)
+    if not np.isfinite(components).all():
+        raise Refused("non_finite", f"{what} has a component that is NaN or infinite")
+    return _reduce(components, "norm", what)
+
+
+def check_scan_geometry(scan: Any) -> None:
+    """Refused ``bad_geometry`` unless angle_increment is finite and > 0 and angle_min, angle_max are finite
+    within [-MAX_SCAN_ANGLE, MAX_SCAN_ANGLE]."""
+    increment, low, high = (float(scan.angle_increment), float(scan.angle_min), float(scan.angle_max))
+    if not (math.isfinite(increment) and 0.0 < increment <= MAX_SCAN_ANGLE):
+        raise Refused("bad_geometry", f"angle_increment = {increment:g}: a scan's beams need a finite increment > 0")
+    if not all(math.isfinite(a) and abs(a) <= MAX_SCAN_ANGLE for a in (low, high)):
+        raise Refused("bad_geometry", f"angle_min = {low:g}, angle_max = {high:g}: a scan's angles are finite radians "
+                                      "within [-2 pi, 2 pi]")
 
 
 def beam_angles(scan: Any, count: int) -> np.ndarray:
@@ -96,19 +152,41 @@ def in_sector(angles: np.ndarray, sector: tuple[float, float]) -> np.ndarray:
     return offset <= (end - start) + 1e-9
 
 
+def _floats(sequence: Any, first: int, end: int) -> np.ndarray:
+    """Entries [first, end) of a sequence as float64: only those entries are read (a slice)."""
+    return np.asarray(sequence[first:end], dtype=np.float64).ravel()
+
+
+def _gather(sequence: Any, chosen: np.ndarray) -> np.ndarray:
+    """The entries of ``sequence`` where ``chosen`` (bool, one per entry) holds, read run by run (a sector is one
+    run, or two where it crosses the scan's start)."""
+    index = np.flatnonzero(chosen)
+    if index.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    breaks = np.flatnonzero(np.diff(index) != 1) + 1
+    starts, ends = index[np.r_[0, breaks]], index[np.r_[breaks - 1, index.size - 1]] + 1
+    return np.concatenate([_floats(sequence, int(a), int(b)) for a, b in zip(starts, ends)])
+
+
 def scan_value(scan: Any, spec: AdapterSpec) -> float:
     """A LaserScan's ranges (or intensities) in the sector, reduced (REP 117 for ranges, see the module)."""
-    beams = np.asarray(getattr(scan, spec.scan_beams), dtype=np.float64).ravel()
+    check_scan_geometry(scan)
+    sequence = getattr(scan, spec.scan_beams)
+    count = len(sequence)
+    if count > MAX_ENTRIES:
+        raise Refused("too_large", f"{spec.field} has {count} beams, more than the cap of {MAX_ENTRIES}")
     if spec.index_range is not None:
         first, end = spec.index_range
-        if end > beams.size:
-            raise Refused("missing_field", f"{spec.field} has {beams.size} entries; index_range "
+        if end > count:
+            raise Refused("missing_field", f"{spec.field} has {count} entries; index_range "
                                            f"{list(spec.index_range)} reaches past it")
-        beams = beams[first:end]
+        beams = _floats(sequence, first, end)
     elif spec.angle_range is not None:
-        beams = beams[in_sector(beam_angles(scan, beams.size), spec.angle_range)]
+        beams = _gather(sequence, in_sector(beam_angles(scan, count), spec.angle_range))
+    else:
+        beams = _floats(sequence, 0, count)
     if beams.size == 0:
-        raise Refused("missing_field", f"{spec.field}: no beam in the sector ({beams.size} beams)")
+        raise Refused("missing_field", f"{spec.field}: no beam in the sector ({count} beams)")
     if spec.rep117:
         finite = np.isfinite(beams)
         low, high = float(scan.range_min), float(scan.range_max)
@@ -119,35 +197,52 @@ def scan_value(scan: Any, spec: AdapterSpec) -> float:
             raise Refused("out_of_limits", f"no beam of {spec.field} in the sector is within [range_min, "
                                            f"range_max] = [{low:g}, {high:g}] (REP 117)")
         beams = beams[usable]
-    elif np.isnan(beams).any():
-        raise Refused("non_finite", f"{spec.field} has NaN entries")
-    if spec.reduction == "mean" and np.isposinf(beams).any() and np.isneginf(beams).any():
-        raise Refused("non_finite", f"the mean of {spec.field} has +inf and -inf beams")
-    return _reduce(beams, spec.reduction)
+        if spec.reduction == "mean" and np.isposinf(beams).any() and np.isneginf(beams).any():
+            raise Refused("non_finite", f"the mean of {spec.field} has +inf and -inf beams")
+    elif not np.isfinite(beams).all():
+        raise Refused("non_finite", f"{spec.field} has NaN or infinite entries")
+    return _reduce(beams, spec.reduction, spec.field)
+
+
+def _key_indices(keys: Any, key: Any) -> list[int]:
+    """The entries of ``keys`` (a float64 array or a list) equal to ``key`` as :func:`_same` compares."""
+    if isinstance(keys, np.ndarray):
+        if isinstance(key, (bool, str)):
+            return []
+        return np.flatnonzero(keys == key).tolist()
+    if isinstance(key, str):  # a JointState's names: the common case, kept to one type test and one compare
+        return [k for k, entry in enumerate(keys) if isinstance(entry, str) and entry == key]
+    return [k for k, entry in enumerate(keys) if _same(entry, key)]
 
 
 def select_value(msg: Any, spec: AdapterSpec) -> Any:
     """The one value ``spec`` reads from ``msg`` (a number for bins); Refused when there is none."""
-    if spec.scan_beams and spec.key_field is None:
-        return scan_value(msg, spec)
+    if spec.type == LASER_SCAN:
+        if spec.scan_beams:
+            return scan_value(msg, spec)
+        check_scan_geometry(msg)
     try:
-        got = resolve(msg, parse_path(spec.field))
-        keys = resolve(msg, parse_path(spec.key_field)) if spec.key_field is not None else None
+        got = resolve(msg, parse_path(spec.field), MAX_ENTRIES)
+        keys = resolve(msg, parse_path(spec.key_field), MAX_ENTRIES) if spec.key_field is not None else None
     except Missing as exc:
         raise Refused("missing_field", f"{spec.type}: {exc}") from None
+    except TooLarge as exc:
+        raise Refused("too_large", f"{spec.type}: {exc}") from None
     if not got.many:
         value = got.value
         if spec.reduction == "norm" and is_message(value):
-            return vector_norm(value)
+            return vector_norm(value, spec.field)
         if spec.rep117 == "range":
-            return range_value(msg, value)
+            return limited_range(value, float(msg.min_range), float(msg.max_range), "range")
+        if spec.rep117 == "beam":
+            return limited_range(value, float(msg.range_min), float(msg.range_max), spec.field)
         return value
     values = got.values
     if keys is not None:
         if len(keys.values) != len(values):
             raise Refused("missing_field", f"{spec.field} has {len(values)} entries but {spec.key_field} has "
                                            f"{len(keys.values)}")
-        chosen = [k for k, key in enumerate(keys.values) if _same(key, spec.key)]
+        chosen = _key_indices(keys.values, spec.key)
         values = values[chosen] if isinstance(values, np.ndarray) else [values[k] for k in chosen]
     if spec.reduction is None:
         if len(values) != 1:
@@ -167,17 +262,22 @@ def select_value(msg: Any, spec: AdapterSpec) -> Any:
             return spec.empty_value
         what = f"with {spec.key_field} = {spec.key!r}" if spec.key_field is not None else "(empty)"
         raise Refused("no_match", f"no entry of {spec.field} {what}")
-    if np.isnan(values).any():
-        raise Refused("non_finite", f"{spec.field} has NaN entries")
-    return _reduce(values, spec.reduction)
+    if not np.isfinite(values).all():
+        raise Refused("non_finite", f"{spec.field} has NaN or infinite entries")
+    return _reduce(values, spec.reduction, spec.field)
 
 
-def range_value(msg: Any, value: Any) -> float:
-    """A Range's ``range`` by REP 117: +-inf as they are, a finite value outside [min_range, max_range] refused."""
-    value = float(value)
-    if math.isfinite(value) and not float(msg.min_range) <= value <= float(msg.max_range):
-        raise Refused("out_of_limits", f"range {value:g} is outside [min_range, max_range] = "
-                                       f"[{float(msg.min_range):g}, {float(msg.max_range):g}] (REP 117)")
+def limited_range(value: Any, low: float, high: float, what: str) -> float:
+    """A range by REP 117 (a Range's ``range``, a LaserScan's beam): NaN refused (``non_finite``), +-inf as they
+    are, a finite value outside [low, high] refused (``out_of_limits``)."""
+    if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.number)):
+        raise Refused("unknown_value", f"{what} = {value!r} is not a number")
+    value = _as_float(value, what)
+    if math.isnan(value):
+        raise Refused("non_finite", f"{what} is NaN (no reading, REP 117)")
+    if math.isfinite(value) and not low <= value <= high:
+        raise Refused("out_of_limits", f"{what} {value:g} is outside the sensor's limits [{low:g}, {high:g}] "
+                                       "(REP 117)")
     return value
 
 
@@ -204,34 +304,53 @@ def mapped_level(value: Any, level_of: tuple[tuple[Any, int], ...]) -> Optional[
     return None
 
 
+def _finite_or_rep117(value: float, spec: AdapterSpec) -> Optional[Reading]:
+    """The refusal of a NaN, or of +-inf outside REP 117's ranges; None when ``value`` may be read."""
+    if math.isnan(value):
+        return Reading(None, "non_finite", f"{spec.field} is NaN")
+    if math.isinf(value) and not spec.rep117:
+        return Reading(None, "non_finite", f"{spec.field} = {value:g}: only a range (REP 117) may be infinite")
+    return None
+
+
 def read_level(msg: Any, spec: AdapterSpec) -> Reading:
     """The observation ``spec`` reads from ``msg`` (see the module docstring). Never raises."""
     try:
         value = select_value(msg, spec)
+        if spec.bins is not None:
+            return _binned(value, spec)
+        if isinstance(value, (float, np.floating)):
+            refused = _finite_or_rep117(float(value), spec)
+            if refused is not None:
+                return refused
     except Refused as exc:
         return Reading(None, exc.reason, exc.detail)
-    except (AttributeError, TypeError, ValueError) as exc:  # a message unlike its type's definition
+    except OverflowError as exc:  # an integer too large for a double, converted by numpy
+        return Reading(None, "overflow", f"{spec.field}: {exc}")
+    except (AttributeError, TypeError, ValueError, IndexError) as exc:  # a message unlike its type's definition
         return Reading(None, "missing_field", f"{type(exc).__name__}: {exc}")
-    if spec.bins is not None:
-        if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.number)):
-            return Reading(None, "unknown_value", f"{spec.field} = {value!r} is not a number")
-        value = float(value)
-        if math.isnan(value):
-            return Reading(None, "non_finite", f"{spec.field} is NaN")
-        level = bin_level(value, spec.bins, spec.bin_levels)
-        if level is None:
-            return Reading(None, "out_of_bins", f"{spec.field} = {value:g} is outside the bins "
-                                                f"[{spec.bins[0]:g}, {spec.bins[-1]:g}]")
-        if spec.sigma is not None:
-            probabilities = bin_probabilities(value, spec.bins, spec.bin_levels, spec.sigma, spec.num_levels)
-            return Reading(int(np.argmax(probabilities)), probabilities=probabilities)
-        return _with_confusion(level, spec)
-    if isinstance(value, float) and math.isnan(value):
-        return Reading(None, "non_finite", f"{spec.field} is NaN")
     level = mapped_level(value, spec.level_of)
     if level is None:
         return Reading(None, "unknown_value", f"{spec.field} = {value!r} is not among the values of levels "
                                               f"{sorted({repr(v) for v, _ in spec.level_of})}")
+    return _with_confusion(level, spec)
+
+
+def _binned(value: Any, spec: AdapterSpec) -> Reading:
+    """A number's level by the bins (with sigma: the Gaussian mass of each interval); Refused when it has none."""
+    if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.number)):
+        return Reading(None, "unknown_value", f"{spec.field} = {value!r} is not a number")
+    value = _as_float(value, spec.field)
+    refused = _finite_or_rep117(value, spec)
+    if refused is not None:
+        return refused
+    level = bin_level(value, spec.bins, spec.bin_levels)
+    if level is None:
+        return Reading(None, "out_of_bins", f"{spec.field} = {value:g} is outside the bins "
+                                            f"[{spec.bins[0]:g}, {spec.bins[-1]:g}]")
+    if spec.sigma is not None:
+        probabilities = bin_probabilities(value, spec.bins, spec.bin_levels, spec.sigma, spec.num_levels)
+        return Reading(int(np.argmax(probabilities)), probabilities=probabilities)
     return _with_confusion(level, spec)
 
 

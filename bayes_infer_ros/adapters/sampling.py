@@ -12,6 +12,7 @@ the level. :func:`write_sample` writes it into a message (``new_entry`` makes a 
 - a reduction over a sequence: every entry read gets a value of the level's interval (so min, max and mean fall in
   it), the others any value within the bins;
 - a Range (REP 117): limits from the bins, a reading within them, or +-inf where the level's interval is open;
+- one beam of a LaserScan (``ranges[i]``, REP 117): as a Range, in a full scan of valid geometry;
 - a LaserScan's beams (REP 117): a full scan (``SCAN_BEAMS`` beams around the circle, range limits from the bins);
   some beams of the sector are NaN or beyond ``range_max`` (skipped), some +inf under ``min`` (-inf under ``max``)
   where the level's interval reaches the infinite edge, and a level beyond ``range_max`` is all +inf.
@@ -23,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .config import AdapterSpec
+from .config import LASER_SCAN, AdapterSpec
 from .paths import ALL, Step, is_sequence, message_fields, parse_path
 from .reading import beam_angles, in_sector
 
@@ -93,6 +94,10 @@ def write_sample(msg: Any, spec: AdapterSpec, level: int, rng: np.random.Generat
         msg.min_range, msg.max_range = scan_limits(spec)
         msg.range = _limited_value(spec, level, rng, msg.min_range, msg.max_range)
         return
+    if spec.rep117 == "beam":
+        return _write_beam(msg, spec, level, rng, steps[0].index)
+    if spec.type == LASER_SCAN:  # another field of a scan: the scan's geometry still has to be right
+        _write_geometry(msg, SCAN_BEAMS)
     value = sample_value(spec, level, rng)
     parent, last = _parent(msg, steps, new_entry)
     current = getattr(parent, last.name)
@@ -234,12 +239,28 @@ def _limited_value(spec: AdapterSpec, level: int, rng: np.random.Generator, low:
     return float(_uniform(rng, max(lo, low), min(hi, high)))
 
 
+def _write_geometry(scan: Any, count: int) -> None:
+    """A full turn of ``count`` beams from -pi (float32, as a driver sends it)."""
+    scan.angle_min, scan.angle_increment = float(np.float32(-math.pi)), float(np.float32(2 * math.pi / count))
+    scan.angle_max = float(np.float32(scan.angle_min + (count - 1) * scan.angle_increment))
+
+
+def _write_beam(scan: Any, spec: AdapterSpec, level: int, rng: np.random.Generator, index: int) -> None:
+    """A full scan whose beam ``index`` reads ``level`` (REP 117, as a Range: +-inf where the level's interval lies
+    beyond the limits, and sometimes where it is open on that side)."""
+    count = max(SCAN_BEAMS, index + 1)
+    _write_geometry(scan, count)
+    scan.range_min, scan.range_max = scan_limits(spec)
+    beams = _uniform(rng, scan.range_min, scan.range_max, count)
+    beams[index] = _limited_value(spec, level, rng, scan.range_min, scan.range_max)
+    _set(scan, "ranges", beams.astype(np.float32))
+
+
 def _write_scan(scan: Any, spec: AdapterSpec, level: int, rng: np.random.Generator) -> None:
     """A full scan whose sector reads ``level`` (module docstring)."""
     low, high = scan_limits(spec)
     count = max(SCAN_BEAMS, spec.index_range[1] if spec.index_range else 0)
-    scan.angle_min, scan.angle_increment = float(np.float32(-math.pi)), float(np.float32(2 * math.pi / count))
-    scan.angle_max = float(np.float32(scan.angle_min + (count - 1) * scan.angle_increment))
+    _write_geometry(scan, count)
     scan.range_min, scan.range_max = low, high
     if spec.index_range is not None:
         sector = np.zeros(count, bool)

@@ -33,7 +33,9 @@ class FieldType:
         return f"a sequence of {what}s" if self.sequence else f"a {what}"
 
 
-Lookup = Callable[[str], Mapping[str, FieldType]]  # a message type -> its fields
+# A message type -> its fields; raises LookupError (or OSError: a definition file not found) saying why when it has
+# no definition of the type.
+Lookup = Callable[[str], Mapping[str, FieldType]]
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import yaml
 
 from rosbags.typesys.base import Nodetype
 
-from bayes_infer_ros.adapters import AdapterConfigError, AdapterSpec, FieldType, check_spec, parse_adapters
+from bayes_infer_ros.adapters import AdapterSpec, Checked, FieldType, check_adapters
+from bayes_infer_ros.adapters.schema import Lookup
 from bayes_infer_ros.adapters.sampling import write_sample
 from bayes_infer_ros.model import GenerativeModel
 from bayes_infer_ros.model.io import flatten_parameters
@@ -29,24 +30,36 @@ from .interfaces import make_typestore, register_installed
 STEP_TOPICS_KEY = "step_topics"  # custom_data: the bag topics that make a step besides /observations/*
 
 
-def load_adapters(path: os.PathLike, model: GenerativeModel) -> dict[str, AdapterSpec]:
-    """The ``adapters.*`` parameters of a params file (every node section's ``ros__parameters``), checked
-    against ``model`` and the message types' definitions; AdapterConfigError names the parameter."""
+def adapter_parameters(path: os.PathLike) -> dict[str, Any]:
+    """The flat parameters of every node section's ``ros__parameters`` of a params file."""
     doc = yaml.safe_load(Path(path).read_text()) or {}
     params: dict[str, Any] = {}
     for section in doc.values():
         if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
             params.update(flatten_parameters(section["ros__parameters"]))
+    return params
+
+
+def check_model_adapters(params: Mapping[str, Any], model: GenerativeModel,
+                         lookup: Optional[Lookup] = None) -> Checked[AdapterSpec]:
+    """The ``adapters.*`` parameters of ``params`` checked against ``model``'s modalities and levels and the
+    message definitions (``lookup``; default: :func:`definitions_lookup`), as the node checks them at configure.
+    Never raises: the refusals name the parameters."""
     names = [model.modality_name(i) for i in range(model.num_modalities)]
     labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
-    specs = parse_adapters(params, names, labels)
-    check_adapters(specs)
-    return specs
+    return check_adapters(params, names, labels, definitions_lookup() if lookup is None else lookup)
 
 
-def store_lookup(store: Any):
+def load_adapters(path: os.PathLike, model: GenerativeModel) -> dict[str, AdapterSpec]:
+    """The ``adapters.*`` parameters of a params file (every node section's ``ros__parameters``), checked
+    against ``model`` and the message types' definitions; AdapterConfigError names the first refused parameter."""
+    return check_model_adapters(adapter_parameters(path), model).raise_first()
+
+
+def store_lookup(store: Any) -> Lookup:
     """``adapters.schema``'s lookup from a rosbags typestore's field definitions (registering a package the store
-    does not know from its installed ``.msg`` files)."""
+    does not know from its installed ``.msg`` files). A type it has no definition of raises LookupError saying
+    which package or message is missing and how to install it."""
     def field_type(desc: Any) -> FieldType:
         kind, spec = desc
         if kind == Nodetype.NAME:
@@ -60,24 +73,25 @@ def store_lookup(store: Any):
         return FieldType(element.kind, element.message, sequence=True)
 
     def lookup(typename: str) -> dict[str, FieldType]:
-        register_installed(store, typename)
+        package = typename.split("/")[0]
+        try:
+            register_installed(store, typename)
+        except FileNotFoundError as exc:
+            known = sorted(t.rsplit("/", 1)[-1] for t in store.types if t.startswith(f"{package}/msg/"))
+            if known:
+                raise LookupError(f"{package} has no message {typename.rsplit('/', 1)[-1]!r} (its messages: "
+                                  f"{', '.join(known)})") from None
+            raise LookupError(f"the message package {package!r} is not installed: {exc}; install it (rosdep "
+                              f"install, or ros-<distro>-{package.replace('_', '-')}) and source its setup file") \
+                from None
         return {name: field_type(desc) for name, desc in store.fielddefs[typename][1]}
     return lookup
 
 
-def check_adapters(specs: Mapping[str, AdapterSpec]) -> None:
-    """Every adapter against its type's definition (rosbags' or the installed ``.msg`` files), as the node checks
-    it at configure; AdapterConfigError names the parameter."""
-    lookup = store_lookup(make_typestore())
-    for spec in specs.values():
-        try:
-            lookup(spec.type)
-        except FileNotFoundError as exc:
-            package = spec.type.split("/")[0]
-            raise AdapterConfigError(f"{spec.param}.type: the message package {package!r} is not installed: {exc}; "
-                                     f"install it (rosdep install, or ros-<distro>-{package.replace('_', '-')}) "
-                                     "and source its setup file") from None
-        check_spec(spec, lookup)
+def definitions_lookup() -> Lookup:
+    """The message definitions available without ROS: rosbags' (ROS 2 Kilted) and the ``.msg`` files installed on
+    AMENT_PREFIX_PATH."""
+    return store_lookup(make_typestore())
 
 
 def bag_topic(topic: str) -> str:

@@ -2,21 +2,33 @@
 
     bayes-infer model from-pymdp PYMDP.npz -o MODEL.yaml|MODEL.npz   pymdp's A, B, C, D, E (+ dependencies, policy
                                                                     settings) -> a model file
-    bayes-infer model validate FILE                                 the node's validation; exit 0 when valid
+    bayes-infer model validate FILE [--params-file MORE.yaml ...]   the node's validation; exit 0 when valid
     bayes-infer model show FILE                                     factors, modalities, shapes, dependencies, labels
     bayes-infer model layout FILE -o LAYOUT.xml [--namespace NS]    a PlotJuggler layout for its belief topics
 
-``validate`` runs what the node runs at configure (load + validate the model; the node parameters of a params
-file are checked against the node's table too) and exits 0 for a valid file, 1 naming the tensor (or parameter)
-and the problem otherwise. The pymdp file format: :mod:`bayes_infer_ros.model.pymdp_format`, docs/your-model.md.
+``validate`` runs what the node runs at configure (load + validate the model; the node parameters of a params file
+are checked against the node's table too; the sensor adapters, ``adapters.*``, against the model's modalities and
+levels, the control adapters, ``controls.*``, against its factors' controls, both against the message definitions
+available offline, and the belief events, ``events.*``, against its factors and levels, with the adapters' checker,
+``adapters/check.py``, which the node runs on ``adapters.*`` at configure) and exits 0 for a valid file, 1 naming
+the tensor (or parameter) and the problem otherwise. ``--params-file`` adds the parameters of more files, merged in
+order after FILE's as the node merges its params files (``config/agent_adapters.yaml`` after ``config/agent.yaml``).
+The pymdp file format: :mod:`bayes_infer_ros.model.pymdp_format`, docs/your-model.md.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Mapping, Optional, Sequence
 
+from bayes_infer_ros.adapters import PREFIX as ADAPTERS_PREFIX
+from bayes_infer_ros.adapters import Refusal, check_adapters, check_controls, check_events
+from bayes_infer_ros.adapters.controls import PREFIX as CONTROLS_PREFIX
+from bayes_infer_ros.adapters.controls import control_targets
+from bayes_infer_ros.adapters.events import PREFIX as EVENTS_PREFIX
+from bayes_infer_ros.adapters.events import event_targets
+from bayes_infer_ros.adapters.schema import Lookup
 from bayes_infer_ros.inference import VARIANTS
 from bayes_infer_ros.inference.policy import POLICY_PARAMETERS, policy_seed, policy_settings
 from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, read_parameters_yaml, save_model
@@ -26,9 +38,9 @@ from bayes_infer_ros.node.parameters import PARAMETERS, SURPRISE_PREFIXES, unkno
 from bayes_infer_ros.viewer_layout import plotjuggler_layout
 
 
-def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
-    """(errors, warnings) for the node parameters of a params YAML (the model itself is checked apart)."""
-    flat = read_parameters_yaml(path)
+def _node_parameter_problems(flat: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(errors, warnings) for the node parameters of params files (flat names; the model itself and the adapters
+    are checked apart)."""
     errors = []
     for spec in PARAMETERS:
         if spec.name in flat:
@@ -48,8 +60,57 @@ def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
         except ValueError as exc:
             errors.append(f"parameter {exc}")
     known = [p.name for p in PARAMETERS] + list(POLICY_PARAMETERS)
-    warnings = unknown_parameters(flat.keys(), known, ("model.",) + SURPRISE_PREFIXES)
+    warnings = unknown_parameters(flat.keys(), known,
+                                  ("model.", ADAPTERS_PREFIX, CONTROLS_PREFIX, EVENTS_PREFIX) + SURPRISE_PREFIXES)
     return errors, warnings
+
+
+def _offline_lookup() -> tuple[Optional[Lookup], list[str]]:
+    """The message definitions available without ROS (rosbags' and the installed ``.msg`` files), or None with a
+    warning when rosbags is not installed."""
+    try:
+        from bayes_infer_ros.bags.sensor_messages import definitions_lookup  # optional dependency: rosbags
+        return definitions_lookup(), []
+    except ModuleNotFoundError as exc:
+        return None, [f"adapters and controls checked without the message definitions ({exc.name} is not installed: "
+                      "pip install 'bayes_infer_ros[bags]')"]
+
+
+def _binding_problems(flat: Mapping[str, Any], model: GenerativeModel,
+                      lookup: Optional[Lookup]) -> tuple[list[Refusal], list[str], dict[str, int]]:
+    """(refusals, warnings, how many of each were accepted) of the ``adapters.*``, ``controls.*`` and ``events.*``
+    parameters against ``model`` (its modalities and levels, its factors' controls, its factors and levels) and,
+    for adapters and controls, the message definitions of ``lookup`` (None: the settings alone)."""
+    names = [model.modality_name(i) for i in range(model.num_modalities)]
+    labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
+    checked = {"adapters": check_adapters(flat, names, labels, lookup),
+               "controls": check_controls(flat, *control_targets(model), lookup),
+               "events": check_events(flat, *event_targets(model))}
+    warnings = []
+    unchecked = sum(len(checked[k].accepted) for k in ("adapters", "controls"))
+    if lookup is None and unchecked:
+        warnings.append(f"{unchecked} adapters' and controls' fields, keys and values not checked against their "
+                        "message types")
+    refusals = [r for c in checked.values() for r in c.refusals]
+    return refusals, warnings, {kind: len(c.accepted) for kind, c in checked.items()}
+
+
+def _parameters(path: Path, more: Sequence[Path]) -> tuple[dict[str, Any], dict[str, Path]]:
+    """The flat parameters of ``path`` (a params YAML; none for an .npz) and then of each of ``more``, later files
+    winning, and the file each came from."""
+    flat: dict[str, Any] = {}
+    origin: dict[str, Path] = {}
+    for file in ([path] if path.suffix.lower() in (".yaml", ".yml") else []) + list(more):
+        for name, value in read_parameters_yaml(file).items():
+            flat[name], origin[name] = value, file
+    return flat, origin
+
+
+def _origin(key: str, origin: Mapping[str, Path], default: Path) -> Path:
+    """The file that set ``key`` (or, for an adapter as a whole, one of its keys)."""
+    if key in origin:
+        return origin[key]
+    return next((file for name, file in origin.items() if name.startswith(key + ".")), default)
 
 
 def _variant_names() -> tuple:
@@ -131,15 +192,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
     model = _load_or_report(path)
     if model is None:
         return 1
-    errors, warnings = _node_parameter_problems(path) if path.suffix.lower() in (".yaml", ".yml") else ([], [])
-    for line in warnings:
+    try:
+        flat, origin = _parameters(path, args.params_file)
+    except ModelValidationError as exc:
+        print(f"{path}: invalid: {exc}", file=sys.stderr)
+        return 1
+    errors, warnings = _node_parameter_problems(flat)
+    lookup, lookup_warnings = _offline_lookup()
+    refusals, binding_warnings, counts = _binding_problems(flat, model, lookup)
+    for line in warnings + lookup_warnings + binding_warnings:
         print(f"{path}: warning: {line}", file=sys.stderr)
-    if errors:
-        for line in errors:
-            print(f"{path}: invalid: {line}", file=sys.stderr)
+    for line in errors:
+        print(f"{path}: invalid: {line}", file=sys.stderr)
+    for refusal in refusals:
+        print(f"{_origin(refusal.key, origin, path)}: invalid: {refusal}", file=sys.stderr)
+    if errors or refusals:
         return 1
     print(f"{path}: valid: {model.num_factors} factors, {model.num_modalities} modalities"
-          + ("" if model.B is not None else " (no B: fpi only)"))
+          + ("" if model.B is not None else " (no B: fpi only)")
+          + "".join(f", {n} {kind}" for kind, n in counts.items() if n))
     return 0
 
 
@@ -176,8 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--batch-index", type=int, default=0, help="which agent of a batched pymdp model (default 0)")
     conv.add_argument("--force", action="store_true", help="replace an existing output file")
     conv.set_defaults(run=cmd_from_pymdp)
-    val = sub.add_parser("validate", help="the node's validation; exit 0 valid, 1 with the tensor and the problem")
+    val = sub.add_parser("validate", help="the node's validation (model, node parameters, sensor and control "
+                                          "adapters, belief events); exit 0 valid, 1 with the tensor or parameter "
+                                          "and the problem")
     val.add_argument("file", type=Path, help=".yaml params file or .npz model")
+    val.add_argument("--params-file", type=Path, action="append", default=[], metavar="YAML",
+                     help="more parameters (e.g. config/agent_adapters.yaml), merged after FILE's as the node merges "
+                          "its params files; repeatable")
     val.set_defaults(run=cmd_validate)
     show = sub.add_parser("show", help="factors, modalities, shapes, dependencies, labels")
     show.add_argument("file", type=Path)

@@ -33,6 +33,9 @@ REJECT_REASONS = (
                            # usable beam
     "out_of_bins",         # sensor adapter: a number outside every bin
     "unknown_value",       # sensor adapter: a value (string, enum, boolean) that no level lists
+    "overflow",            # sensor adapter: finite values whose reduction is not (a norm's squares, a mean's sum)
+    "bad_geometry",        # sensor adapter: a LaserScan whose angle_increment is not > 0 or whose angles are absurd
+    "too_large",           # sensor adapter: a sequence read entry by entry past adapters.MAX_ENTRIES entries
 )
 
 # Probabilities whose sum is off by more than this are renormalised *and* counted ("renormalized").

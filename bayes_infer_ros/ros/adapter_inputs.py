@@ -3,9 +3,13 @@ message definitions, and each adapted message turned into the node's admission a
 ``bayes_infer_ros.adapters``).
 
 A message type is looked up in the ament index (``rosidl_interfaces``: the message packages installed on
-AMENT_PREFIX_PATH) before anything is imported, so a type naming some other Python package imports nothing. Its
-generated class then describes every field (``SLOT_TYPES``), and ``adapters.schema.check_spec`` refuses an adapter
-that cannot read the type, naming the parameter: the node does this before it builds the engine.
+AMENT_PREFIX_PATH) before anything is imported, so a type naming some other Python package imports nothing. Where
+rosidl_runtime_py is installed (a ROS 2 install: ros2cli uses it), its ``get_message_types`` reads the index and its
+``utilities.get_message`` imports the class; without it (the PyPI wheels), the same two steps are done here
+(:func:`installed_interfaces`, ``importlib``). Its generated class then describes every field (``SLOT_TYPES``), and
+``adapters.schema.check_spec`` refuses an adapter that cannot read the type, naming the parameter: the node does this
+before it builds the engine. A package that is not installed is refused with the line that installs it
+(``vision_msgs``: ``rosdep install``, package.xml declares it, or ``ros-<distro>-vision-msgs``).
 
 An adapted modality is subscribed on its adapter's topic with its message type (SensorDataQoS, as
 ``observations/<modality>`` would be) instead of ``observations/<modality>``. Its stamp is the message's
@@ -20,6 +24,12 @@ from typing import Any, Mapping
 
 from ament_index_python import get_resource, get_resources
 from rosidl_parser.definition import AbstractGenericString, AbstractNestedType, BasicType, NamespacedType
+
+try:  # optional: rosidl_runtime_py (a ROS 2 install has it; the PyPI wheels do not): the ament-index walk below
+    from rosidl_runtime_py.get_interfaces import get_message_types
+    from rosidl_runtime_py.utilities import get_message
+except ImportError:
+    get_message_types = get_message = None
 
 from bayes_infer_ros.adapters import (
     AdapterConfigError, AdapterSpec, FieldType, Reading, check_spec, parse_adapters, read_level,
@@ -41,21 +51,50 @@ def installed_interfaces(package: str) -> set[str] | None:
     return {line.split(";")[0].strip() for line in content.splitlines() if line.strip()}
 
 
+def installed_messages(package: str) -> list[str] | None:
+    """The message names (``BatteryState``, ...) the ament index lists for ``package``; None when it lists no such
+    package. rosidl_runtime_py's ``get_message_types`` where it is installed, else :func:`installed_interfaces`."""
+    if get_message_types is not None:
+        try:
+            return list(get_message_types(package))
+        except LookupError:
+            return None
+    interfaces = installed_interfaces(package)
+    if interfaces is None:
+        return None
+    return sorted({i[len("msg/"):].rsplit(".", 1)[0] for i in interfaces if i.startswith("msg/")
+                   and i.endswith((".msg", ".idl"))})
+
+
+def install_hint(package: str) -> str:
+    """How to install the message package ``package``."""
+    return (f"install it (`rosdep install --from-paths src --ignore-src` where package.xml declares it, or "
+            f"`apt install ros-$ROS_DISTRO-{package.replace('_', '-')}`) and source its setup file")
+
+
+def import_message(typename: str) -> type:
+    """The generated class of ``pkg/msg/Name``: rosidl_runtime_py's ``get_message`` where it is installed, else
+    ``importlib`` as it does. Raises ImportError, AttributeError or ValueError saying why."""
+    if get_message is not None:
+        return get_message(typename)
+    pkg, kind, name = typename.split("/")
+    return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+
+
 def message_class(typename: str, param: str) -> type:
     """The generated class of ``pkg/msg/Name``, imported only once the ament index lists it; AdapterConfigError
     (``param``) otherwise."""
-    pkg, kind, name = typename.split("/")
-    interfaces = installed_interfaces(pkg)
-    if interfaces is None:
+    pkg, _, name = typename.split("/")
+    messages = installed_messages(pkg)
+    if messages is None:
         known = ", ".join(sorted(get_resources("rosidl_interfaces"))) or "none"
         raise AdapterConfigError(f"{param}: no message package {pkg!r} is installed (the ament index on "
-                                 f"AMENT_PREFIX_PATH lists {known}); install and source it")
-    if not {f"{kind}/{name}.msg", f"{kind}/{name}.idl"} & interfaces:
-        listed = sorted(i.split("/")[1].rsplit(".", 1)[0] for i in interfaces if i.startswith(f"{kind}/"))
-        raise AdapterConfigError(f"{param}: {pkg} has no message {name!r} (its messages: {', '.join(sorted(set(listed)))})")
+                                 f"AMENT_PREFIX_PATH lists {known}); {install_hint(pkg)}")
+    if name not in messages:
+        raise AdapterConfigError(f"{param}: {pkg} has no message {name!r} (its messages: {', '.join(messages)})")
     try:
-        return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
-    except (ImportError, AttributeError) as exc:
+        return import_message(typename)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise AdapterConfigError(f"{param}: {typename} is installed but its Python class cannot be imported ({exc}); "
                                  "is its package built for this Python and sourced?") from None
 

@@ -352,9 +352,11 @@ def test_the_node_reads_sensor_messages_and_counts_bad_values(probe, sensor_agen
     pubs["battery"].publish(battery(math.nan, 1))       # voltage NaN: refused; charging reads this message fine
     pubs["battery"].publish(battery(31.0, 0))           # out of the bins; status UNKNOWN: no level lists 0
     pubs["tag"].publish(String(data="PALLET-9"))        # an unknown tag
-    pubs["scan"].publish(LaserScan(ranges=[1.0] * 10))  # all beams at angle 0 but outside the limits [0, 0]
+    pubs["scan"].publish(LaserScan(ranges=[1.0] * 10, angle_min=-0.05, angle_increment=0.01,
+                                   angle_max=0.04))  # every beam in the sector, outside the limits [0, 0]
+    pubs["scan"].publish(LaserScan(ranges=[1.0] * 10))  # angle_increment 0: no geometry (bad_geometry)
     expected = {"rejected.non_finite": 1, "rejected.out_of_bins": 1, "rejected.unknown_value": 2,
-                "rejected.out_of_limits": 1}
+                "rejected.out_of_limits": 1, "rejected.bad_geometry": 1}
 
     def counted():
         now = _diag_values(diags)

@@ -15,27 +15,90 @@ from ros_harness import AgentProcess, change_state, default_params, wait_for
 
 
 class FakeBond:
+    """bondpy's Bond as the node uses it: (node, topic, id), the heartbeat settings, the formed and broken callbacks
+    (bondpy calls them from its threads), start and shutdown."""
+
     def __init__(self, node, topic, bond_id):
         self.args, self.started, self.stopped = (node, topic, bond_id), False, False
         self.sub, self.pub = "subscription", "publisher"
+        self.connect_timeout = 10.0  # bond's Constants.DEFAULT_CONNECT_TIMEOUT
+        self.on_formed = self.on_broken = None
+
+    def set_formed_callback(self, callback):
+        self.on_formed = callback
+
+    def set_broken_callback(self, callback):
+        self.on_broken = callback
 
     def start(self):
         self.started = True
 
     def shutdown(self):
         self.stopped = True
+        if self.on_broken is not None:  # bondpy's Death() on the node's own break_bond
+            self.on_broken()
+
+
+class RecordingLogger:
+    def __init__(self):
+        self.lines = []
+
+    def info(self, text):
+        self.lines.append(("info", text))
+
+    def warning(self, text):
+        self.lines.append(("warning", text))
+
+
+def fake_node(destroyed=None, ok=True):
+    destroyed = [] if destroyed is None else destroyed
+    logger = RecordingLogger()
+    return SimpleNamespace(get_name=lambda: "agent", get_logger=lambda: logger, destroy_subscription=destroyed.append,
+                           destroy_publisher=destroyed.append, context=SimpleNamespace(ok=lambda: ok))
 
 
 def test_bond_forms_with_the_managers_id_and_heartbeat():
     destroyed = []
-    node = SimpleNamespace(get_name=lambda: "agent", destroy_subscription=destroyed.append,
-                           destroy_publisher=destroyed.append)
+    node = fake_node(destroyed)
     b = bond.start_bond(node, FakeBond)
     assert b.args == (node, "bond", "agent") and b.started
     assert (b.heartbeat_period, b.heartbeat_timeout) == (0.1, 4.0)
     assert bond.stop_bond(b, node) is None and b.stopped
     assert destroyed == ["subscription", "publisher"]  # off the node too: bondpy's shutdown does not tell it
     assert bond.stop_bond(None, node) is None
+
+
+def test_the_node_logs_its_bond_as_nav2_util_does():
+    """"Creating bond (agent) to lifecycle manager." at activate, then formed; broken when the manager's side goes;
+    the node's own break is "Destroying bond", not a broken bond."""
+    node = fake_node()
+    b = bond.start_bond(node, FakeBond)
+    log = node.get_logger().lines
+    assert log == [("info", "Creating bond (agent) to lifecycle manager.")]
+    b.on_formed()
+    assert log[-1] == ("info", "Bond (agent) to lifecycle manager formed.")
+    b.on_broken()  # the manager's heartbeat stopped
+    assert log[-1][0] == "warning" and log[-1][1].startswith("Bond (agent) to lifecycle manager broken")
+    del log[:]
+    b = bond.start_bond(node, FakeBond)
+    b.on_formed()
+    bond.stop_bond(b, node)
+    assert log[-1] == ("info", "Destroying bond (agent) to lifecycle manager.")
+    assert not [line for line in log if "broken" in line[1]]
+
+
+def test_no_manager_and_no_bondpy_are_logged_with_the_reason(monkeypatch):
+    node = fake_node()
+    b = bond.start_bond(node, FakeBond)
+    b.on_broken()  # bondpy's connect timeout passed: no manager formed its side
+    level, text = node.get_logger().lines[-1]
+    assert level == "info" and text.startswith("Bond (agent) to lifecycle manager not formed within 10 s: no "
+                                               "lifecycle manager formed its side")
+    monkeypatch.setattr(bond, "Bond", None)  # bondpy not importable
+    node = fake_node()
+    assert bond.start_bond(node) is None
+    ((level, text),) = node.get_logger().lines
+    assert level == "warning" and "bondpy is not installed" in text and "rosdep install" in text
 
 
 class DeadContextBond(FakeBond):
@@ -48,8 +111,7 @@ def test_a_bond_broken_after_the_context_is_gone_does_not_raise():
     status stays 0, the manager sees the heartbeat stop); while the context is up, a failure is raised."""
     destroyed = []
     for ok in (False, True):
-        node = SimpleNamespace(get_name=lambda: "agent", destroy_subscription=destroyed.append,
-                               destroy_publisher=destroyed.append, context=SimpleNamespace(ok=lambda ok=ok: ok))
+        node = fake_node(destroyed, ok)
         b = bond.start_bond(node, DeadContextBond)
         if ok:
             with pytest.raises(RuntimeError, match="context is invalid"):
@@ -61,7 +123,7 @@ def test_a_bond_broken_after_the_context_is_gone_does_not_raise():
 def test_without_bondpy_there_is_no_bond():
     if importlib.util.find_spec("bondpy") is None:
         assert bond.bond_class() is None
-        assert bond.start_bond(SimpleNamespace(get_name=lambda: "agent")) is None
+        assert bond.start_bond(fake_node()) is None
     else:  # pragma: no cover - a ROS install with bondpy
         assert bond.bond_class() is not None
 

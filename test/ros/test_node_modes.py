@@ -3,18 +3,15 @@
 a backwards clock jump, plain-node mode, and models that are refused (missing / malformed)."""
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import time
-import types
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pytest
 import yaml
 
+from launch_stubs import launch_actions, load_launch_description
 from ros_harness import REPO_ROOT, AgentProcess, default_params, publish_until_beliefs, wait_for
 from tolerances import ROS_FLOAT32_ATOL
 
@@ -25,47 +22,6 @@ LAST_CPU = max(os.sched_getaffinity(0))
 # ---------------------------------------------------------------------------------------------
 # the launch file, evaluated with stub launch / launch_ros modules
 # ---------------------------------------------------------------------------------------------
-class _Recorder:
-    def __init__(self, *args, **kwargs):
-        self.args, self.kwargs = args, kwargs
-
-
-class _LaunchConfiguration:
-    def __init__(self, name):
-        self.name = name
-
-    def perform(self, context):
-        return context.launch_configurations[self.name]
-
-
-def load_launch_description():
-    stubs = {
-        "launch": types.ModuleType("launch"), "launch.actions": types.ModuleType("launch.actions"),
-        "launch.substitutions": types.ModuleType("launch.substitutions"),
-        "launch_ros": types.ModuleType("launch_ros"), "launch_ros.actions": types.ModuleType("launch_ros.actions"),
-    }
-    stubs["launch"].LaunchDescription = lambda entities: list(entities)
-    for name in ("DeclareLaunchArgument", "LogInfo", "OpaqueFunction"):
-        setattr(stubs["launch.actions"], name, type(name, (_Recorder,), {}))
-    stubs["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
-    for name in ("LifecycleNode", "Node"):
-        setattr(stubs["launch_ros.actions"], name, type(name, (_Recorder,), {}))
-    with mock.patch.dict(sys.modules, stubs):
-        spec = importlib.util.spec_from_file_location("agent_launch", REPO_ROOT / "launch" / "agent.launch.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.generate_launch_description()
-
-
-def launch_actions(launch_args: dict) -> list:
-    """The actions the launch file's OpaqueFunction returns for these launch arguments (defaults filled in)."""
-    entities = load_launch_description()
-    declared = {e.args[0]: e.kwargs["default_value"] for e in entities if type(e).__name__ == "DeclareLaunchArgument"}
-    (setup,) = [e for e in entities if type(e).__name__ == "OpaqueFunction"]
-    context = types.SimpleNamespace(launch_configurations={**declared, **launch_args})
-    return setup.kwargs["function"](context)
-
-
 def node_command(launch_args: dict) -> tuple[dict, list[str], list[str]]:
     """What launch_ros would run for these launch arguments: (node kwargs, --ros-args list, params files)."""
     (node,) = [a for a in launch_actions(launch_args) if type(a).__name__ == "LifecycleNode"]
@@ -119,7 +75,7 @@ def test_launch_file_with_nav2s_lifecycle_manager():
     assert manager.kwargs["executable"] == "lifecycle_manager" and manager.kwargs["namespace"] == "/robot1"
     mfile, mparams = manager.kwargs["parameters"]
     assert Path(mfile).name == "nav2_lifecycle.yaml"
-    manager_params = yaml.safe_load(Path(mfile).read_text())[manager.kwargs["name"]]["ros__parameters"]
+    manager_params = yaml.safe_load(Path(mfile).read_text())["/**"]["ros__parameters"]  # any namespace
     assert manager_params.get("bond_timeout", 4.0) > 0 and mparams["node_names"] == [node.kwargs["name"]]
     assert mparams["autostart"] is True and node.kwargs["parameters"][1]["autostart"] is False
     assert node.kwargs["namespace"] == "/robot1"

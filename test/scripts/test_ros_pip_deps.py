@@ -83,7 +83,7 @@ def test_the_list_and_package_xml_cover_every_third_party_import(deps):
                    "lifecycle_msgs": "lifecycle_msgs", "std_msgs": "std_msgs", "std_srvs": "std_srvs",
                    "diagnostic_msgs": "diagnostic_msgs", "rosgraph_msgs": "rosgraph_msgs",
                    "ament_index_python": "ament_index_python", "launch": "launch", "launch_ros": "launch_ros",
-                   "rosidl_parser": "rosidl_parser",
+                   "rosidl_parser": "rosidl_parser", "rosidl_runtime_py": "rosidl_runtime_py",
                    "rosbags": "python3-rosbags-pip", "numba": "python3-numba-pip", "bondpy": "bondpy"}
     from_pip = {"jax": "jax", "jaxlib": "jaxlib", "xgboost": "xgboost-cpu", "rosbags": "rosbags",
                 "pymdp": "inferactively-pymdp", "numba": "numba",
@@ -114,30 +114,32 @@ def test_numba_is_listed_at_a_version_that_runs_on_aarch64(deps):
     assert (pins["numba"], pins["llvmlite"]) == (dev["numba"], dev["llvmlite"])
 
 
-def package_xml_keys(distro):
-    """package.xml's dependency keys as rosdep sees them on ``distro`` (conditions evaluated)."""
-    root = ET.parse(REPO_ROOT / "package.xml").getroot()
-    out = {}
-    for e in root:
-        condition = e.get("condition")
-        if condition:
-            var, op, value = condition.split()
-            assert var == "$ROS_DISTRO" and op in ("==", "!="), condition
-            if (distro == value) != (op == "=="):
-                continue
-        out.setdefault(e.tag, set()).add(e.text)
+def package_xml_keys(distro, environment=None):
+    """package.xml's dependency keys as rosdep sees them on ``distro`` (conditions evaluated by catkin_pkg, as
+    rosdep evaluates them against its environment; ``environment``: more variables)."""
+    package = pytest.importorskip("catkin_pkg.package", reason="catkin_pkg (colcon-ros brings it) is not installed")
+    parsed = package.parse_package(REPO_ROOT / "package.xml")
+    parsed.evaluate_conditions({"ROS_DISTRO": distro, "ROS_VERSION": "2", **(environment or {})})
+    groups = {"depend": (), "buildtool_depend": parsed.buildtool_depends, "exec_depend": parsed.exec_depends,
+              "test_depend": parsed.test_depends}
+    out = {tag: {d.name for d in deps if d.evaluated_condition} for tag, deps in groups.items()}
+    # <depend> is a build, export and exec dependency: catkin_pkg lists it in each
+    out["depend"] = {d.name for d in parsed.build_depends if d.evaluated_condition} & out["exec_depend"]
     return out
 
 
-def test_package_xml_declares_numba_with_a_pip_key_but_not_on_humble(deps):
+def test_package_xml_declares_numba_with_a_pip_key_only_on_request(deps):
     """numba comes from a pip key (rosdistro's python3-numba is Ubuntu 22.04's 0.55), defined in the rosdep file
-    the repository ships; Humble gets it in the venv instead (rosdep's system-wide pip would replace numpy 1.21)."""
+    the repository ships, and only with BAYES_INFER_ROSDEP_PIP=1 off Humble: rosdep's pip is system-wide. The
+    documented path gets it from this script's list, in a venv (test_readme_recipe.py)."""
     import yaml
 
-    assert "python3-numba-pip" in package_xml_keys("jazzy")["exec_depend"]
-    assert "python3-numba-pip" in package_xml_keys("kilted")["exec_depend"]
-    assert "python3-numba-pip" not in package_xml_keys("humble")["exec_depend"]
+    for distro in ("humble", "jazzy", "kilted"):
+        assert "python3-numba-pip" not in package_xml_keys(distro)["exec_depend"]
+    assert "python3-numba-pip" in package_xml_keys("jazzy", {"BAYES_INFER_ROSDEP_PIP": "1"})["exec_depend"]
+    assert "python3-numba-pip" not in package_xml_keys("humble", {"BAYES_INFER_ROSDEP_PIP": "1"})["exec_depend"]
     assert "python3-numba" not in set().union(*package_xml_keys("jazzy").values())
+    assert {"numba", "rosbags"} <= set(as_pins(deps.pip_requirements("jazzy", "3.12", "1.26.4", runtime_only=True)))
     rules = yaml.safe_load((REPO_ROOT / "rosdep" / "bayes_infer_ros.yaml").read_text())
     for os_name in ("ubuntu", "debian"):
         assert rules["python3-numba-pip"][os_name]["pip"]["packages"] == ["numba"]
@@ -154,9 +156,9 @@ def test_tool_only_keys_are_test_dependencies_and_runtime_leaves_tools_out(deps)
 
 
 def test_every_message_package_a_shipped_adapter_reads_is_declared_and_in_both_wheel_lists(deps):
-    """config/*.yaml's adapter types: each package has a rosdep key in package.xml (exec_depend, or test_depend for
-    vision_msgs, which no PyPI wheel provides) and, but for vision_msgs, a ros-kilted-* and a ros-jazzy-* wheel in
-    requirements/ (make setup, make test-jazzy)."""
+    """config/*.yaml's adapter and control types: each package is an exec dependency in package.xml (rosdep installs
+    it with the node) and, but for vision_msgs, which no PyPI wheel provides, a ros-kilted-* and a ros-jazzy-* wheel
+    in requirements/ (make setup, make test-jazzy)."""
     import yaml
 
     from bayes_infer_ros.model.io import flatten_parameters as flatten
@@ -165,8 +167,8 @@ def test_every_message_package_a_shipped_adapter_reads_is_declared_and_in_both_w
     for path in (REPO_ROOT / "config").glob("*.yaml"):
         for section in (yaml.safe_load(path.read_text()) or {}).values():
             params = flatten(section.get("ros__parameters", {})) if isinstance(section, dict) else {}
-            packages |= {v.split("/")[0] for k, v in params.items() if k.startswith("adapters.") and
-                         k.endswith(".type")}
+            packages |= {v.split("/")[0] for k, v in params.items() if k.startswith(("adapters.", "controls."))
+                         and k.endswith(".type")}
     assert {"sensor_msgs", "std_msgs", "nav_msgs", "vision_msgs"} <= packages, packages
     keys = package_xml_keys("jazzy")
     wheels = {distro: {l.split("==")[0] for l in (REPO_ROOT / "requirements" / f"ros-{distro}.txt").read_text()
@@ -175,7 +177,7 @@ def test_every_message_package_a_shipped_adapter_reads_is_declared_and_in_both_w
         assert package in keys["exec_depend"] | keys["depend"], package
         for distro in ("kilted", "jazzy"):
             assert f"ros-{distro}-{package.replace('_', '-')}" in wheels[distro], (distro, package)
-    assert "vision_msgs" in keys["test_depend"]
+    assert "vision_msgs" in keys["exec_depend"]
     assert not any("vision-msgs" in name for names in wheels.values() for name in names)
 
 
