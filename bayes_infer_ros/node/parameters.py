@@ -66,6 +66,10 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("observation_timeout", 1.0, "Seconds. An observation whose stamp is older than this on arrival is dropped "
               "(counted 'stale'); a modality with no message for this long is 'silent' (diagnostics WARN) and no longer "
               "holds up event-driven ticks. 0 disables both.", float_range=(0.0, 3600.0)),
+    ParamSpec("silence_clock", "node", "The clock the silence timeout and input rates run on: node (the node's clock: "
+              "with use_sim_time the simulation's, so a paused or slowed replay makes no sensor silent; its first "
+              "/clock restarts every timeout) or wall (the host's monotonic clock, whatever the node's).",
+              choices=("node", "wall")),
     ParamSpec("max_future_stamp", 0.5, "Seconds. An observation stamped more than this ahead of the node clock is "
               "dropped (counted 'future'), so one wrong clock cannot shut out the valid messages after it.",
               float_range=(0.0, 3600.0)),

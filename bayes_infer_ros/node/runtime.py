@@ -57,6 +57,7 @@ class AgentRuntime:
         self.stage = ""  # what configure is doing ("" when it is not)
         self.configure_thread: Optional[threading.Thread] = None
         self._reset_request: Optional[str] = None
+        self._clock_started = False  # the node clock read past 0 (sim time: a /clock came)
 
     @property
     def configured(self) -> bool:
@@ -192,11 +193,24 @@ class AgentRuntime:
             return None
         return deployer.request(settings)
 
+    def now_s(self, now_ns: Optional[int] = None) -> float:
+        """Seconds on the clock the silence timeout and the input rates run on (``silence_clock``): the node clock
+        (``now_ns``, read when not given) or the host's monotonic clock. The node clock's first reading past 0 (sim
+        time's first /clock) restarts every modality's timeout."""
+        if self.settings.silence_clock == "wall":
+            return time.monotonic()
+        now_ns = self._clock_ns() if now_ns is None else now_ns
+        if now_ns > 0 and not self._clock_started:
+            self._clock_started = True
+            if self.loop is not None:
+                self.loop.heard_now(now_ns * 1e-9)
+        return now_ns * 1e-9
+
     def activate(self) -> None:
         with self.lock:
             self.active = True
             if self.loop is not None:
-                self.loop.heard_now(time.monotonic())
+                self.loop.heard_now(self.now_s())
 
     def deactivate(self) -> None:
         with self.lock:
@@ -229,7 +243,8 @@ class AgentRuntime:
             loop = self.loop
             if loop is None:
                 return
-            now = time.monotonic()
+            now_ns = self._clock_ns()
+            now = self.now_s(now_ns)
             inputs = loop.agent_inputs[k]
             mod = inputs.arrived(i, now)
             if not self.active:
@@ -238,7 +253,7 @@ class AgentRuntime:
             self._handle_reset_request()
             settings = self.settings
             timeout = settings.observation_timeout
-            got = inputs.observe(i, level, probabilities, sec, nanosec, now=now, now_ns=self._clock_ns(),
+            got = inputs.observe(i, level, probabilities, sec, nanosec, now=now, now_ns=now_ns,
                                  arrival=arrival, timeout_s=timeout, max_future_s=settings.max_future_stamp, **judge)
             self.reporter.admission(admission.report(mod.name, got, mod.topic), self.agent_prefix(k))
             if got.ok and settings.event_mode and inputs.event_ready(now, timeout):
@@ -299,14 +314,14 @@ class AgentRuntime:
                 self._handle_reset_request()
                 loop.clock_jump(now_ns)  # the reset forgot the clock: this tick's is the reference
             settings = self.settings
-            agents = loop.ready(settings.event_mode, time.monotonic(), settings.observation_timeout,
+            agents = loop.ready(settings.event_mode, self.now_s(now_ns), settings.observation_timeout,
                                 settings.tick_without_observations)
             if not agents:
                 self.count("idle_ticks")
                 return
-            self.report_silence()
+            self.report_silence(now_ns)
             try:
-                outs = loop.step(now_ns, agents)
+                outs = loop.step(now_ns, agents, self.now_s(now_ns))
             except Exception as exc:  # noqa: BLE001 - a tick must never take the node down
                 self.count("tick_errors")
                 self.reporter.warn_throttled("tick_error", f"tick failed: {type(exc).__name__}: {exc}")
@@ -323,12 +338,13 @@ class AgentRuntime:
         with self.lock:
             if self.loop is None or not self.active:
                 return
-            self.report_silence()
-            if self.settings.event_mode and self.loop.ready(True, time.monotonic(),
+            now_ns = self._clock_ns()
+            self.report_silence(now_ns)
+            if self.settings.event_mode and self.loop.ready(True, self.now_s(now_ns),
                                                             self.settings.observation_timeout, False):
                 self.tick()
 
-    def report_silence(self) -> None:
+    def report_silence(self, now_ns: Optional[int] = None) -> None:
         """Log each modality that went silent, once (its next accepted message clears it)."""
-        for line in self.loop.silence_warnings(time.monotonic(), self.settings.observation_timeout):
+        for line in self.loop.silence_warnings(self.now_s(now_ns), self.settings.observation_timeout):
             self._log.warning(line)

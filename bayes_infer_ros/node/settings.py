@@ -38,6 +38,7 @@ class NodeSettings:
     horizon: int = 5
     rate_hz: float = 10.0
     observation_timeout: float = 1.0
+    silence_clock: str = "node"
     max_future_stamp: float = 0.5
     memory_budget_mb: float = 2048.0
     tick_without_observations: bool = False

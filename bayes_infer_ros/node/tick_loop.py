@@ -165,10 +165,13 @@ class TickLoop:
             return [k for k, inputs in enumerate(self.agent_inputs) if inputs.event_ready(now, timeout_s)]
         return [k for k, inputs in enumerate(self.agent_inputs) if without_observations or inputs.any_fresh]
 
-    def step(self, now_ns: int, agents: Sequence[int]) -> list[tuple[int, TickOutput]]:
+    def step(self, now_ns: int, agents: Sequence[int], now_s: Optional[float] = None) -> list[tuple[int, TickOutput]]:
         """One step of each of ``agents`` with its fresh observations (a modality without one is all zero: no
         evidence, ``inference/belief_filter.py``), stamped with the newest of them (the node clock when none is
-        stamped), all in one engine dispatch. Raises what the engine raises (the steps stay in the windows)."""
+        stamped), all in one engine dispatch. ``now_s``: seconds on the admission's clock (the runtime's ``now_s``;
+        default ``now_ns``), when a reading is refused as an outlier. Raises what the engine raises (the steps stay in
+        the windows)."""
+        now_s = now_ns * 1e-9 if now_s is None else now_s
         stamps, arrivals, actions, upcoming, present = {}, {}, {}, {}, {}
         sequential = self.filter.spec.window
         for k in agents:
@@ -193,12 +196,12 @@ class TickLoop:
         out = []
         for k in agents:
             self.ticks[k] += 1
-            evidence = self._evidence(k, present[k], stamps[k]) if self.monitors else None
+            evidence = self._evidence(k, present[k], stamps[k], now_s) if self.monitors else None
             out.append((k, TickOutput(posteriors[k], stamps[k], inference_s, arrivals[k], evidence)))
         self.stats.ticks += 1
         return out
 
-    def _evidence(self, k: int, present: np.ndarray, stamp_ns: int) -> Optional[TickEvidence]:
+    def _evidence(self, k: int, present: np.ndarray, stamp_ns: int, now_s: float) -> Optional[TickEvidence]:
         """Agent ``k``'s step's evidence (the step stamped ``stamp_ns``): recorded in its monitor, its refused readings
         counted as refused inputs of their modalities (``outlier``)."""
         ev = self.filter.evidence(k)
@@ -209,7 +212,7 @@ class TickLoop:
         reports = []
         for m in np.flatnonzero(refused):
             mod = inputs.modalities[m]
-            got = inputs.refuse(int(m), time.monotonic(), "outlier",
+            got = inputs.refuse(int(m), now_s, "outlier",
                                 f"surprise {float(ev.surprise[m]):.2f} nats is above its gate "
                                 f"surprise_gate.{self.modality_names[m]} = {float(monitor.gates[m]):g}")
             reports.append(report(mod.name, got, mod.topic))

@@ -3,7 +3,6 @@ counters (``node/reporting.py``). Reading only: building a status changes no sta
 from __future__ import annotations
 
 import socket
-import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -53,7 +52,7 @@ def node_status(name: str, fqn: str, runtime: AgentRuntime, config_error: str, *
                     build_error=deployer.build_error if deployer is not None else "",
                     verification=deployer.verification if deployer is not None else "",
                     sim_time_without_clock=sim_time_without_clock(settings.use_sim_time, clock_ns, since_start_s))
-    now = time.monotonic()
+    now = runtime.now_s(clock_ns)
     return with_duplicate(inference_status(name, fqn, health, deployment, loop.stats, loop.modalities,
                                            loop.rejecting(now) if health.active else {},
                                            runtime.reporter.counters, now, loop.surprise_statistics(),
@@ -119,9 +118,10 @@ def inference_status(name: str, fqn: str, health: Health, slot: Deployment, stat
                      modalities: Sequence[ModalityState], rejecting: dict[str, str], counters: dict[str, int],
                      now: float, surprise: Sequence[tuple[str, str, ModalitySurprise]] = (),
                      warn_ticks: int = 0) -> DiagnosticStatus:
-    """The status of a configured node (``now``: time.monotonic(); ``modalities``: every agent's; ``rejecting``:
-    modality -> the reason its newest message was refused, for those being rejected now; ``surprise``: every agent's
-    modalities' surprise statistics (name, topic, statistics), empty without evidence). WARN, first reason first:
+    """The status of a configured node (``now``: the admission clock's seconds, ``AgentRuntime.now_s``;
+    ``modalities``: every agent's; ``rejecting``: modality -> the reason its newest message was refused, for those
+    being rejected now; ``surprise``: every agent's modalities' surprise statistics (name, topic, statistics), empty
+    without evidence). WARN, first reason first:
     sim time without /clock, tick p99 over the period, a modality whose recent surprise is above its threshold, a
     modality being rejected, silent modalities, a failed build."""
     period_ms = 1e3 / health.rate_hz if health.rate_hz > 0 else float("nan")
