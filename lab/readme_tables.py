@@ -561,7 +561,49 @@ def compile_ab_table(ab_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def holdout_table(holdout_csv: Path) -> str:
+    """fused_numba against pymdp on unseen generated models (``python -m lab bench-holdout``): per algorithm, the median
+    and the worst of pymdp's time over ours, for the packed call and the list call."""
+    from lab.holdout_benchmark import table
+
+    rows = _rows(holdout_csv)
+    seed, loads = rows[0]["seed"], [float(r["load"]) for r in rows]
+    caption = (f"{len({r['config'] for r in rows})} unseen models (generator seed {seed}, one per stratum with F, M "
+               f"<= 25), pymdp 1.0.4 / fused_numba, the per-round ratio's median; load {min(loads):.2f}-"
+               f"{max(loads):.2f}:\n\n")
+    return caption + table(rows)
+
+
+def fleet_contention_table(csv_path: Path) -> str:
+    """The fleet's step of b agents beside busy loops: agent-ticks per second and times one thread, per candidate
+    (``benchmarks/fleet_contention.py``)."""
+    rows = _rows(csv_path)
+    names = list(dict.fromkeys(r["candidate"] for r in rows))
+    lines = ["| b | busy loops | " + " | ".join(f"`{n}`" for n in names) + " |", "|---:|---:|" + "---|" * len(names)]
+    for b, busy in sorted({(int(r["b"]), int(r["busy_loops"])) for r in rows}):
+        cells = []
+        for n in names:
+            r = next(x for x in rows if x["candidate"] == n and int(x["b"]) == b and int(x["busy_loops"]) == busy)
+            cells.append(f"{float(r['agent_ticks_per_s']):.3g} ({float(r['vs_serial']):.2f}x)")
+        lines.append(f"| {b} | {busy} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def bench_check_table(baselines_json: Path) -> str:
+    """The speed gate's committed baselines (``python -m lab bench-check --update``): each ratio and its ceiling."""
+    record = json.loads(Path(baselines_json).read_text())
+    slack = float(record["slack"])
+    lines = [f"Measured at load {record['load']}; a ratio fails above its baseline x {slack:g}:", "",
+             "| ratio | baseline | fails above |", "|---|---:|---:|"]
+    for name, value in record["ratios"].items():
+        lines.append(f"| `{name}` | {float(value):.3f} | {float(value) * slack:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 TABLES: dict[str, Callable[[Path], str]] = {
+    "holdout": lambda d: holdout_table(d / "holdout_cpu.csv"),
+    "fleet_contention": lambda d: fleet_contention_table(d / "fleet_contention_cpu.csv"),
+    "bench_check": lambda d: bench_check_table(d / "bench_check_cpu.json"),
     "compile_times": lambda d: compile_table(d / "compile_times_cpu.csv"),
     "compile_ab": lambda d: compile_ab_table(d / "compile_ab_cpu.csv"),
     "gpu_latency_h200": lambda d: gpu_latency_table(d / "default_model_latency_fused_cuda_nvidia_h200.txt",

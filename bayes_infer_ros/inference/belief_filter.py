@@ -149,7 +149,6 @@ class BeliefFilter:
         self._D = np.concatenate([np.asarray(d, dtype=self.dtype) for d in D])
         self._obs_offsets = layout.obs_offsets
         self._no_control = np.zeros(self._num_factors, np.int32)
-        self._no_control_key = self._no_control.tobytes()
         self._make_windows(max(int(horizon), 1))
         # the step's buffers: each agent's prior and upcoming control (rows of agents that do not step keep valid
         # values: D and control 0)
