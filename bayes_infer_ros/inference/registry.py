@@ -120,9 +120,9 @@ def build_inference(
     variant: str = "baseline",
     num_iter: int = 16,
     tau: float = 1.0,
+    *,
     dtype: Any = None,
     validate: bool = True,
-    param_passing: str = "auto",
     device: Optional[jax.Device] = None,
     num_states: Optional[Sequence[int]] = None,
 ) -> Engine:
@@ -134,7 +134,6 @@ def build_inference(
     counts factors after the last one A depends on. The one-time work (validation,
     log-tensors, padding/merging/clustering, BCOO conversion) happens here; the returned engine's calls
     are jitted. ``dtype`` defaults to A's float dtype (float32 unless x64 is enabled and A is float64).
-    ``param_passing``: "separate" arrays, one "packed" buffer per dtype, or "auto" (see InferenceEngine).
     ``device``: the JAX device a JAX variant's calls run on (default: JAX's default device); a native variant
     refuses a device of another platform than its own (``VariantUnsupported``).
     """
@@ -179,8 +178,8 @@ def build_inference(
             raise VariantUnsupported(f"variant {variant} runs on the {engine_cls.device}, not on {device.platform}")
         return engine_cls(algorithm, structure, A_b, B_b, num_iter, tau, batch, dtype)
     prepared = PreparedVariant(*lik_cls.prepare(structure, A_b, dtype), *trans_cls.prepare(structure, B_b, dtype))
-    return InferenceEngine(algorithm, variant, structure, prepared, B_b, num_iter, tau, batch, dtype, param_passing,
-                           device, A=A_b)
+    return InferenceEngine(algorithm, variant, structure, prepared, B_b, num_iter, tau, batch, dtype,
+                           jax_device=device, A=A_b)
 
 
 def engine_for_model(model: GenerativeModel, algorithm: str, variant: str = "baseline", **kwargs: Any) -> Engine:
