@@ -18,18 +18,16 @@ from bayes_infer_ros.node.policy_stage import policy_plan
 from bayes_infer_ros.node.runtime import AgentRuntime
 from bayes_infer_ros.node.settings import NodeSettings, PolicySettings
 from bayes_infer_ros.node.warmup import node_parameters
+from policy_cases import DEFAULT_C_PARAMETERS
 from tolerances import FLOAT32_ATOL, FLOAT32_RTOL
 
 S = 1_000_000_000
-#: The default model's preferences of these tests: charging, a high voltage; no preference over the other readings.
-DEFAULT_C = {"model.C.rfid_tag": [0.0] * 5, "model.C.voltage": [1.0, 0.0, -2.0], "model.C.lidar_gap": [0.0, 0.0],
-             "model.C.charging": [2.0, 0.0]}
 LOG = SimpleNamespace(info=lambda *a: None, warning=lambda *a: None, error=lambda *a: None)
 
 
 def default_values(repo_root, **policy) -> dict:
-    """config/agent.yaml's values (the inline model) with DEFAULT_C and ``policy.<name>`` settings."""
-    return node_parameters(repo_root / "config" / "agent.yaml") | DEFAULT_C | {
+    """config/agent.yaml's values (the inline model) with the tests' C and ``policy.<name>`` settings."""
+    return node_parameters(repo_root / "config" / "agent.yaml") | DEFAULT_C_PARAMETERS | {
         f"policy.{k}": v for k, v in policy.items()}
 
 
