@@ -109,7 +109,10 @@ def cmd_from_pymdp(args: argparse.Namespace) -> int:
     if settings and args.output.suffix.lower() == ".npz":
         print("the .npz holds no node parameters; set these ones: "
               + " ".join(f"-p {k}:={v}" for k, v in settings.items()))
-    print(f"run it: agent_node --ros-args -p model_file:={args.output.resolve()} -p autostart:=true")
+    if args.output.suffix.lower() == ".npz":
+        print(f"run it: agent_node --ros-args -p model_file:={args.output.resolve()} -p autostart:=true")
+    else:  # as a params file the node reads the model and its policy.* settings
+        print(f"run it: agent_node --ros-args --params-file {args.output.resolve()} -p autostart:=true")
     return 0
 
 
