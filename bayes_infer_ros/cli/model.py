@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Optional
 
 from bayes_infer_ros.inference import VARIANTS
-from bayes_infer_ros.inference.policy import POLICY_PARAMETERS, policy_seed, policy_settings
 from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, read_parameters_yaml, save_model
 from bayes_infer_ros.model.io import save_parameters_yaml
 from bayes_infer_ros.model.pymdp_format import read_pymdp_file
@@ -42,12 +41,7 @@ def _node_parameter_problems(path: Path) -> tuple[list[str], list[str]]:
         reason = validate_change(name, flat[name], variants=_variant_names(), has_B=True, startup=True)
         if reason:
             errors.append(f"parameter {reason}")
-    for check in (policy_settings, policy_seed):  # the policy.* parameters (docs/policy.md)
-        try:
-            check(flat)
-        except ValueError as exc:
-            errors.append(f"parameter {exc}")
-    known = [p.name for p in PARAMETERS] + list(POLICY_PARAMETERS)
+    known = [p.name for p in PARAMETERS]
     warnings = unknown_parameters(flat.keys(), known, ("model.",) + SURPRISE_PREFIXES)
     return errors, warnings
 

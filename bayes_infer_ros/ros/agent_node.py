@@ -80,7 +80,8 @@ from .messages import tick_message, tick_policy_message
 from .rclpy_callbacks import contain_entities
 from .parameter_declaration import UntypedOverrides, declare_parameters, plain_value, take_overrides
 from .qos import overridable, profile as qos
-from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls, Policy  # noqa: E402 (after ros/__init__ path fix)
+from bayes_infer_ros.msg import (  # noqa: E402 (after ros/__init__ path fix)
+    Belief, Beliefs, CategoricalObservation, Controls, Policy)
 from bayes_infer_ros.srv import SwitchVariant
 
 NODE_NAME = "agent"

@@ -172,11 +172,13 @@ def test_from_pymdp_agent(tmp_path, capsys):
 def test_bad_policy_parameters_fail_validate(tmp_path, capsys, repo_root):
     text = (repo_root / "config" / "agent.yaml").read_text()
     bad = tmp_path / "bad.yaml"
-    bad.write_text(text.replace("    model:\n", "    policy:\n      gamma: high\n      sede: 3\n    model:\n", 1))
+    bad.write_text(text.replace("      gamma: 1.0 ", "      gamma: high\n      sede: 3\n", 1).replace(
+        "selection: deterministic", "selection: greedy", 1))
     capsys.readouterr()
     assert model_main(["validate", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert "policy.gamma: expected a finite number, got 'high'" in err
+    assert "policy.gamma: expected a finite number in [0, 1e+06], got 'high'" in err
+    assert err.count("policy.selection: 'greedy' is not one of ['deterministic', 'stochastic']") == 1, err
     assert "unknown parameter 'policy.sede' ignored (did you mean 'policy.seed'?)" in err
 
 
