@@ -8,6 +8,7 @@ step, the observation subscriptions reliable (each step is sent once).
 - ``policy.publish_controls`` (stochastic, ``policy.seed``), the bag's controls left out: the node runs the closed
   loop on its own; its chosen actions are pymdp's closed loop's on the bag's observations with the same seed, its
   beliefs follow them, and the recorded bag of ``~/policy`` shows them.
+- With ``agents``, each agent has its own ``~/<agent>/policy``.
 """
 from __future__ import annotations
 
@@ -131,6 +132,8 @@ def test_policy_of_each_replayed_step_equals_pymdp(ros_graph, sample, tmp_path):
         # the same policy, or two whose q_pi are equal within rounding (docs/policy.md: "Equal choices assume ...")
         assert p.policy == want or abs(q_pi[0][p.policy] - q_pi[0][want]) <= FLOAT32_ATOL, f"step {t}"
         np.testing.assert_array_equal(p.controls, p.policies[p.policy, 0])
+    print(f"\n~/policy: inference_ms median {np.median([p.inference_ms for p in run['policies']]):.3f}, "
+          f"policy_ms median {np.median([p.policy_ms for p in run['policies']]):.3f} (9 policies)")
     chosen = {int(p.controls[0]) for p in run["policies"]}
     assert len(chosen) > 1, "a replay worth checking: the chosen move changes with the beliefs"
 
@@ -177,3 +180,23 @@ def test_publish_controls_closes_the_loop_in_a_bag_replay(ros_graph, sample, tmp
                     if c.topic == run["topic"]]
     np.testing.assert_array_equal(np.stack([np.asarray(m.controls) for m in recorded]), ours)
     assert [list(m.control_labels) for m in recorded] == [p.control_labels for p in run["policies"]]
+
+
+def test_each_agent_has_its_own_policy_topic(ros_graph, probe, tmp_path):
+    """With ``agents``, ``~/<agent>/policy`` per agent (private to the node, like ``~/policy``), and none else."""
+    from ros_harness import wait_for
+
+    ns = f"policy_agents_{os.getpid()}"
+    params = default_params()
+    params["model"]["C"] = dict(DEFAULT_C)
+    params.update({"agents": ["a", "b"], "autostart": True, "variant": "fused_numba",
+                   "jax_compilation_cache_dir": ros_graph["jax_cache"]})
+    node = AgentProcess(tmp_path, "agent", params, namespace=ns)
+    try:
+        assert node.wait_log("active: tick", 180), node.log_tail()
+        assert "policy inference: 3 policies of 1 step(s)" in node.log_text()
+        topics = [f"/{ns}/agent/{a}/policy" for a in ("a", "b")]
+        assert wait_for(lambda: all(probe.node.count_publishers(t) == 1 for t in topics), 30), node.log_tail()
+        assert probe.node.count_publishers(f"/{ns}/agent/policy") == 0
+    finally:
+        node.stop()
