@@ -291,26 +291,23 @@ def test_a_generated_models_closed_loop_picks_pymdps_actions(selection):
 @pytest.mark.oracle
 @pytest.mark.numba
 def test_the_default_models_closed_loop_picks_pymdps_actions(repo_root):
-    """The default model with C, publish_controls, stochastic: the robot's chosen moves are pymdp's."""
+    """The default model with C, publish_controls, stochastic: the robot's chosen moves are pymdp's. The last choice
+    (stamped at its tick, 15 s) is the next step's control; a Controls message stamped before the tick does not
+    change that, one stamped after it does."""
     settings = NodeSettings.from_values(default_values(repo_root, selection="stochastic", alpha=4.0, seed=3,
                                                        publish_controls=True)).policy
     model = default_model(repo_root).with_dtype(np.float32)
-    ours = run_closed_loop(policy_loop(model, settings), model, env_seed=0, steps=15)
+    loop = policy_loop(model, settings)
+    ours = run_closed_loop(loop, model, env_seed=0, steps=15)
     check_closed_loop_against_pymdp(model, settings, ours)
     assert len({int(a[0]) for a in ours["action"]}) == 3, "a run worth comparing: every move is taken"
-
-
-def test_controls_received_stamped_after_the_tick_take_over_from_the_chosen_one(repo_root):
-    """publish_controls puts the chosen control on the agent's timeline at the tick's stamp: a Controls message
-    stamped later wins the next step, one stamped earlier does not."""
-    from bayes_infer_ros.node.controls import ControlTimeline
-
-    timeline = ControlTimeline(3)
-    timeline.add(5 * S, [2, 0, 0])             # the node's choice at the tick stamped 5 s
-    timeline.add(5 * S - 1, [1, 0, 0])         # a message stamped before the tick
-    assert timeline.at(6 * S).tolist() == [2, 0, 0]
-    timeline.add(5 * S + S // 2, [0, 0, 0])    # a message stamped after it
-    assert timeline.at(6 * S).tolist() == [0, 0, 0]
+    chosen = ours["action"][-1].tolist()
+    other = [(chosen[0] + 1) % 3, 0, 0]
+    assert loop.controls[0].at(16 * S).tolist() == chosen
+    assert loop.add_control(0, other, [], 14, S // 2, 16 * S) is None  # stamped 14.5 s, before the tick
+    assert loop.controls[0].at(16 * S).tolist() == chosen
+    assert loop.add_control(0, other, [], 15, S // 2, 16 * S) is None  # stamped 15.5 s, after it
+    assert loop.controls[0].at(16 * S).tolist() == other
 
 
 @pytest.mark.heavy
