@@ -22,7 +22,6 @@ os.environ.update(LOG_ENV)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_ticks import MODEL, tick_callable  # noqa: E402

@@ -266,3 +266,28 @@ def sample_action(agent: Agent, q_pi: Any, keys: Any = None) -> np.ndarray:
     """``agent.sample_action(q_pi, rng_key=keys)`` (keys: (batch, 2), one per agent; None when deterministic),
     jitted -> (batch, F)."""
     return np.asarray(_agent_program("sample_action")(agent, jnp.asarray(q_pi), keys))
+
+
+def closed_loop(agent: Agent, A: Sequence[Any], B: Sequence[Any], D: Sequence[Any],
+                A_dependencies: Sequence[Sequence[int]], B_dependencies: Sequence[Sequence[int]],
+                observations: Sequence[Sequence[Any]], num_iter: int = 16,
+                keys: Optional[Sequence[Any]] = None) -> dict[str, Any]:
+    """pymdp 1.0.4's active-inference loop over given observations, one agent: at step t the beliefs
+    (``run_factorized_fpi`` from the empirical prior, D at t = 0), ``agent.infer_policies``, ``agent.sample_action``
+    (``keys[t]``: its key (1, 2); None: deterministic) and the next prior ``compute_expected_state(qs, B, action)``.
+    ``observations[t]``: one (m_i,) distribution per modality. -> qs (one (T, n_f) per factor), q_pi and neg_efe
+    (T, P), action (T, F)."""
+    run = program("fpi", tuple(map(tuple, A_dependencies)), (), num_iter)
+    predict = _jit(lambda q, a, B: expected_state(q, B, a, B_dependencies))
+    A, B, prior = as_jax(A), as_jax(B), as_jax(D)
+    out: dict[str, list] = {"qs": [], "q_pi": [], "neg_efe": [], "action": []}
+    for t, obs in enumerate(observations):
+        qs = run(A, None, as_jax(obs), prior, None)
+        q_pi, neg_efe = infer_policies(agent, [np.asarray(q)[None] for q in qs])
+        action = sample_action(agent, q_pi, None if keys is None else keys[t])[0]
+        for key, value in (("qs", [np.asarray(q) for q in qs]), ("q_pi", q_pi[0]), ("neg_efe", neg_efe[0]),
+                           ("action", action)):
+            out[key].append(value)
+        prior = predict(qs, jnp.asarray(action, jnp.int32), B)
+    return {"qs": [np.stack([q[f] for q in out["qs"]]) for f in range(len(D))], "q_pi": np.stack(out["q_pi"]),
+            "neg_efe": np.stack(out["neg_efe"]), "action": np.stack(out["action"])}

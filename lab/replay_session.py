@@ -1,7 +1,8 @@
 """A bag played into a running agent, its Beliefs collected: the demo's, the tests' and the soak benchmark's harness.
 
 ``ReplaySession`` owns a private rclpy context with one node that plays a bag (``ros.replay.BagPlayer``), listens
-to ``beliefs``, matches each Beliefs to the step it answers and may record them (``ros.recorder.BagRecorder``).
+to ``beliefs`` (and the node's ``~/policy`` when asked), matches each Beliefs to the step it answers and may record
+them (``ros.recorder.BagRecorder``).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from rosbags.rosbag2 import Reader
 
 from bayes_infer_ros.bags.bagio import step_topic_test
 from bayes_infer_ros.bags.convert import message_class
+from bayes_infer_ros.bags.interfaces import POLICY_TYPE
 from bayes_infer_ros.ros.recorder import BagRecorder
 from bayes_infer_ros.ros.replay import BELIEFS_TYPE, BagPlayer, PlaybackOptions, ReplayStats, remap_topic
 from bayes_infer_ros.ros.spinning import SpinThread, stop_spinning
@@ -44,6 +46,36 @@ class BeliefSample:
 
 
 @dataclass
+class PolicySample:
+    """One received ``Policy``: receive time (monotonic), the stamp and tick (those of the step's Beliefs), the policies
+    (P, T, F), neg_efe and q_pi (P,), the chosen policy and controls (F,) with their labels, and the rest."""
+
+    received: float
+    stamp_ns: int
+    tick: int
+    factors: list[str]
+    policies: np.ndarray
+    neg_efe: np.ndarray
+    q_pi: np.ndarray
+    policy: int
+    controls: np.ndarray
+    control_labels: list[str]
+    selection: str
+    sampling_mode: str
+    fed_back: bool
+    inference_ms: float
+    policy_ms: float
+
+    @classmethod
+    def from_message(cls, msg, received: float) -> "PolicySample":
+        return cls(received, msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, int(msg.tick),
+                   list(msg.factors), np.asarray(msg.policies, np.int64).reshape(tuple(msg.policies_shape)),
+                   np.asarray(msg.neg_efe, np.float32), np.asarray(msg.q_pi, np.float32), int(msg.policy),
+                   np.asarray(msg.controls, np.int64), list(msg.control_labels), msg.selection, msg.sampling_mode,
+                   bool(msg.fed_back), float(msg.inference_ms), float(msg.policy_ms))
+
+
+@dataclass
 class DiagnosticSample:
     """One of the agent's /diagnostics statuses: receive time (monotonic), level, message, key/values."""
 
@@ -64,7 +96,7 @@ class ReplaySession:
 
     def __init__(self, bag: Path, *, namespace: Optional[str] = None, record_to: Optional[Path] = None,
                  node_name: str = "bayes_infer_replay", on_beliefs: Optional[Callable[[BeliefSample], None]] = None,
-                 keep_beliefs: bool = True, diagnostics: bool = False):
+                 keep_beliefs: bool = True, diagnostics: bool = False, policy_topic: Optional[str] = None):
         self.bag = Path(bag)
         self.namespace = namespace
         self.record_to = record_to
@@ -80,6 +112,9 @@ class ReplaySession:
         self.stats: Optional[ReplayStats] = None
         self.collect_diagnostics = diagnostics  # keep the agent's /diagnostics statuses (``self.diagnostics``)
         self.diagnostics: list[DiagnosticSample] = []
+        # the agent's ~/policy, resolved (e.g. /ns/agent/policy): its Policy messages kept in ``self.policies``
+        self.policy_topic = policy_topic
+        self.policies: list[PolicySample] = []
         self._lock = threading.Lock()
 
     @property
@@ -98,6 +133,10 @@ class ReplaySession:
         if self.collect_diagnostics:
             self._diag_sub = self.node.create_subscription(
                 message_class("diagnostic_msgs/msg/DiagnosticArray"), "/diagnostics", self._on_diagnostics,
+                QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+        if self.policy_topic is not None:
+            self._policy_sub = self.node.create_subscription(
+                message_class(POLICY_TYPE), self.policy_topic, self._on_policy,
                 QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
         self._spin = SpinThread(self.executor, name="replay")
         if self.record_to is not None:
@@ -137,6 +176,11 @@ class ReplaySession:
         if self.on_beliefs is not None:
             self.on_beliefs(sample)
 
+    def _on_policy(self, msg) -> None:
+        sample = PolicySample.from_message(msg, time.monotonic())
+        with self._lock:
+            self.policies.append(sample)
+
     def _on_diagnostics(self, msg) -> None:
         now = time.monotonic()
         with self._lock:
@@ -148,8 +192,8 @@ class ReplaySession:
                                                              {kv.key: kv.value for kv in status.values}))
 
     def wait_ready(self, timeout: float, observation_topics: Optional[Sequence[str]] = None) -> bool:
-        """Wait until the agent subscribes every observation topic of the bag and publishes ``beliefs``
-        (and, when recording, until the recorder subscribed ``beliefs``)."""
+        """Wait until the agent subscribes every observation topic of the bag and publishes ``beliefs`` (and its
+        ``~/policy`` when the session listens to it; when recording, until the recorder subscribed them)."""
         deadline = time.monotonic() + timeout
         if observation_topics is None:
             is_step = step_topic_test(self.bag)
@@ -157,10 +201,11 @@ class ReplaySession:
                 observation_topics = [remap_topic(c.topic, self.namespace) for c in reader.connections
                                       if is_step(c.topic)]
         while time.monotonic() < deadline:
+            published = [self.beliefs_topic] + ([self.policy_topic] if self.policy_topic is not None else [])
             if (all(self.node.count_subscribers(t) > 0 for t in observation_topics)
-                    and self.node.count_publishers(self.beliefs_topic) > 0):
+                    and all(self.node.count_publishers(t) > 0 for t in published)):
                 if self.recorder is not None:
-                    self.recorder.wait_and_add([self.beliefs_topic], max(deadline - time.monotonic(), 0.1))
+                    self.recorder.wait_and_add(published, max(deadline - time.monotonic(), 0.1))
                 return True
             time.sleep(0.05)
         return False
@@ -178,14 +223,15 @@ class ReplaySession:
         return self.stats
 
     def drain(self, expected: int, timeout: float) -> bool:
-        """Wait until ``expected`` Beliefs have arrived and, when recording, the recorder has written as many
-        (True), or ``timeout`` s pass (False). The recorder has its own subscription: its callback for the last
-        message can run after ours."""
+        """Wait until ``expected`` Beliefs (and Policy messages, when listened to) have arrived and, when recording,
+        the recorder has written as many (True), or ``timeout`` s pass (False). The recorder has its own
+        subscription: its callback for the last message can run after ours."""
         deadline = time.monotonic() + timeout
+        topics = [self.beliefs_topic] + ([self.policy_topic] if self.policy_topic is not None else [])
         while time.monotonic() < deadline:
             with self._lock:
-                received = self.received
-            recorded = expected if self.recorder is None else self.recorder.counts.get(self.beliefs_topic, 0)
+                received = min(self.received, len(self.policies) if self.policy_topic is not None else self.received)
+            recorded = expected if self.recorder is None else min(self.recorder.counts.get(t, 0) for t in topics)
             if received >= expected and recorded >= expected:
                 return True
             time.sleep(0.02)

@@ -1,5 +1,6 @@
 """Deployment: the decision of ``decision`` made real. The one place outside ``inference`` that builds engines
-(:func:`engine_for`), for the node, ``bayes-infer warmup``, the golden replays and the lab.
+(:func:`engine_for`), for the node, ``bayes-infer warmup``, the golden replays and the lab, and the node's policy
+inference (:func:`deploy_policy`).
 
     deployment = deploy(model, config, budget, cache=cache)   # plan, the decision cache, build the start and
                                                               # compile every call a step makes
@@ -29,6 +30,8 @@ import numpy as np
 from .. import inference
 from ..inference import Engine, VariantUnsupported
 from ..inference.belief_filter import BeliefFilter
+from ..inference.native import numba_available
+from ..inference.policy import PolicyInference, PolicyPlan
 from . import devices as device_lookup
 from .budget import MemoryBudget, MemoryBudgetExceeded, estimated_bytes, format_bytes
 from .decision import (VERIFY_MAX_TIME_S, VERIFY_ROUNDS, Candidate, EngineConfig, Plan, _untrained_natives, conclude,
@@ -260,3 +263,17 @@ def deploy(model: Any, config: EngineConfig, budget: MemoryBudget, *, cache: Opt
     return Deployment(config, plan.start.variant, engine, time.perf_counter() - t0, plan.describe(),
                       device_lookup.describe(plan.devices.by_platform.get(plan.start.platform)),
                       tuple(cache.warnings[cache_warnings:]), plan)
+
+
+def deploy_policy(plan: PolicyPlan, agents: int = 1, seed: int = 0) -> PolicyInference:
+    """A model's policy inference (``inference.policy.plan_policies``' ``plan``) for ``agents`` agents, one call for
+    all (beliefs (b, S)), with every call a tick makes compiled: the kernel, and with stochastic selection the noise of
+    ``seed``'s stream (``PolicyInference.noise_stream``). fused_numba on the host CPU where numba is installed, else
+    one jitted JAX program on the host CPU: the beliefs are on the host, and a call is microseconds of work."""
+    backend = "fused_numba" if numba_available() else "jax"
+    device = None if backend == "fused_numba" else jax.devices("cpu")[0]
+    policy = PolicyInference(plan, backend, batch_size=max(int(agents), 1), device=device)
+    uniform = np.concatenate([np.full(n, 1.0 / n, plan.dtype) for n in plan.structure.num_states])
+    noise = policy.noise_stream(seed).next() if plan.stochastic else None
+    policy(np.tile(uniform, (policy.batch_size, 1)), noise)
+    return policy

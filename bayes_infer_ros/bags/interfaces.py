@@ -19,12 +19,13 @@ from .convert import default_value
 
 PACKAGE = "bayes_infer_ros"
 # Order matters only for readability: all texts are registered in one call.
-CUSTOM_MESSAGES = ("CategoricalObservation", "Belief", "Beliefs", "Controls")
+CUSTOM_MESSAGES = ("CategoricalObservation", "Belief", "Beliefs", "Controls", "Policy")
 
 OBSERVATION_TYPE = f"{PACKAGE}/msg/CategoricalObservation"
 BELIEF_TYPE = f"{PACKAGE}/msg/Belief"
 BELIEFS_TYPE = f"{PACKAGE}/msg/Beliefs"
 CONTROLS_TYPE = f"{PACKAGE}/msg/Controls"
+POLICY_TYPE = f"{PACKAGE}/msg/Policy"
 INT32_MULTI_ARRAY_TYPE = "std_msgs/msg/Int32MultiArray"
 CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 

@@ -30,7 +30,6 @@ from bayes_infer_ros.adapters.events import PREFIX as EVENTS_PREFIX
 from bayes_infer_ros.adapters.events import event_targets
 from bayes_infer_ros.adapters.schema import Lookup
 from bayes_infer_ros.inference import VARIANTS
-from bayes_infer_ros.inference.policy import POLICY_PARAMETERS, policy_seed, policy_settings
 from bayes_infer_ros.model import GenerativeModel, ModelValidationError, load_model, read_parameters_yaml, save_model
 from bayes_infer_ros.model.io import save_parameters_yaml
 from bayes_infer_ros.model.pymdp_format import read_pymdp_file
@@ -54,12 +53,7 @@ def _node_parameter_problems(flat: Mapping[str, Any]) -> tuple[list[str], list[s
         reason = validate_change(name, flat[name], variants=_variant_names(), has_B=True, startup=True)
         if reason:
             errors.append(f"parameter {reason}")
-    for check in (policy_settings, policy_seed):  # the policy.* parameters (docs/policy.md)
-        try:
-            check(flat)
-        except ValueError as exc:
-            errors.append(f"parameter {exc}")
-    known = [p.name for p in PARAMETERS] + list(POLICY_PARAMETERS)
+    known = [p.name for p in PARAMETERS]
     warnings = unknown_parameters(flat.keys(), known,
                                   ("model.", ADAPTERS_PREFIX, CONTROLS_PREFIX, EVENTS_PREFIX) + SURPRISE_PREFIXES)
     return errors, warnings
@@ -170,7 +164,10 @@ def cmd_from_pymdp(args: argparse.Namespace) -> int:
     if settings and args.output.suffix.lower() == ".npz":
         print("the .npz holds no node parameters; set these ones: "
               + " ".join(f"-p {k}:={v}" for k, v in settings.items()))
-    print(f"run it: agent_node --ros-args -p model_file:={args.output.resolve()} -p autostart:=true")
+    if args.output.suffix.lower() == ".npz":
+        print(f"run it: agent_node --ros-args -p model_file:={args.output.resolve()} -p autostart:=true")
+    else:  # as a params file the node reads the model and its policy.* settings
+        print(f"run it: agent_node --ros-args --params-file {args.output.resolve()} -p autostart:=true")
     return 0
 
 

@@ -106,7 +106,7 @@ def policy_settings(params: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(terms, str) or not all(isinstance(t, str) for t in terms):
         raise ValueError(f"policy.terms: expected a list of names from {list(TERMS)}, got {terms!r:.80}")
     try:
-        _check_terms(terms)
+        check_terms(terms)
     except ValueError as exc:
         raise ValueError(f"policy.{exc}") from None
     out["terms"] = tuple(terms)
@@ -262,7 +262,9 @@ class PolicyPlan:
         return SELECTIONS.index(self.selection) + 2 * SAMPLING_MODES.index(self.sampling_mode)
 
 
-def _check_terms(terms: Sequence[str]) -> tuple[bool, bool]:
+def check_terms(terms: Sequence[str]) -> tuple[bool, bool]:
+    """(use_utility, use_states_info_gain) of ``terms``; ValueError naming ``terms`` unless distinct names from
+    :data:`TERMS` (``param_info_gain`` refused with the reason)."""
     terms = tuple(terms)
     if PARAM_INFO_GAIN in terms:
         raise ValueError(f"terms: '{PARAM_INFO_GAIN}' (pymdp's use_param_info_gain) needs Dirichlet parameters "
@@ -330,7 +332,7 @@ def plan_policies(
     structure = ModelStructure(num_obs=tuple(int(a.shape[0]) for a in A), num_states=tuple(int(b.shape[0]) for b in B),
                                num_controls=tuple(int(b.shape[-1]) for b in B), A_dependencies=A_dependencies,
                                B_dependencies=B_dependencies)
-    use_utility, use_info_gain = _check_terms(terms)
+    use_utility, use_info_gain = check_terms(terms)
     _check_choice("selection", selection, SELECTIONS)
     _check_choice("sampling_mode", sampling_mode, SAMPLING_MODES)
     gamma, alpha = _finite("gamma", gamma), _finite("alpha", alpha)
@@ -721,6 +723,6 @@ def policy_inference_for_model(model: GenerativeModel, *, backend: str = "fused_
 
 __all__ = ["BACKENDS", "MAX_POLICIES", "MAX_SEED", "PARAM_INFO_GAIN", "POLICY_PARAMETERS", "PolicyArrays",
            "PolicyInference", "PolicyParameter", "PolicyPlan", "PolicyResult", "PolicyStatics", "PolicyTree",
-           "SAMPLING_MODES", "SELECTIONS", "TERMS", "build_policy_inference", "check_policies", "construct_policies",
-           "neg_efe_jax", "num_policies", "plan_policies", "policy_arrays", "policy_inference_for_model",
-           "policy_seed", "policy_settings", "policy_tree", "posterior_jax", "select_jax"]
+           "SAMPLING_MODES", "SELECTIONS", "TERMS", "build_policy_inference", "check_policies", "check_terms",
+           "construct_policies", "neg_efe_jax", "num_policies", "plan_policies", "policy_arrays",
+           "policy_inference_for_model", "policy_seed", "policy_settings", "policy_tree", "posterior_jax", "select_jax"]

@@ -16,7 +16,8 @@ Parameter layout (nested YAML under ``/**: ros__parameters: model:``, flat dotte
     model.states.<factor>          string[]  optional state labels
     model.C.<modality>             double[]  optional preferences over its m_i levels (pymdp's C, log-probabilities)
     model.E                        double[]  optional prior over the policies (one entry per policy)
-    policy.len                     int       optional steps per policy (pymdp's policy_len, default 1)
+    policy.len                     int       optional steps per policy (pymdp's policy_len, default 1; 0: not
+                                             given, the node parameter's default)
     policy.policies                int[]     optional list of policies, (P, policy.len, F) flattened in C order
                                              (default: every combination of the factors' controls)
 
@@ -204,9 +205,10 @@ def model_from_parameters(params: Mapping[str, Any]) -> GenerativeModel:
     E = _get(params, f"{MODEL_PREFIX}E", "", required=False)
     policy_len = _get(params, POLICY_LEN, "", required=False)
     if policy_len is not None:
-        if isinstance(policy_len, bool) or not isinstance(policy_len, (int, np.integer)) or policy_len < 1:
-            raise ModelValidationError(POLICY_LEN, f"expected an integer >= 1 (steps per policy), got {policy_len!r}")
-        policy_len = int(policy_len)
+        if isinstance(policy_len, bool) or not isinstance(policy_len, (int, np.integer)) or policy_len < 0:
+            raise ModelValidationError(POLICY_LEN, f"expected an integer >= 1 (steps per policy; 0: not given), got "
+                                                   f"{policy_len!r}")
+        policy_len = int(policy_len) or None
     policies = _get(params, POLICIES, "", required=False)
     if policies is not None and len(policies) == 0:  # an empty list (the parameter's default): every combination
         policies = None

@@ -31,12 +31,16 @@ topics (relative to the namespace):
   pub  beliefs                  bayes_infer_ros/msg/Beliefs      reliable, transient local, depth 1 (latest kept);
                                 free energy, each modality's surprise and outliers (evidence: true)
   pub  beliefs/<factor>         bayes_infer_ros/msg/Belief       same; most likely state, its label, entropy
+  pub  ~/policy                 bayes_infer_ros/msg/Policy       same, with policy inference on (policy.inference):
+                                the policies, neg_efe (G), q_pi, the chosen control of each factor and its label
   pub  /diagnostics             diagnostic_msgs/msg/DiagnosticArray
 services (private, under the node's name; remap with -r ~/reset:=NAME):
-  ~/reset           std_srvs/srv/Trigger               beliefs back to D, VMP/MMP window cleared
+  ~/reset           std_srvs/srv/Trigger               beliefs back to D, VMP/MMP window cleared, the
+                                                       stream of policy.seed restarted
   ~/switch_variant  bayes_infer_ros/srv/SwitchVariant  answers when the new engine is active
 several agents (agents: [a, b]): each agent's topics under <agent>/ (a/observations/<modality>, a/controls,
-a/beliefs, a/beliefs/<factor>) and a/reset (std_srvs/srv/Trigger, that agent only); ~/reset resets every agent.
+a/beliefs, a/beliefs/<factor>, ~/a/policy) and a/reset (std_srvs/srv/Trigger, that agent only); ~/reset resets
+every agent.
 QoS: qos_overrides.<resolved topic>.publisher|subscription.<depth|durability|history|reliability> in a params
 file replaces the defaults above (e.g. qos_overrides./beliefs.publisher.durability: volatile)."""
 

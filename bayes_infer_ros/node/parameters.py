@@ -16,8 +16,10 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..autotune.budget import MemoryBudget
 from ..inference.algorithm_specs import ALGORITHMS, algorithm_spec
+from ..inference.policy import MAX_SEED, POLICY_PARAMETERS, SAMPLING_MODES, SELECTIONS, TERMS, check_terms
 
 DEVICES = ("auto", "cpu", "gpu")
+POLICY_INFERENCE = ("auto", "enabled", "disabled")
 # Changing one of these builds and compiles a new engine in a worker thread; the tick swaps it in.
 ENGINE_PARAMETERS = ("algorithm", "variant", "num_iter", "tau", "horizon", "autotune_verify_top_k")
 # The slowest timer: 1000 s between ticks (rclpy timers hold the period as int64 nanoseconds; a rate near 0
@@ -110,6 +112,32 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               float_range=(0.05, 60.0)),
     ParamSpec("autostart", False, "Lifecycle mode: configure and activate at start (what launch's autostart does).",
               read_only=True),
+    # policy inference after the beliefs (docs/policy.md, docs/node.md "Policy inference"); all read at configure
+    ParamSpec("policy.inference", "auto", "Policy inference after each tick's beliefs (pymdp's infer_policies and "
+              "sample_action; ~/policy): auto (when the model has preferences model.C.* and transitions B), enabled "
+              "(any model with B; without C, pymdp's default: no preference) or disabled. Read at configure.",
+              choices=POLICY_INFERENCE),
+    ParamSpec("policy.len", 0, "Steps of each policy (pymdp's policy_len): every combination of the factors' "
+              "controls at each step, unless policy.policies lists them. 0: the model's (its model file's policy.len "
+              "or policies, else 1). Read at configure.", int_range=(0, 64)),
+    ParamSpec("policy.policies", [], "The policies, flattened (P, steps, F) in C order (steps: policy.len, else "
+              "the model's); empty (the default; leave it out of a params file): the model's, else every combination "
+              "of the factors' controls. Read at configure."),
+    ParamSpec("policy.gamma", POLICY_PARAMETERS["policy.gamma"].default,
+              POLICY_PARAMETERS["policy.gamma"].description + " Read at configure.", float_range=(0.0, 1e6)),
+    ParamSpec("policy.terms", list(TERMS), POLICY_PARAMETERS["policy.terms"].description + " Read at configure."),
+    ParamSpec("policy.selection", POLICY_PARAMETERS["policy.selection"].default,
+              POLICY_PARAMETERS["policy.selection"].description + " Read at configure.", choices=SELECTIONS),
+    ParamSpec("policy.sampling_mode", POLICY_PARAMETERS["policy.sampling_mode"].default,
+              POLICY_PARAMETERS["policy.sampling_mode"].description + " Read at configure.", choices=SAMPLING_MODES),
+    ParamSpec("policy.alpha", POLICY_PARAMETERS["policy.alpha"].default,
+              POLICY_PARAMETERS["policy.alpha"].description + " Read at configure.", float_range=(0.0, 1e6)),
+    ParamSpec("policy.seed", POLICY_PARAMETERS["policy.seed"].default, "Stochastic selection's seed: the node's "
+              "n-th policy step since configure or ~/reset samples as step n of pymdp's rollout(..., "
+              "jax.random.PRNGKey(seed)) with one agent per row. Read at configure.", int_range=(0, MAX_SEED)),
+    ParamSpec("policy.publish_controls", False, "Feed each agent's chosen control back as its next tick's control, "
+              "as a Controls message stamped at the tick would be (the closed active-inference loop). A Controls "
+              "message on controls stamped after the tick takes over from it. Read at configure."),
 )
 SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMETERS}
 
@@ -164,6 +192,11 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
             parse_cpus(value)
         except ValueError as exc:
             return str(exc)
+    if name in LIST_CHECKS:
+        try:
+            LIST_CHECKS[name](value)
+        except ValueError as exc:
+            return str(exc)
     if name == "algorithm" and algorithm_spec(value).window and not has_B:
         return f"algorithm: {value} needs transition tensors B; the model has none (use fpi)"
     if name == "variant":
@@ -184,6 +217,31 @@ def validate_change(name: str, value: Any, *, variants: Sequence[str], has_B: bo
             return (f"rate_hz: expected 0 (event-driven) or at least {MIN_RATE_HZ:g} Hz (a tick period of at most "
                     f"{1 / MIN_RATE_HZ:g} s), got {value!r}")
     return None
+
+
+def parse_terms(value: Any) -> tuple[str, ...]:
+    """``policy.terms`` as a tuple of names; ValueError naming it unless distinct names from ``TERMS``."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(t, str) for t in value):
+        raise ValueError(f"policy.terms: expected a list of names from {list(TERMS)}, got {value!r:.80}")
+    try:
+        check_terms(value)
+    except ValueError as exc:
+        raise ValueError(f"policy.{exc}") from None
+    return tuple(value)
+
+
+def parse_policies(value: Any) -> tuple[int, ...]:
+    """``policy.policies`` as a tuple of controls (their shape is checked against the model at configure);
+    ValueError naming it unless a list of non-negative integers."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) and type(value).__name__ != "array":
+        raise ValueError(f"policy.policies: expected a list of control indices, got {value!r:.80}")
+    if not all(isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in value):
+        raise ValueError(f"policy.policies: expected non-negative integers (control indices), got {list(value)!r:.80}")
+    return tuple(int(u) for u in value)
+
+
+# The list parameters' checks: each returns the value as its settings field holds it, or raises naming the parameter.
+LIST_CHECKS = {"policy.terms": parse_terms, "policy.policies": parse_policies}
 
 
 def node_budget(budget_mb: float) -> MemoryBudget:
@@ -216,10 +274,9 @@ SURPRISE_PREFIXES = ("surprise_gate.", "surprise_threshold.")
 
 
 def read_at_configure(name: str) -> bool:
-    """``model_file``, ``model.*``, ``agents``, ``evidence`` and ``surprise_*``: read by configure only (a change
-    applies at the next configure)."""
-    return (name in ("model_file", "agents", "evidence") or name.startswith("model.")
-            or name.startswith("surprise_"))
+    """``model_file``, ``model.*``, ``agents``, ``evidence``, ``surprise_*`` and ``policy.*``: read by configure
+    only (a change applies at the next configure)."""
+    return (name in ("model_file", "agents", "evidence") or name.startswith(("model.", "surprise_", "policy.")))
 
 
 _AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(/[A-Za-z][A-Za-z0-9_]*)*$")
@@ -266,7 +323,7 @@ def allowed_model_keys(factors: Sequence[str], modalities: Sequence[str]) -> set
     for f in factors:
         keys |= {f"model.B.{f}.{k}" for k in ("shape", "data", "dependencies", "controls")}
         keys |= {f"model.D.{f}", f"model.states.{f}"}
-    return keys
+    return keys | {f"model.C.{m}" for m in modalities} | {"model.E"}
 
 
 def unknown_parameters(names: Iterable[str], known: Iterable[str], known_prefixes: Sequence[str] = ("model.",)) -> list[str]:

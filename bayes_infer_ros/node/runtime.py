@@ -12,21 +12,25 @@ is only flagged (:meth:`AgentRuntime.request_reset`); the next observation or ti
 
 Configure is a list of named steps (:meth:`AgentRuntime.configure`), run in a worker thread while the caller's thread
 keeps publishing what it is doing: set up JAX, load the model, check what else must fit it (the sensor adapters, the
-surprise settings), deploy its first engine, then start the tick loop and the deployer; the caller then starts the
-engine's verify step (:meth:`AgentRuntime.verify`).
+surprise settings, the policy settings), deploy its first engine and its policy inference (built once per configure:
+an engine swap keeps it), then start the tick loop and the deployer; the caller then starts the engine's verify step
+(:meth:`AgentRuntime.verify`).
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
-from ..autotune.deployment import Deployment
+import numpy as np
+
+from ..autotune.deployment import Deployment, deploy_policy
 from ..inference import jax_cache
 from ..inference.algorithm_specs import algorithm_spec
 from . import admission
 from .deployer import BuildCancelled, Deployer, deploy_settings, prune_compilation_cache
 from .model_source import node_model
+from .policy_stage import PolicyStage, policy_plan
 from .reporting import Reporter, forward_cache_warnings
 from .settings import NodeSettings
 from .surprise import SurpriseSettings, settings_from_parameters
@@ -34,6 +38,16 @@ from .tick_loop import TickLoop, TickOutput, qualified
 
 # publish(k, out, deployment, loop): agent k's beliefs of one step, run by the engine of ``deployment``
 Publish = Callable[[int, TickOutput, Deployment, TickLoop], None]
+
+
+class Configured(NamedTuple):
+    """What configure's steps made: the model, the evidence's settings (None: off), the first deployment and the
+    policy inference (None: off)."""
+
+    model: Any
+    surprise: Optional[SurpriseSettings]
+    deployment: Deployment
+    policy: Optional[PolicyStage]
 
 
 class AgentRuntime:
@@ -91,7 +105,7 @@ class AgentRuntime:
         ``keep_waiting()`` every ``period_s`` (False: give up, RuntimeError); then the tick loop and the deployer
         (``on_failed(back)``: after the newest deployment failed, the engine parameters to put back). Raises what a
         step raised: ``check_model(model)`` (the sensor adapters) and the surprise settings are checked before any
-        engine is built."""
+        engine is built, and so are the policy settings."""
         self.settings = settings
         outcome: dict[str, Any] = {}
         done = threading.Event()
@@ -115,12 +129,12 @@ class AgentRuntime:
             self.stage = ""
         if "error" in outcome:
             raise outcome["error"]
-        model, surprise, deployment = outcome["result"]
+        model, surprise, deployment, policy = outcome["result"]
         for warning in deployment.warnings:
             self._log.warning(warning)
         with self.lock:
             self.model = model
-            self.loop = TickLoop(model, deployment.engine, settings.horizon, settings.agents, surprise)
+            self.loop = TickLoop(model, deployment.engine, settings.horizon, settings.agents, surprise, policy)
             self.deployment = deployment
         self.deployer = Deployer(model, settings, self._install, lambda: self.deployment, on_failed, self._log,
                                  self.count, self._closed)
@@ -133,18 +147,22 @@ class AgentRuntime:
             return None
         return self.deployer.verify(self.deployment)
 
-    def _configure_steps(self, settings: NodeSettings,
-                         check_model: Callable[[Any], None]) -> tuple[Any, Optional[SurpriseSettings], Deployment]:
-        """configure's work, step by step (in its worker thread): (model, surprise settings, first deployment)."""
+    def _configure_steps(self, settings: NodeSettings, check_model: Callable[[Any], None]) -> Configured:
+        """configure's work, step by step (in its worker thread)."""
         self._set_up_jax(settings)
         model = node_model(settings, self._log, self.count)
         check_model(model)
         surprise = self._surprise_settings(settings, model)
+        plan = policy_plan(settings.policy, model)
         self._check_algorithm(settings, model)
         self.stage = "configuring: compiling the engine"
         deployment = self._first_deployment(settings, model)
+        policy = None
+        if plan is not None:
+            self.stage = "configuring: compiling policy inference"
+            policy = self._policy_stage(settings, model, plan)
         prune_compilation_cache(settings, self._log, self.count)
-        return model, surprise, deployment
+        return Configured(model, surprise, deployment, policy)
 
     def _set_up_jax(self, settings: NodeSettings) -> None:
         """JAX's default device stays the host CPU (a deployment places each engine on the device it chose), with the
@@ -175,14 +193,29 @@ class AgentRuntime:
         except Exception as exc:  # noqa: BLE001
             raise RuntimeError(f"engine build: {exc}") from exc
 
+    @staticmethod
+    def _policy_stage(settings: NodeSettings, model: Any, plan: Any) -> PolicyStage:
+        """The agents' policy inference, built and compiled (``deploy_policy``)."""
+        p = settings.policy
+        try:
+            inference = deploy_policy(plan, max(len(settings.agents), 1), p.seed)
+        except Exception as exc:  # noqa: BLE001
+            raise RuntimeError(f"policy inference build: {exc}") from exc
+        return PolicyStage(inference, np.concatenate([np.asarray(d) for d in model.D]), p.seed, p.publish_controls)
+
     def configured_message(self, elapsed_s: float) -> str:
         """The line configure logs when it succeeded (``elapsed_s``: how long it took)."""
         model, d = self.model, self.deployment
         modalities = [model.modality_name(i) for i in range(model.num_modalities)]
         factors = [model.factor_name(f) for f in range(model.num_factors)]
+        policy = self.loop.policy if self.loop is not None else None
+        planning = "policy inference off" if policy is None else (
+            f"policy inference: {policy.plan.num_policies} policies of {policy.plan.policy_len} step(s), "
+            f"{policy.plan.selection} ({policy.inference.backend})"
+            + (", publish_controls" if policy.publish_controls else ""))
         return (f"configured in {elapsed_s:.2f} s: {model.num_modalities} modalities {modalities}, "
                 f"{model.num_factors} factors {factors}, algorithm={d.config.algorithm}, variant={d.variant}, "
-                f"device={d.device} ({d.note}), build {d.compile_s:.2f} s")
+                f"device={d.device} ({d.note}), build {d.compile_s:.2f} s; {planning}")
 
     def apply(self, settings: NodeSettings, deploy: bool = False) -> Optional[Any]:
         """Run under ``settings`` from now on; ``deploy``: also deploy the engine they describe off the tick path
@@ -291,9 +324,11 @@ class AgentRuntime:
         """Agent ``k`` (every agent when None: the node's ``~/reset``) back to D; the answer to give."""
         with self.lock:
             self.loop.reset(k)
+            stochastic = self.loop.policy is not None and self.loop.policy.plan.stochastic
         if k is None:
             self.count("resets")
-            return "beliefs reset to D; VMP/MMP window cleared"
+            return "beliefs reset to D; VMP/MMP window cleared" + ("; policy.seed's stream restarted" if stochastic
+                                                                    else "")
         prefix = self.agent_prefix(k)
         self.count(f"{prefix}resets")
         return f"{prefix.rstrip('/')}: beliefs reset to D; VMP/MMP window cleared"

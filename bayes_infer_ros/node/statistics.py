@@ -1,5 +1,5 @@
 """Rates and durations the node reports in /diagnostics (pure, no rclpy): an arrival-rate meter, bounded
-latency samples with percentiles, and the four duration series of the tick."""
+latency samples with percentiles, and the duration series of the tick."""
 from __future__ import annotations
 
 import math
@@ -54,22 +54,27 @@ class LatencyStats:
 
 
 class TickStatistics:
-    """Per tick: its whole duration, the engine call, the latency from the newest observation's arrival to the
-    publish, and that latency less the engine call (the node's overhead)."""
+    """Per tick: its whole duration, the engine call, the policy call (policy inference on), the latency from the
+    newest observation's arrival to the publish, and that latency less the engine and policy calls (the node's
+    overhead)."""
 
     def __init__(self) -> None:
         self.ticks = 0
         self.tick = LatencyStats()
         self.inference = LatencyStats()
+        self.policy = LatencyStats()
         self.latency = LatencyStats()
         self.overhead = LatencyStats()
 
-    def record(self, tick_s: float, inference_s: float, since_arrival_s: Optional[float]) -> None:
+    def record(self, tick_s: float, inference_s: float, since_arrival_s: Optional[float],
+               policy_s: Optional[float] = None) -> None:
         self.inference.add(inference_s)
         self.tick.add(tick_s)
+        if policy_s is not None:
+            self.policy.add(policy_s)
         if since_arrival_s is not None:
             self.latency.add(since_arrival_s)
-            self.overhead.add(max(since_arrival_s - inference_s, 0.0))
+            self.overhead.add(max(since_arrival_s - inference_s - (policy_s or 0.0), 0.0))
 
     def values(self) -> dict[str, Any]:
         """The diagnostics key/values (milliseconds, three decimals)."""
@@ -79,6 +84,7 @@ class TickStatistics:
             "tick_duration_ms_p99": f"{self.tick.percentile_ms(99):.3f}",
             "tick_duration_ms_max": f"{self.tick.maximum * 1e3:.3f}",
             "inference_ms_median": f"{self.inference.percentile_ms(50):.3f}",
+            **({"policy_ms_median": f"{self.policy.percentile_ms(50):.3f}"} if self.policy.count else {}),
             "latency_ms_median": f"{self.latency.percentile_ms(50):.3f}",
             "latency_ms_p99": f"{self.latency.percentile_ms(99):.3f}",
             "overhead_ms_median": f"{self.overhead.percentile_ms(50):.3f}",

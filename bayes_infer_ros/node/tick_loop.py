@@ -15,6 +15,12 @@ late are written onto their own transition in the window.
 beliefs (``BeliefFilter.set_evidence``); a reading past its modality's gate is refused there, before it enters the
 step, and counted here as a refused input of its modality (``outlier``); each agent's :class:`~.surprise.SurpriseMonitor`
 keeps the statistics and the warnings /diagnostics shows.
+
+**Policy inference** (a :class:`~.policy_stage.PolicyStage` given): after the beliefs, the stepping agents' policy
+step in one call (its own timing, apart from the engine call's); with ``policy.publish_controls`` each agent's chosen
+control goes onto its controls timeline stamped at its step, as a ``Controls`` message stamped then would: the next
+step's control, unless a message stamped later (on ``controls``) takes over. ``reset()`` of every agent restarts
+``policy.seed``'s stream.
 """
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ from bayes_infer_ros.inference.belief_filter import BeliefFilter
 
 from .admission import AdmissionReport, Inputs, ModalityState, admit_stamp, report
 from .controls import ControlTimeline, check_controls, fill_window_actions
+from .policy_stage import PolicyStage, PolicyStep
 from .statistics import TickStatistics
 from .surprise import ModalitySurprise, SurpriseMonitor, SurpriseSettings
 
@@ -46,14 +53,15 @@ class TickEvidence:
 
 @dataclass(frozen=True)
 class TickOutput:
-    """One agent's step: its beliefs (S,), the stamp of the step (ns), the seconds the engine call took, and the
-    newest arrival it used (perf_counter; None when none)."""
+    """One agent's step: its beliefs (S,), the stamp of the step (ns), the seconds the engine call took, the newest
+    arrival it used (perf_counter; None when none), its evidence and its policy step (None when not computed)."""
 
     posterior: np.ndarray
     stamp_ns: int
     inference_s: float
     last_arrival: Optional[float]
     evidence: Optional[TickEvidence] = None
+    policy: Optional[PolicyStep] = None
 
 
 def qualified(agent: str, name: str) -> str:
@@ -64,10 +72,11 @@ def qualified(agent: str, name: str) -> str:
 class TickLoop:
     """``model``: the configured model; ``engine`` and ``horizon``: the active engine's (batched with one row per
     agent when there are several); ``agents``: their names (empty: one agent, named ""); ``surprise``: the gates,
-    thresholds and windows of the evidence (None: no evidence)."""
+    thresholds and windows of the evidence (None: no evidence); ``policy``: the agents' policy inference (None:
+    none)."""
 
     def __init__(self, model: Any, engine: Any, horizon: int, agents: Sequence[str] = (),
-                 surprise: Optional[SurpriseSettings] = None):
+                 surprise: Optional[SurpriseSettings] = None, policy: Optional[PolicyStage] = None):
         self.agents = list(agents) or [""]
         self.modality_names = [model.modality_name(i) for i in range(model.num_modalities)]
         labels = [model.observation_label_list(i) for i in range(model.num_modalities)]
@@ -81,6 +90,10 @@ class TickLoop:
         self.factor_names = [model.factor_name(f) for f in range(model.num_factors)]
         self.state_labels = [[str(x) for x in model.state_label_list(f)] for f in range(model.num_factors)]
         self._num_controls, self._control_labels = tuple(int(u) for u in model.num_controls), model.control_labels
+        #: each factor's control names: the model's labels, else the indices as text
+        self.control_names = [[str(x) for x in model.control_labels[f]] if model.control_labels
+                              else [str(u) for u in range(n)] for f, n in enumerate(self._num_controls)]
+        self.policy = policy
         self._last_clock_ns: Optional[int] = None
         self._obs_offsets = np.asarray(self.filter.engine.layout.obs_offsets[:-1])
         self.monitors: list[SurpriseMonitor] = []
@@ -142,6 +155,8 @@ class TickLoop:
                 self.monitors[j].reset()
         if k is None:
             self._last_clock_ns = None
+            if self.policy is not None:
+                self.policy.reset()
 
     def restart_time_line(self) -> None:
         """After the clock went back: every agent reset, every controls timeline forgotten (stamped on the old
@@ -193,11 +208,15 @@ class TickLoop:
         # fpi with B: one dispatch, beliefs and the next step's prior under the newest controls
         posteriors = self.filter.infer(agents, actions, upcoming)
         inference_s = time.perf_counter() - t0
+        policy = self.policy.run(posteriors) if self.policy is not None else {}
         out = []
         for k in agents:
             self.ticks[k] += 1
             evidence = self._evidence(k, present[k], stamps[k], now_s) if self.monitors else None
-            out.append((k, TickOutput(posteriors[k], stamps[k], inference_s, arrivals[k], evidence)))
+            step = policy.get(k)
+            if step is not None and step.fed_back:  # as a Controls message stamped at this step
+                self.controls[k].add(stamps[k], step.controls)
+            out.append((k, TickOutput(posteriors[k], stamps[k], inference_s, arrivals[k], evidence, step)))
         self.stats.ticks += 1
         return out
 
@@ -224,4 +243,6 @@ class TickLoop:
             return
         done = time.perf_counter()
         arrivals = [o.last_arrival for _, o in outs if o.last_arrival is not None]
-        self.stats.record(done - started, outs[0][1].inference_s, done - max(arrivals) if arrivals else None)
+        first = outs[0][1]
+        self.stats.record(done - started, first.inference_s, done - max(arrivals) if arrivals else None,
+                          first.policy.seconds if first.policy is not None else None)

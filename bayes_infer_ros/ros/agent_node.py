@@ -14,11 +14,13 @@ Topics (relative to the node's namespace; every QoS but /diagnostics' can be cha
   in   controls                  bayes_infer_ros/Controls (stamped, one control per factor)   reliable, depth 100
   out  beliefs                   bayes_infer_ros/Beliefs                  reliable, transient local, depth param (1)
   out  beliefs/<factor>          bayes_infer_ros/Belief                   reliable, transient local, depth param (1)
+  out  ~/policy                  bayes_infer_ros/Policy (policy inference on)   as beliefs
   out  /diagnostics              diagnostic_msgs/DiagnosticArray          reliable, depth 10
 Services (private: under the node's name, remappable): ~/reset (std_srvs/Trigger),
 ~/switch_variant (bayes_infer_ros/SwitchVariant), plus the lifecycle services.
 A node serves b agents of one model, b = 1 by default; ``agents: [a, ...]`` only changes b: each agent's topics
-above under ``<agent>/`` plus ``<agent>/reset``, one batched tick for all; ~/reset resets them all.
+above under ``<agent>/`` (``~/<agent>/policy``) plus ``<agent>/reset``, one batched tick for all; ~/reset resets them
+all.
 
 The node holds parameters, entities and callbacks; it reads its parameters into one settings snapshot
 (``node/settings.py``) at configure and after each accepted change, and each callback is one call of its runtime
@@ -67,18 +69,19 @@ from ..node import help_text as node_help
 from ..node.callbacks import CallbackGuard
 from ..node.parameters import ENGINE_PARAMETERS, change_refused, parse_cpus, read_at_configure
 from ..node.runtime import AgentRuntime
-from ..node.settings import GROUPS, NodeSettings
+from ..node.settings import NodeSettings
 from ..node.switching import switch
 from ..node.tick_loop import TickLoop, TickOutput, qualified
 from . import bond, diagnostics
 from .adapter_inputs import AdapterInputs
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
-from .messages import tick_message
+from .messages import tick_message, tick_policy_message
 from .rclpy_callbacks import contain_entities
 from .parameter_declaration import UntypedOverrides, declare_parameters, plain_value, take_overrides
 from .qos import overridable, profile as qos
-from bayes_infer_ros.msg import Belief, Beliefs, CategoricalObservation, Controls  # noqa: E402 (after ros/__init__ path fix)
+from bayes_infer_ros.msg import (  # noqa: E402 (after ros/__init__ path fix)
+    Belief, Beliefs, CategoricalObservation, Controls, Policy)
 from bayes_infer_ros.srv import SwitchVariant
 
 NODE_NAME = "agent"
@@ -96,6 +99,7 @@ class _AgentCore(UntypedOverrides):
         self._config_error, self._started_mono = "", time.monotonic()
         self._tick_timer, self._entities, self._bond = None, [], None
         self._belief_pubs: list[tuple[Any, list[Any]]] = []   # per agent: (beliefs, [beliefs/<factor>])
+        self._policy_pubs: list[Any] = []   # per agent: ~/policy (policy inference on)
         self._runtime = AgentRuntime(NodeSettings(), self._log, lambda: self.get_clock().now().nanoseconds,
                                      lambda: self._closed, self._publish_beliefs)
         self._count = self._runtime.count
@@ -140,11 +144,11 @@ class _AgentCore(UntypedOverrides):
         return self._runtime.settings
 
     def _read_settings(self) -> NodeSettings:
-        """A snapshot of the node's parameters now: the table's, ``use_sim_time`` and the nested groups given at
-        start (``model.*``, ``adapters.*``, ``surprise_*``)."""
+        """A snapshot of the node's parameters now: the table's (``policy.*`` too), ``use_sim_time`` and the nested
+        groups given at start (``model.*``, ``adapters.*``, ``surprise_*``)."""
         declared = self.get_parameters_by_prefix("")  # every declared parameter, by its full name
         return NodeSettings.from_values({n: plain_value(p.value) for n, p in declared.items()
-                                         if "." not in n or n.startswith(tuple(GROUPS))})
+                                         if NodeSettings.reads(n)})
 
     # ---- configure / activate / deactivate / cleanup (both modes) -------------------------------------
     def _configure(self) -> bool:
@@ -206,7 +210,7 @@ class _AgentCore(UntypedOverrides):
         for kind, obj in self._entities:
             {"pub": self.destroy_publisher, "sub": self.destroy_subscription, "srv": self.destroy_service,
              "lpub": getattr(self, "destroy_lifecycle_publisher", self.destroy_publisher)}[kind](obj)
-        self._entities, self._belief_pubs = [], []
+        self._entities, self._belief_pubs, self._policy_pubs = [], [], []
         self._runtime.cleanup("the node was cleaned up (lifecycle cleanup) before the new engine was ready")
 
     def destroy_node(self) -> None:
@@ -243,12 +247,14 @@ class _AgentCore(UntypedOverrides):
     # ---- entities -----------------------------------------------------------------------------------
     def _create_entities(self, loop: TickLoop) -> None:
         """Each agent's topics and services (under ``<agent>/`` when ``agents`` is set), and the node's ~/reset.
-        Each QoS profile is a default that qos_overrides in the params file replace. Beliefs are transient local,
-        depth 1 by default: a subscriber that joins late (rviz, a logger) gets the latest ones."""
+        Each QoS profile is a default that qos_overrides in the params file replace. Beliefs (and policies) are
+        transient local, depth 1 by default: a subscriber that joins late (rviz, a logger) gets the latest ones."""
         several = loop.agents != [""]
         plan = [(k, qualified(a, "")) for k, a in enumerate(loop.agents)]
+        policy_topics = [f"~/{prefix}policy" for _, prefix in plan] if loop.policy is not None else []
         published = [t for _, prefix in plan
                      for t in [f"{prefix}beliefs"] + [f"{prefix}beliefs/{f}" for f in loop.factor_names]]
+        published += policy_topics
         inputs = [(k, i, *self._adapters.subscription(i, name, CategoricalObservation, prefix))
                   for k, prefix in plan for i, name in enumerate(loop.modality_names)]
         subscribed = [f"{prefix}controls" for _, prefix in plan] + [topic for _, _, _, topic in inputs]
@@ -263,6 +269,9 @@ class _AgentCore(UntypedOverrides):
                     for i, topic in enumerate(topics)]
             self._belief_pubs.append((pubs[0], pubs[1:]))
             self._entities += [(kind, p) for p in pubs]
+        for topic in policy_topics:
+            self._policy_pubs.append(make_pub(Policy, topic, out_qos(), qos_overriding_options=overridable()))
+            self._entities.append((kind, self._policy_pubs[-1]))
         # `controls` first: when controls and the observations they precede are ready in the same wait, the
         # executor serves subscriptions in creation order, so an fpi tick they trigger sees the new controls.
         for k, prefix in plan:
@@ -328,6 +337,9 @@ class _AgentCore(UntypedOverrides):
         for pub, belief in zip(factor_pubs, msg.factors):
             pub.publish(belief)
         beliefs_pub.publish(msg)
+        policy = tick_policy_message(loop, k, out, msg)
+        if policy is not None:
+            self._policy_pubs[k].publish(policy)
 
     # ---- services -----------------------------------------------------------------------------------
     def _on_reset(self, k, request, response):

@@ -41,6 +41,7 @@ def test_evidence_is_the_engines_on_each_steps_own_prior(model, variant, algorit
     with_evidence.set_evidence(True)
     assert with_evidence.evidence() is None
     D = np.concatenate(model.D).astype(np.float32)
+    last = D
     for t, (row, action) in enumerate(zip(_rows(model, 6, 0), _actions(model, 6, 0))):
         q_plain = plain.step(row, action)
         q = with_evidence.step(row, action)

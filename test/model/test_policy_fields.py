@@ -103,7 +103,7 @@ def test_E_and_policies_need_B():
 @pytest.mark.parametrize("change,key,fragment", [
     ({"model.C.gps": [0.0, 1.0]}, "model.C.cam", "missing: give every modality's preferences"),
     ({"model.C.gps": "high", "model.C.cam": [0.0] * 3, "model.C.light": [0.0] * 2}, "model.C.gps", "list of numbers"),
-    ({"policy.len": 0}, "policy.len", "expected an integer >= 1"),
+    ({"policy.len": -1}, "policy.len", "expected an integer >= 1"),
     ({"policy.len": 2, "policy.policies": [0, 0, 1]}, "policy.policies", "expected a multiple of policy.len x factors"),
     ({"policy.policies": "0 1"}, "policy.policies", "expected a list of integers"),
     ({"model.E": [0.5, 0.5]}, "E", "shape (2,), expected (3,)"),
@@ -113,6 +113,14 @@ def test_params_are_refused_naming_the_key(change, key, fragment):
     with pytest.raises(ModelValidationError) as err:
         model_from_parameters(flat)
     assert err.value.field == key and fragment in str(err.value), str(err.value)
+
+
+def test_policy_len_0_is_not_given():
+    """``policy.len: 0`` (the node parameter's default, config/agent.yaml) leaves the model's own steps: those of
+    its policies, else 1."""
+    flat = {**model_to_parameters(model_with_policies()), "policy.len": 0}
+    model = model_from_parameters(flat)
+    assert model.policy_len is None and model.horizon == model_with_policies().horizon
 
 
 @pytest.mark.oracle
@@ -164,11 +172,13 @@ def test_from_pymdp_agent(tmp_path, capsys):
 def test_bad_policy_parameters_fail_validate(tmp_path, capsys, repo_root):
     text = (repo_root / "config" / "agent.yaml").read_text()
     bad = tmp_path / "bad.yaml"
-    bad.write_text(text.replace("    model:\n", "    policy:\n      gamma: high\n      sede: 3\n    model:\n", 1))
+    bad.write_text(text.replace("      gamma: 1.0 ", "      gamma: high\n      sede: 3\n", 1).replace(
+        "selection: deterministic", "selection: greedy", 1))
     capsys.readouterr()
     assert model_main(["validate", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert "policy.gamma: expected a finite number, got 'high'" in err
+    assert "policy.gamma: expected a finite number in [0, 1e+06], got 'high'" in err
+    assert err.count("policy.selection: 'greedy' is not one of ['deterministic', 'stochastic']") == 1, err
     assert "unknown parameter 'policy.sede' ignored (did you mean 'policy.seed'?)" in err
 
 

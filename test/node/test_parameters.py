@@ -30,13 +30,16 @@ def test_config_agent_yaml_lists_every_parameter_with_its_default(repo_root):
     leaves a parameter out gets the value the shipped config shows)."""
     import yaml
 
-    params = yaml.safe_load((repo_root / "config" / "agent.yaml").read_text())["/**"]["ros__parameters"]
-    node_keys = {k for k in params if k != "model"}
+    from bayes_infer_ros.model.io import flatten_parameters
+
+    text = (repo_root / "config" / "agent.yaml").read_text()
+    params = flatten_parameters(yaml.safe_load(text)["/**"]["ros__parameters"])
+    node_keys = {k for k in params if not k.startswith("model.")}
     # an empty list cannot be written in a params file (rcl reads `[]` as no value, and rclpy then refuses to start
     # the node): such a parameter is shown commented out
     unwritable = {p.name for p in PARAMETERS if p.default == []}
-    assert unwritable == {"agents"} and all(f"# {n}: [" in (repo_root / "config" / "agent.yaml").read_text()
-                                            for n in unwritable)
+    assert unwritable == {"agents", "policy.policies"}
+    assert all(f"# {n.rpartition('.')[2]}: [" in text for n in unwritable)
     assert node_keys == {p.name for p in PARAMETERS} - unwritable, node_keys ^ {p.name for p in PARAMETERS}
     for spec in (p for p in PARAMETERS if p.name not in unwritable):
         value = params[spec.name]
@@ -74,6 +77,20 @@ def test_every_parameter_is_described():
     ("agents", ["robot 1"], "relative ROS name"),
     ("agents", "robot1", "list of names"),
     ("model_file", 3, "path string"),
+    ("policy.inference", "on", "not one of"),
+    ("policy.len", -1, "[0, 64]"),
+    ("policy.policies", [0, -1], "non-negative integers"),
+    ("policy.policies", "0 1", "list of control indices"),
+    ("policy.gamma", -1.0, "finite number in [0, 1e+06]"),
+    ("policy.gamma", math.inf, "finite"),
+    ("policy.terms", ["utility", "utility"], "distinct names"),
+    ("policy.terms", ["param_info_gain"], "Dirichlet parameters"),
+    ("policy.terms", "utility", "list of names"),
+    ("policy.selection", "greedy", "not one of"),
+    ("policy.sampling_mode", "joint", "not one of"),
+    ("policy.alpha", math.nan, "finite"),
+    ("policy.seed", 2**32, "[0, 4294967295]"),
+    ("policy.seed", 1.5, "integer"),
 ])
 def test_nonsense_parameters_are_refused(name, value, fragment):
     reason = validate_change(name, value, variants=VARIANTS, has_B=True)
@@ -87,7 +104,10 @@ def test_sequence_algorithms_need_B():
 
 @pytest.mark.parametrize("name,value", [("algorithm", "mmp"), ("variant", "auto"), ("variant", "hybrid"),
                                         ("num_iter", 4), ("tau", 0.5), ("horizon", 16), ("rate_hz", 0.0),
-                                        ("rate_hz", 50), ("use_sim_time", True)])
+                                        ("rate_hz", 50), ("use_sim_time", True), ("policy.inference", "enabled"),
+                                        ("policy.len", 3), ("policy.policies", [0, 1, 2]), ("policy.gamma", 16.0),
+                                        ("policy.terms", ["utility"]), ("policy.selection", "stochastic"),
+                                        ("policy.seed", 2**32 - 1), ("policy.publish_controls", True)])
 def test_good_parameters_are_accepted(name, value):
     assert validate_change(name, value, variants=VARIANTS, has_B=True) is None
 
@@ -101,8 +121,17 @@ def test_unknown_parameters_warned_with_suggestion():
 
 def test_allowed_model_keys():
     keys = allowed_model_keys(["loc"], ["cam"])
-    assert {"model.A.cam.data", "model.B.loc.shape", "model.D.loc", "model.states.loc"} <= keys
-    assert "model.A.lidar.data" not in keys
+    assert {"model.A.cam.data", "model.B.loc.shape", "model.D.loc", "model.states.loc", "model.C.cam",
+            "model.E"} <= keys
+    assert "model.A.lidar.data" not in keys and "model.C.lidar" not in keys
+
+
+def test_policy_parameters_are_read_at_configure():
+    from bayes_infer_ros.node.parameters import read_at_configure
+
+    names = [p.name for p in PARAMETERS if p.name.startswith("policy.")]
+    assert len(names) == 10 and all(read_at_configure(n) for n in names)
+    assert not any(SPECS[n].read_only for n in names)  # set at runtime, they apply at the next configure
 
 
 def test_more_agents_than_a_node_serves_are_refused_with_the_reason():

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from launch_stubs import launch_actions, load_launch_description
-from ros_harness import REPO_ROOT, AgentProcess, default_params, publish_until_beliefs, wait_for
+from ros_harness import AgentProcess, default_params, publish_until_beliefs, wait_for
 from tolerances import ROS_FLOAT32_ATOL
 
 pytestmark = pytest.mark.ros
