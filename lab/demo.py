@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
+import yaml
 
 from lab.agent_process import AgentProcess, agent_executable, loopback_env
 
@@ -127,6 +128,17 @@ def _pct(xs: Sequence[float], q: float) -> float:
 
 
 # ---- main --------------------------------------------------------------------------------------
+def parse_overrides(items: Sequence[str]) -> dict:
+    """``NAME=VALUE`` strings -> {name: value}, each value read as YAML (``false`` -> False, ``[1, 2]`` -> a list)."""
+    out = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--set {item!r}: expected NAME=VALUE")
+        out[name.strip()] = yaml.safe_load(text) if text.strip() else ""
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m lab demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -135,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=2.0, help="replay speed factor (default: %(default)s)")
     p.add_argument("--algorithm", default=None, help="override the params file: fpi | vmp | mmp")
     p.add_argument("--variant", default=None, help="override the params file (auto, baseline, ...)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                   help="override one node parameter, the value read as YAML (e.g. --set evidence=false); repeatable")
     p.add_argument("--lockstep", action="store_true", help="wait for each tick's beliefs before the next step")
     p.add_argument("--out-dir", type=Path, default=None, help="default: log/demo/<time>/")
     p.add_argument("--startup-timeout", type=float, default=120.0, help="seconds for the node to come up")
@@ -188,6 +202,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         overrides["algorithm"] = args.algorithm
     if args.variant:
         overrides["variant"] = args.variant
+    try:
+        overrides.update(parse_overrides(args.overrides))
+    except ValueError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
     tty = sys.stdout.isatty() and not args.no_live
     view = LiveView(episode, labels, int(episode.stamps_ns[0]), tty=tty) if not args.no_live else None
 
