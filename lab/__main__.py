@@ -20,6 +20,7 @@ COMMANDS = {
     "autotune-train": ("train_autotuner", "train the autotuner from a benchmark CSV"),
     "demo": ("demo", "the live demo: node + sample bag replay + summary and plot"),
     "rclpy-api": ("rclpy_api", "check the rclpy API the node uses against rclpy's branches"),
+    "stop-probe": ("stop_probe", "SIGINT at many moments of the node's start-up: exit statuses and times (needs ROS)"),
 }
 
 
