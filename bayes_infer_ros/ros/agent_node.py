@@ -72,6 +72,7 @@ from .companion import CompanionServices
 from .compat import add_parameter_callbacks
 from .messages import tick_message
 from .rclpy_callbacks import contain_entities
+from .spinning import stop_requested
 from .parameter_declaration import (UntypedOverrides, declare_parameters, model_parameter_values, prefixed_names,
                                     take_overrides)
 from .qos import overridable, profile as qos
@@ -154,7 +155,8 @@ class _AgentCore(UntypedOverrides):
                 self._adapters = AdapterInputs.from_parameters(adapter_params, model)
 
             slot = self._runtime.configure(agents, float(self._p("diagnostics_period")),
-                                           lambda: self.context.ok() and (self._publish_diagnostics() or True),
+                                           lambda: self.context.ok() and not stop_requested()
+                                           and (self._publish_diagnostics() or True),
                                            self._revert_parameters, check_adapters, surprise)
         except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
             return self._configure_failed(f"configure failed: {exc}")
@@ -171,7 +173,7 @@ class _AgentCore(UntypedOverrides):
     def _configure_failed(self, error: str) -> bool:
         self._config_error = error
         self._runtime.cleanup(error)
-        if not self._closed:
+        if not self._closed and not stop_requested():  # a stop (SIGINT) that ends configure is no error
             self._log.error(error)
         self._count("configure_failures")
         return False
