@@ -23,6 +23,7 @@ COMMANDS = {
     "demo": ("demo", "the live demo: node + sample bag replay + summary and plot"),
     "rclpy-api": ("rclpy_api", "check the rclpy API the node uses against rclpy's branches"),
     "tmaze-policy": ("tmaze_policy", "pymdp's T-maze closed-loop through our engine and policy inference vs pymdp"),
+    "stop-probe": ("stop_probe", "SIGINT at many moments of the node's start-up: exit statuses and times (needs ROS)"),
 }
 
 

@@ -70,6 +70,7 @@ API: dict[str, str] = {
     "rclpy.executors.SingleThreadedExecutor(context)": "humble",
     "rclpy.executors.ExternalShutdownException": "humble",
     "rclpy.executors.Executor.add_node": "humble",
+    "rclpy.executors.Executor.create_task": "humble",
     "rclpy.executors.Executor.spin": "humble",
     "rclpy.executors.Executor.context": "humble",
     "rclpy.executors.Executor.spin_once": "humble",

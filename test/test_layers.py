@@ -194,7 +194,7 @@ def test_every_ros_module_touches_ros():
 
 # Private names of other libraries the package uses on purpose, each with its reason.
 FOREIGN_PRIVATE_ALLOWED = {
-    ("cli/node.py", "os._exit"),              # the documented way to end a process without running atexit handlers
+    ("cli/stop_signal.py", "os._exit"),       # the documented way to end a process without running atexit handlers
     # XLA flags take effect only before JAX's first backend: its registry is the one place that says (absent: "not
     # started")
     ("inference/xla_config.py", "getattr(bridge, '_backends', {})"),

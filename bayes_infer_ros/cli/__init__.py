@@ -11,6 +11,8 @@ import importlib
 import sys
 from typing import Optional
 
+from bayes_infer_ros.cli import stop_signal
+
 COMMANDS = {
     "infer": ("infer", "offline inference on a model file with a random observation stream"),
     "model": ("model", "your own model: from-pymdp, validate, show, layout (docs/your-model.md)"),
@@ -71,7 +73,10 @@ def dispatch(prog: str, package: str, commands: dict[str, tuple[str, str]], argv
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    return dispatch("bayes-infer", __name__, COMMANDS, list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["node"]:  # before the node's imports: SIGINT/SIGTERM from here on are a clean stop
+        stop_signal.install()
+    return dispatch("bayes-infer", __name__, COMMANDS, argv)
 
 
 if __name__ == "__main__":

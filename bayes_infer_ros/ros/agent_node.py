@@ -78,6 +78,7 @@ from .companion import CompanionServices
 from .compat import add_parameter_callbacks
 from .messages import tick_message, tick_policy_message
 from .rclpy_callbacks import contain_entities
+from .spinning import stop_requested
 from .parameter_declaration import UntypedOverrides, declare_parameters, plain_value, take_overrides
 from .qos import overridable, profile as qos
 from bayes_infer_ros.msg import (  # noqa: E402 (after ros/__init__ path fix)
@@ -161,7 +162,8 @@ class _AgentCore(UntypedOverrides):
             self.refuse_untyped()
             self._refuse_service_clashes(settings.agents)
             self._runtime.configure(settings, settings.diagnostics_period,
-                                    lambda: self.context.ok() and (self._publish_diagnostics() or True),
+                                    lambda: self.context.ok() and not stop_requested()
+                                    and (self._publish_diagnostics() or True),
                                     self._revert_parameters, self._check_adapters)
         except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
             return self._configure_failed(f"configure failed: {exc}")
@@ -190,7 +192,7 @@ class _AgentCore(UntypedOverrides):
     def _configure_failed(self, error: str) -> bool:
         self._config_error = error
         self._runtime.cleanup(error)
-        if not self._closed:
+        if not self._closed and not stop_requested():  # a stop (SIGINT) that ends configure is no error
             self._log.error(error)
         self._count("configure_failures")
         return False

@@ -1,5 +1,6 @@
-"""Spinning an rclpy executor in a background thread: the one helper the companion services, the replay tools
-and the test probe share."""
+"""Spinning an rclpy executor: in a background thread (the one helper the companion services, the replay tools and
+the test probe share), and the node process's own spin (:func:`spin_contained`), which ends on :func:`request_stop`.
+"""
 from __future__ import annotations
 
 import threading
@@ -49,11 +50,35 @@ class SpinThread:
             self.thread.join(timeout=timeout)
 
 
+_stop_requested = threading.Event()
+
+
+def _wake() -> None:
+    """A task that does nothing: queued, it makes a waiting ``spin_once`` return (``Executor.wake`` only rebuilds
+    the wait set and waits again)."""
+
+
+def request_stop(executor: Optional[Executor] = None) -> None:
+    """Ask this process's ROS work to end: :func:`spin_contained` returns after the callback it is running, and the
+    node's configure stops waiting for its build. ``executor``'s waiting spin is woken. Any thread may call it (the
+    node process's signal watcher, ``cli/stop_signal.py``): unlike a context shutdown from another thread, it cannot
+    fail an entity the main thread is creating; the main thread tears down, and shuts the context down, itself."""
+    _stop_requested.set()
+    if executor is not None:
+        executor.create_task(_wake)
+
+
+def stop_requested() -> bool:
+    """:func:`request_stop` was called (once set, for the life of the process)."""
+    return _stop_requested.is_set()
+
+
 def spin_contained(executor: Executor, on_error: Callable[[BaseException], None]) -> None:
     """``executor.spin()`` that goes on after an exception escapes a callback (or rclpy's taking of a message):
-    it is handed to ``on_error`` instead of ending the spin, and with it the process. Returns when the context
-    shuts down; ExternalShutdownException and KeyboardInterrupt pass through, as from ``spin()``."""
-    while executor.context.ok():
+    it is handed to ``on_error`` instead of ending the spin, and with it the process. Returns on
+    :func:`request_stop` or when the context shuts down; ExternalShutdownException and KeyboardInterrupt pass
+    through, as from ``spin()``."""
+    while executor.context.ok() and not stop_requested():
         try:
             executor.spin_once()
         except ExternalShutdownException:

@@ -23,7 +23,13 @@ The maths is ``fused_numba``'s (``tick.fpi_tick``), pymdp 1.0.4's term by term, 
 Only the summation order differs from pymdp's (rounding level). The kernel's arguments: ``schema.CudaTickArgs``
 (``inp`` (b, O + S + F): each agent's observation, prior and action, the action as floats: one transfer per tick).
 The device helpers here (the mixed-radix walk ``contract``, ``log_likelihood_at``, ``unary_messages``,
-``likelihood_messages``, ``transition_row``, ``state_of``) serve ``cuda_window``'s kernel too.
+``likelihood_messages``, ``transition_row``, ``state_of``, ``agent_block``) serve ``cuda_window``'s and
+``cuda_large``'s kernels too. They read no ``cuda.*`` (thread and block indices, shared arrays, barriers): the
+kernels do and pass what a helper needs. numba's CUDA simulator runs each thread as a Python thread and points a
+device function's module-level ``cuda`` at the launch's simulated module on each call, then back at the real
+``numba.cuda`` when that call returns, for every thread of the block at once: a helper called from another module's
+kernel could read ``cuda.threadIdx`` after another thread's return had switched it back ("module 'numba.cuda' has
+no attribute 'threadIdx'", issue 45 F12). A kernel's own module is switched for the whole launch.
 """
 from __future__ import annotations
 
@@ -72,13 +78,13 @@ def index_rows(ints, j):
 
 
 @cuda.jit(device=True, inline=True)
-def agent_block(ints, log_A, out):
+def agent_block(i, tid, nt, ints, log_A, out):
     """A kernel's place and the model's sizes: (agent i = the block, thread, threads, log A's row for agent i, M, F,
-    S, O, L)."""
-    i = cuda.blockIdx.x
+    S, O, L). The kernel passes its own ``cuda.blockIdx.x``, ``cuda.threadIdx.x`` and ``cuda.blockDim.x``: a device
+    helper reads no ``cuda.*`` (the module docstring says why)."""
     M = index_rows(ints, KS)
-    return (i, cuda.threadIdx.x, cuda.blockDim.x, 0 if log_A.shape[0] == 1 else i, M, index_rows(ints, NS),
-            out.shape[2], index1(ints, O_OFF, M), index1(ints, LL_OFF, M))
+    return (i, tid, nt, 0 if log_A.shape[0] == 1 else i, M, index_rows(ints, NS), out.shape[2],
+            index1(ints, O_OFF, M), index1(ints, LL_OFF, M))
 
 
 @cuda.jit(device=True, inline=True)
@@ -221,7 +227,8 @@ def fpi_tick_kernel(dtype_name: str) -> Any:
 
     @cuda.jit
     def fpi_tick(ints, log_A, B, inp, num_iter, minval, out):
-        i, tid, nt, ab, M, F, S, O, L = agent_block(ints, log_A, out)
+        i, tid, nt, ab, M, F, S, O, L = agent_block(cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x, ints, log_A,
+                                                    out)
         sh = cuda.shared.array(0, dtype=nb_dtype)
         ll = sh[:L]
         c = sh[L:L + S]

@@ -62,7 +62,8 @@ def fpi_tick_global_kernel(dtype_name: str, cooperative: bool) -> Any:
     @cuda.jit
     def fpi_tick_global(ints, log_A, B, msg_off, inp, num_iter, minval, blocks, phase_lo, phase_hi, scratch, msg,
                         out):
-        blk, tid, nt, ab0, M, F, S, O, L = agent_block(ints, log_A, out)
+        blk, tid, nt, ab0, M, F, S, O, L = agent_block(cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x, ints, log_A,
+                                                       out)
         i = blk // blocks  # the agent
         g = (blk - i * blocks) * nt + tid  # the thread within the agent's blocks
         ng = blocks * nt

@@ -64,7 +64,8 @@ def window_kernel(dtype_name: str) -> Any:
 
     @cuda.jit
     def window(ints, log_A, Bs, has_B, inp, T, valid_steps, kind_vmp, num_iter, tau, minval, out):
-        i, tid, nt, ab, M, F, S, O, L = agent_block(ints, log_A, out)
+        i, tid, nt, ab, M, F, S, O, L = agent_block(cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x, ints, log_A,
+                                                    out)
         base_prior = T * O
         base_act = T * O + S
         Bs_ab = Bs[ab]

@@ -222,3 +222,39 @@ def test_global_memory_agents_match_the_shared_memory_kernel(monkeypatch):
         q_g, n_g = large.tick(obs, prior, action)
         np.testing.assert_array_equal(q_g, q)
         np.testing.assert_array_equal(n_g, nxt)
+
+
+@pytest.fixture
+def thread_switch_every_10us():
+    """Python switches threads about every 10 us instead of 5 ms: in numba's CUDA simulator (one Python thread per
+    CUDA thread) a block's threads then interleave inside every device helper."""
+    import sys
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(before)
+
+
+@pytest.mark.parametrize("blocks,launch", [(1, "auto"), (2, "phased")])
+def test_kernels_keep_their_thread_indices_when_threads_interleave(monkeypatch, thread_switch_every_10us, blocks,
+                                                                   launch):
+    """Every kernel (the shared-memory tick, the global-memory tick in one launch and phase by phase, the window)
+    gives its bits when the simulator's threads interleave inside the device helpers. The simulator points a device
+    function's module-level ``cuda`` at the launch's simulated module for each call and back when the call returns:
+    a helper of ``cuda_kernels`` that read ``cuda.threadIdx`` itself, called from ``cuda_large``'s or
+    ``cuda_window``'s kernel, failed nearly every launch here ("module 'numba.cuda' has no attribute 'blockIdx'";
+    issue 45 F12: 1 of 6 CI runs at Python's default switch interval)."""
+    CASES.assert_float32_matches(CASES.engine("small_bdeps", "vmp", "fused_cuda"), "small_bdeps", "vmp", "fused_cuda")
+    case = CASES.case("skewed_zeros", "vmp")
+    args = (case.A, case.A_deps, case.B, case.B_deps)
+    shared = build_inference("fpi", *args, variant="fused_cuda", num_iter=3)
+    obs, prior, action = agent_rows(shared, 2, seed=13)
+    q, nxt = shared.tick_agents(obs, prior, action)
+    from bayes_infer_ros.inference.native import cuda_kernels  # imports numba's CUDA target: only when these run
+    monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 0)
+    large = build_inference("fpi", *args, variant="fused_cuda", num_iter=3)
+    large.blocks_per_agent, large.launch = blocks, launch
+    q_g, n_g = large.tick_agents(obs, prior, action)
+    np.testing.assert_array_equal(q_g, q)
+    np.testing.assert_array_equal(n_g, nxt)
