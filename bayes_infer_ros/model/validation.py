@@ -174,7 +174,8 @@ def _check_policy_prior(model: "GenerativeModel") -> None:
         if model.policy_len is not None and model.policies.shape[1] != model.policy_len:
             raise ModelValidationError("policies", f"{model.policies.shape[1]} steps per policy but policy_len is "
                                                    f"{model.policy_len}")
-    elif model.B is not None and model.num_policies > MAX_POLICIES:
+    elif model.B is not None and (model.policy_len is not None or model.E is not None) \
+            and model.num_policies > MAX_POLICIES:  # no policy fields: a model for state inference alone
         raise ModelValidationError("policy_len", f"{model.horizon} steps of the controls {list(model.num_controls)} "
                                                  f"make {model.num_policies:.3g} policies, more than the limit of "
                                                  f"{MAX_POLICIES}")

@@ -187,3 +187,16 @@ def test_time_indexed_C_is_refused_in_files(tmp_path):
              A_dependencies=json.dumps([[0]]))
     with pytest.raises(ModelValidationError, match=r"^C0: shape \(2, 2\): .*time-indexed C"):
         read_pymdp_file(tmp_path / "m.npz")
+
+
+def test_the_policy_limit_applies_only_to_a_model_that_asks_for_policies():
+    """Many controllable factors (2 ** 25 combinations) make a valid model for state inference; the limit on the
+    number of policies refuses it, naming policy_len, only once it gives policy_len or E."""
+    F = 25
+    A = [np.full((2, 2), 0.5) for _ in range(F)]
+    B = [np.stack([np.eye(2), np.eye(2)[::-1]], axis=-1) for _ in range(F)]
+    deps = [[f] for f in range(F)]
+    GenerativeModel(A=A, A_dependencies=deps, B=B, B_dependencies=deps).validate()
+    with pytest.raises(ModelValidationError, match=r"make 3.36e\+07 policies, more than the limit") as err:
+        GenerativeModel(A=A, A_dependencies=deps, B=B, B_dependencies=deps, policy_len=1).validate()
+    assert err.value.field == "policy_len"

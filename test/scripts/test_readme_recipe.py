@@ -7,10 +7,8 @@ from package.xml with catkin_pkg's condition evaluation (rosdep evaluates ``cond
 """
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,14 +16,6 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "src/bayes_infer_ros/scripts/ros_pip_deps.py"
 
-
-@pytest.fixture(scope="module")
-def deps():
-    spec = importlib.util.spec_from_file_location("ros_pip_deps", REPO_ROOT / "scripts" / "ros_pip_deps.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ros_pip_deps"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def recipe_commands() -> list[str]:

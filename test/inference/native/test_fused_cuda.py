@@ -205,18 +205,25 @@ def test_m125_tick_in_global_memory_matches_pymdp(monkeypatch):
         np.testing.assert_array_equal(n_k, nxt)
 
 
+def _global_and_shared_ticks(monkeypatch, num_iter: int, b: int, seed: int):
+    """A global-memory fused_cuda FPI engine (shared memory turned off) on a three-dependency case with B of several
+    dependencies, b random rows, and the shared-memory kernel's tick of them: (engine, rows, (beliefs, next prior))."""
+    case = CASES.case("skewed_zeros", "vmp")
+    args = (case.A, case.A_deps, case.B, case.B_deps)
+    shared = build_inference("fpi", *args, variant="fused_cuda", num_iter=num_iter)
+    rows = agent_rows(shared, b, seed=seed)
+    expected = shared.tick(*rows)
+    from bayes_infer_ros.inference.native import cuda_kernels  # imports numba's CUDA target: only when these run
+    monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 0)
+    large = build_inference("fpi", *args, variant="fused_cuda", num_iter=num_iter)
+    assert (shared.memory, large.memory) == ("shared", "global")
+    return large, rows, expected
+
+
 def test_global_memory_agents_match_the_shared_memory_kernel(monkeypatch):
     """The global-memory kernel gives the shared-memory kernel's bits per agent (one model for every agent, a
     three-dependency modality, B with several dependencies), with two blocks per agent run phase by phase too."""
-    case = CASES.case("skewed_zeros", "vmp")
-    args = (case.A, case.A_deps, case.B, case.B_deps)
-    shared = build_inference("fpi", *args, variant="fused_cuda", num_iter=5)
-    obs, prior, action = agent_rows(shared, 3, seed=12)
-    q, nxt = shared.tick(obs, prior, action)
-    from bayes_infer_ros.inference.native import cuda_kernels  # imports numba's CUDA target: only when these run
-    monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 0)
-    large = build_inference("fpi", *args, variant="fused_cuda", num_iter=5)
-    assert (shared.memory, large.memory) == ("shared", "global")
+    large, (obs, prior, action), (q, nxt) = _global_and_shared_ticks(monkeypatch, num_iter=5, b=3, seed=12)
     for blocks, launch in ((None, "auto"), (2, "phased")):
         large.blocks_per_agent, large.launch = blocks, launch
         q_g, n_g = large.tick(obs, prior, action)
@@ -246,15 +253,8 @@ def test_kernels_keep_their_thread_indices_when_threads_interleave(monkeypatch, 
     ``cuda_window``'s kernel, failed nearly every launch here ("module 'numba.cuda' has no attribute 'blockIdx'";
     issue 45 F12: 1 of 6 CI runs at Python's default switch interval)."""
     CASES.assert_float32_matches(CASES.engine("small_bdeps", "vmp", "fused_cuda"), "small_bdeps", "vmp", "fused_cuda")
-    case = CASES.case("skewed_zeros", "vmp")
-    args = (case.A, case.A_deps, case.B, case.B_deps)
-    shared = build_inference("fpi", *args, variant="fused_cuda", num_iter=3)
-    obs, prior, action = agent_rows(shared, 2, seed=13)
-    q, nxt = shared.tick_agents(obs, prior, action)
-    from bayes_infer_ros.inference.native import cuda_kernels  # imports numba's CUDA target: only when these run
-    monkeypatch.setattr(cuda_kernels, "SHARED_BYTES", 0)
-    large = build_inference("fpi", *args, variant="fused_cuda", num_iter=3)
+    large, (obs, prior, action), (q, nxt) = _global_and_shared_ticks(monkeypatch, num_iter=3, b=2, seed=13)
     large.blocks_per_agent, large.launch = blocks, launch
-    q_g, n_g = large.tick_agents(obs, prior, action)
+    q_g, n_g = large.tick(obs, prior, action)
     np.testing.assert_array_equal(q_g, q)
     np.testing.assert_array_equal(n_g, nxt)
