@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from bayes_infer_ros.adapters import MAX_ENTRIES, REASONS, REDUCTIONS, TESTED_TYPES, check_adapters, read_level
 from bayes_infer_ros.adapters.schema import FieldType
+from checked_params import assert_each_name_accepted_or_refused
 from bayes_infer_ros.bags.sensor_messages import definitions_lookup
 
 LOOKUP = definitions_lookup()
@@ -237,14 +238,9 @@ def assert_reading(got, spec) -> None:
 @given(adapters=st.lists(adapter(), min_size=1, max_size=3), data=st.data())
 def test_the_checker_and_the_readers_never_raise(adapters, data):
     params = {f"adapters.{name}.{key}": value for name, keys in adapters for key, value in keys.items()}
-    names = {full.split(".")[1] for full in params}
     for lookup in (None, LOOKUP):
         checked = check_adapters(params, NAMES, LABELS, lookup)
-        refused = {r.key.split(".")[1] for r in checked.refusals}
-        assert refused | set(checked.accepted) == names and not refused & set(checked.accepted), checked
-        for refusal in checked.refusals:
-            root = f"adapters.{refusal.key.split('.')[1]}"
-            assert (refusal.key == root or refusal.key.startswith(root + ".")) and refusal.problem, refusal
+        assert_each_name_accepted_or_refused(params, checked, "adapters")
     for spec in checked.accepted.values():
         for _ in range(3):
             assert_reading(read_level(message(data.draw, spec.type), spec), spec)
