@@ -1,5 +1,4 @@
-"""One FPI tick's inputs for a model, shared by the tick benchmarks (node_latency, tick_cooling,
-archive/tick_dispatch_ab)."""
+"""One FPI tick's inputs for a model, shared by the tick benchmarks (node_latency, free_energy_cost)."""
 from __future__ import annotations
 
 import numpy as np
