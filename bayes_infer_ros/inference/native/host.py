@@ -91,31 +91,53 @@ def predict_rows(engine: Engine, kernel: Any, model_args: tuple, has_B: bool, q:
 class FasterWay:
     """Which of two ways to run the same call is the faster now, measured as the calls run: way 0 (the agents on the
     calling thread) or way 1 (blocks of them on every usable CPU). A CPU that another process keeps busy can make the
-    parallel way slower than the serial one (its threads wait for a share of a core), and an idle machine makes it
-    about twice as fast, so neither is right always. Each way's time per call is a running mean (weight ``weight``
-    per call); the faster runs, and every ``explore_every``-th call runs the other, so that a change of load is seen
-    within a few dozen calls. Way 1 runs first: the calls' first measurements fill both means.
+    parallel way ten times slower than the serial one (its threads wait for a share of a core), and an idle machine
+    makes it about twice as fast, so neither is right always.
+
+    The way measured faster runs; its time per call is a running mean (weight ``weight`` per call). The other is
+    tried now and then for ``burst`` calls in a row, of which only the last counts: the first call after a switch
+    wakes idle worker threads and finds cold caches, so it would always look slow. A try that loses doubles the
+    calls until the next (``explore_min`` up to ``explore_max``), so a way ten times slower costs little; a try
+    that wins makes it the running way and the interval starts again from ``explore_min``. A running way whose mean
+    grows past the other's last try (the machine got busy) has the other tried at once. Way 1 runs first.
 
     ``choose()`` -> the way to run; ``record(way, seconds)`` after it ran."""
 
-    def __init__(self, explore_every: int = 64, weight: float = 0.25):
-        self.explore_every, self.weight = int(explore_every), float(weight)
+    def __init__(self, explore_min: int = 16, explore_max: int = 1024, burst: int = 2, weight: float = 0.25):
+        self.explore_min, self.explore_max = int(explore_min), int(explore_max)
+        self.burst, self.weight = max(int(burst), 2), float(weight)
         self.mean: list[Optional[float]] = [None, None]
-        self.calls = 0
+        self.best = 1
+        self.interval = self.explore_min
+        self.calls = 0  # calls of the best way since the other was last tried
+        self._run = (None, 0)  # (way, calls in a row)
 
     def choose(self) -> int:
-        self.calls += 1
-        if self.mean[1] is None:
-            return 1
-        if self.mean[0] is None:
-            return 0
-        best = 0 if self.mean[0] <= self.mean[1] else 1
-        return 1 - best if self.calls % self.explore_every == 0 else best
+        other = 1 - self.best
+        best, known = self.mean[self.best], self.mean[other]
+        if best is not None and (known is None or self.calls >= self.interval or best > known):
+            return other  # a try: when due, or at once when the running way got slower than the other's last try
+        return self.best
 
     def record(self, way: int, seconds: float) -> None:
-        old = self.mean[way]
-        self.mean[way] = seconds if old is None else old + self.weight * (seconds - old)
-
+        last, n = self._run
+        n = n + 1 if way == last else 1
+        self._run = (way, n)
+        if way == self.best:
+            self.calls += 1
+            if n >= 2:  # the first call after a switch is a warm-up
+                old = self.mean[way]
+                self.mean[way] = seconds if old is None else old + self.weight * (seconds - old)
+            return
+        if n < self.burst:  # a try's warm-up call
+            return
+        self.mean[way] = seconds
+        self.calls = 0
+        best = self.mean[self.best]
+        if best is None or seconds < best:  # the try won: it runs from now on
+            self.best, self.interval = way, self.explore_min
+        else:
+            self.interval = min(2 * self.interval, self.explore_max)
 
 
 #: Agents per thread below which a batched tick stays on the calling thread: handing a block to a worker costs about
