@@ -37,7 +37,7 @@ for ((r = 1; r <= rounds; r++)); do
     IFS=, read -ra pairs <<< "${sets[$i]}"
     for pair in "${pairs[@]}"; do args+=(--set "$pair"); done
     load=$(cut -d' ' -f1 /proc/loadavg)
-    line=$(cd "$dir" && source .venv/bin/activate && source install/setup.bash && python -m lab demo --no-live \
+    line=$(cd "$dir" && set +u && source .venv/bin/activate && source install/setup.bash && python -m lab demo --no-live \
       "${args[@]}" 2>&1 | grep "inference per tick" || echo "inference per tick    (no result)")
     echo "round $r  $(git -C "$dir" rev-parse --short HEAD)${sets[$i]:+ ${sets[$i]}}  load $load  ${line#inference per tick    }"
   done
