@@ -216,10 +216,10 @@ SURPRISE_PREFIXES = ("surprise_gate.", "surprise_threshold.")
 
 
 def read_at_configure(name: str) -> bool:
-    """``model_file``, ``model.*``, ``agents``, ``evidence`` and ``surprise_*``: read by configure only (a change
-    applies at the next configure)."""
+    """``model_file``, ``model.*``, ``agents``, ``evidence``, ``surprise_*``, ``controls.*`` and ``events.*``: read
+    by configure only (a change applies at the next configure)."""
     return (name in ("model_file", "agents", "evidence") or name.startswith("model.")
-            or name.startswith("surprise_"))
+            or name.startswith(("surprise_", "controls.", "events.")))
 
 
 _AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(/[A-Za-z][A-Za-z0-9_]*)*$")

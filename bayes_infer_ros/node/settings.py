@@ -6,8 +6,8 @@ parameters: what a tick, a build or a status needs is an attribute of the snapsh
 
 The fields are the rows of the parameter table (``parameters.PARAMETERS``, whose names and defaults they mirror:
 ``test/node/test_settings.py`` holds them together) plus ``use_sim_time`` and the groups of nested parameters a
-params file may hold (``model.*``, ``adapters.*``, ``surprise_gate.*`` / ``surprise_threshold.*``), each a read-only
-mapping from the full parameter name to its value.
+params file may hold (``model.*``, ``adapters.*``, ``surprise_gate.*`` / ``surprise_threshold.*``, ``controls.*``,
+``events.*``), each a read-only mapping from the full parameter name to its value.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from ..autotune import EngineConfig
 from .parameters import ENGINE_PARAMETERS, SPECS, parse_agents
 
 #: The groups of nested parameters, by prefix: the field that holds each.
-GROUPS = {"model.": "model", "adapters.": "adapters", "surprise_gate.": "surprise", "surprise_threshold.": "surprise"}
+GROUPS = {"model.": "model", "adapters.": "adapters", "surprise_gate.": "surprise", "surprise_threshold.": "surprise",
+          "controls.": "controls", "events.": "events"}
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -57,6 +58,8 @@ class NodeSettings:
     model: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False)
     adapters: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False)
     surprise: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False)
+    controls: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False)
+    events: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False)
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> "NodeSettings":
