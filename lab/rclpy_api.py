@@ -42,6 +42,7 @@ API: dict[str, str] = {
     "rclpy.context.Context.on_shutdown": "humble",
     "rclpy.get_default_context": "humble",
     "rclpy.duration.Duration(nanoseconds)": "humble",
+    "rclpy.duration.Duration(seconds)": "humble",
     "rclpy.exceptions.ParameterException": "humble",
     "rclpy.parameter.Parameter(value)": "humble",
     "rclpy.serialization.deserialize_message": "humble",

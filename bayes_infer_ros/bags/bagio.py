@@ -9,8 +9,13 @@ Bag layout (topic names are relative to the root namespace; ``bayes-infer replay
                                   o_k[i], header.stamp = t_k; one per topic (``custom_data`` step_topics)
       /true_states                std_msgs/msg/Int32MultiArray          s_k (one level per factor)
     at t_k + dt/2 (k < T-1):
+      /<control adapter topic>    a command (``make-bag --adapters`` with ``controls.<factor>``: a Twist on
+                                  /cmd_vel) that the factor's control adapter reads as a_k[f]; ``custom_data``
+                                  control_topics
       /controls                   bayes_infer_ros/msg/Controls          a_k, the controls applied between k and k+1,
-                                                                        header.stamp = t_k + dt/2, with labels
+                                                                        header.stamp = t_k + dt/2, with labels; left
+                                                                        out when every controlled factor (more than
+                                                                        one control) has a control adapter
 
 The controls sit half a period after the step they follow, as a controller would issue them; their stamp lies in
 [t_k, t_k+1), which is how the node puts them on the transition k -> k+1 whatever order they arrive in. Messages
@@ -32,13 +37,14 @@ import numpy as np
 import yaml
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 
+from bayes_infer_ros.adapters.controls import factor_index_of
 from bayes_infer_ros.model import GenerativeModel, model_to_parameters
 
 from .interfaces import (
     CLOCK_TYPE, CONTROLS_TYPE, INT32_MULTI_ARRAY_TYPE, OBSERVATION_TYPE, make_typestore, recorded_decoder,
     register_installed,
 )
-from .sensor_messages import STEP_TOPICS_KEY, step_messages, topic_types
+from .sensor_messages import CONTROL_TOPICS_KEY, STEP_TOPICS_KEY, control_messages, step_messages, topic_types
 from .simulate import Rollout
 
 CLOCK_TOPIC = "/clock"
@@ -93,6 +99,7 @@ def write_episode_bag(
     adapters: Optional[Mapping] = None,
     sensor_seed: int = 0,
     probabilities: Optional[Mapping[tuple[int, int], np.ndarray]] = None,
+    controls: Optional[Mapping] = None,
 ) -> Path:
     """Write ``rollout`` as an MCAP rosbag2 folder at ``path`` (which must not exist). Returns the folder.
 
@@ -100,7 +107,9 @@ def write_episode_bag(
     adapters' topics (``sensor_messages.py``; values drawn with ``sensor_seed``) instead of
     ``/observations/<modality>``; ``custom_data["step_topics"]`` lists those topics. ``probabilities``
     ({(step, modality): (m_i,)}): those observations are sent as ``level`` -1 with these probabilities (soft
-    evidence) instead of the rollout's level."""
+    evidence) instead of the rollout's level. ``controls`` (factor -> a control adapter's ``AdapterSpec``): those
+    factors' controls are written as the commands the adapters read (values drawn with ``sensor_seed`` + 1), and
+    ``/controls`` only while a factor with more than one control has no adapter."""
     path = Path(path)
     store = make_typestore()
     t = store.types
@@ -121,20 +130,32 @@ def write_episode_bag(
     sensor_types = topic_types(adapters)
     if sensor_types:
         meta[STEP_TOPICS_KEY] = ",".join(sorted(sensor_types))
+    controls = dict(controls or {})
+    command_types = topic_types(controls)
+    if command_types:
+        meta[CONTROL_TOPICS_KEY] = ",".join(sorted(command_types))
+    bound = {factor_index_of(spec) for spec in controls.values()}
+    write_controls = any(n > 1 and f not in bound for f, n in enumerate(model.num_controls))
     meta.update(custom_data or {})
     rng = np.random.default_rng(sensor_seed)
+    command_rng = np.random.default_rng(sensor_seed + 1)
 
     with Writer(path, version=METADATA_VERSION, storage_plugin=StoragePlugin.MCAP) as writer:
         for key, value in meta.items():
             writer.set_custom_data(key, str(value))
         clock = writer.add_connection(CLOCK_TOPIC, CLOCK_TYPE, typestore=store)
-        controls = writer.add_connection(CONTROLS_TOPIC, CONTROLS_TYPE, typestore=store)
+        controls_conn = (writer.add_connection(CONTROLS_TOPIC, CONTROLS_TYPE, typestore=store)
+                         if write_controls or not command_types else None)
         obs = [None if name in adapters else writer.add_connection(OBSERVATIONS_PREFIX + name, OBSERVATION_TYPE,
                                                                     typestore=store) for name in modalities]
         for msgtype in sensor_types.values():
             register_installed(store, msgtype)
         sensors = {topic: writer.add_connection(topic, msgtype, typestore=store)
                    for topic, msgtype in sorted(sensor_types.items())}
+        for msgtype in command_types.values():
+            register_installed(store, msgtype)
+        commands = {topic: writer.add_connection(topic, msgtype, typestore=store)
+                    for topic, msgtype in sorted(command_types.items())}
         truth = writer.add_connection(TRUE_STATES_TOPIC, INT32_MULTI_ARRAY_TYPE, typestore=store)
         empty = np.zeros(0, dtype=np.float32)
         for step in range(rollout.num_steps):
@@ -155,8 +176,12 @@ def write_episode_bag(
             msg = _int_array(store, rollout.states[step], "factors")
             writer.write(truth, ns, store.serialize_cdr(msg, INT32_MULTI_ARRAY_TYPE))
             if step + 1 < rollout.num_steps:
-                msg = _controls(store, ns + dt_ns // 2, rollout.actions[step], control_labels)
-                writer.write(controls, ns + dt_ns // 2, store.serialize_cdr(msg, CONTROLS_TYPE))
+                half = ns + dt_ns // 2
+                for topic, msg in control_messages(store, controls, rollout.actions[step], half, command_rng).items():
+                    writer.write(commands[topic], half, store.serialize_cdr(msg, command_types[topic]))
+                if controls_conn is not None:
+                    msg = _controls(store, half, rollout.actions[step], control_labels)
+                    writer.write(controls_conn, half, store.serialize_cdr(msg, CONTROLS_TYPE))
     return path
 
 

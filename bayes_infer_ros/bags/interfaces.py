@@ -19,7 +19,7 @@ from .convert import default_value
 
 PACKAGE = "bayes_infer_ros"
 # Order matters only for readability: all texts are registered in one call.
-CUSTOM_MESSAGES = ("CategoricalObservation", "Belief", "Beliefs", "Controls", "Policy")
+CUSTOM_MESSAGES = ("CategoricalObservation", "Belief", "Beliefs", "Controls", "Policy", "BeliefEvent")
 
 OBSERVATION_TYPE = f"{PACKAGE}/msg/CategoricalObservation"
 BELIEF_TYPE = f"{PACKAGE}/msg/Belief"

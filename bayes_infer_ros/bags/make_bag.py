@@ -3,8 +3,10 @@ make-bag``: ``cli/make_bag.py``).
 
 ``--adapters PARAMS.yaml``: the modalities with a sensor adapter in that params file are written as the sensor
 messages it reads (``config/agent_adapters.yaml``: BatteryState, LaserScan, String; ``config/robot_adapters.yaml``:
-Odometry, Imu, JointState, Detection2DArray, LaserScan), values drawn uniformly within
-each level's bin; the same seed simulates the same episode as the categorical bag.
+Odometry, Imu, JointState, Detection2DArray, LaserScan, BatteryState, Range), values drawn uniformly within
+each level's bin, and the factors with a control adapter there get their controls as the commands it reads
+(``config/robot_adapters.yaml``: a Twist on ``cmd_vel``); the same seed simulates the same episode as the
+categorical bag.
 
 ``--fault``: sensor faults injected into the episode (``faults.DEFAULT_FAULTS``: the lidar sector stuck at one level
 for 5 s, then the battery driver's voltage and charging readings at random levels for 5 s); the true states are the
@@ -18,7 +20,7 @@ from bayes_infer_ros.model import load_model
 
 from .bagio import write_episode_bag
 from .faults import DEFAULT_FAULTS, FAULTS_KEY, SensorFault, inject, schedule_json
-from .sensor_messages import load_adapters
+from .sensor_messages import load_adapters, load_controls
 from .simulate import simulate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -43,8 +45,10 @@ def make_sample_bag(out: Path, model_path: Path = DEFAULT_MODEL, steps: int = SA
     if faults:
         rollout, schedule = inject(model, rollout, faults, dt_s, seed)
         custom[FAULTS_KEY] = schedule_json(schedule)
-    specs = {}
+    specs, controls = {}, {}
     if adapters is not None:
         specs = load_adapters(adapters, model)
+        controls = load_controls(adapters, model)
         custom["adapters_file"] = Path(adapters).name
-    return write_episode_bag(out, model, rollout, dt_s=dt_s, custom_data=custom, adapters=specs, sensor_seed=seed)
+    return write_episode_bag(out, model, rollout, dt_s=dt_s, custom_data=custom, adapters=specs, sensor_seed=seed,
+                             controls=controls)

@@ -1,5 +1,7 @@
 """Sensor messages for sample bags: each step's levels written as the messages a robot's drivers publish, through
-the sensor adapters of a params file (``bayes-infer make-bag --adapters``), with rosbags (no rclpy).
+the sensor adapters of a params file (``bayes-infer make-bag --adapters``), with rosbags (no rclpy); and each
+transition's controls as the robot's own commands, through the file's control adapters (``controls.<factor>``: a
+velocity binned, written as a Twist of a speed in the control's bin).
 
 Modalities that share a topic (a BatteryState's ``voltage`` and ``power_supply_status``) share one message per
 step. Every other field keeps its type's default; ``header.stamp`` is the step's time. Values come from
@@ -18,7 +20,8 @@ import yaml
 
 from rosbags.typesys.base import Nodetype
 
-from bayes_infer_ros.adapters import AdapterSpec, Checked, FieldType, check_adapters
+from bayes_infer_ros.adapters import AdapterConfigError, AdapterSpec, Checked, FieldType, check_adapters, check_controls
+from bayes_infer_ros.adapters.controls import ControlSpec, GoalStatusSpec, control_targets
 from bayes_infer_ros.adapters.schema import Lookup
 from bayes_infer_ros.adapters.sampling import write_sample
 from bayes_infer_ros.model import GenerativeModel
@@ -28,6 +31,7 @@ from .convert import default_message
 from .interfaces import make_typestore, register_installed
 
 STEP_TOPICS_KEY = "step_topics"  # custom_data: the bag topics that make a step besides /observations/*
+CONTROL_TOPICS_KEY = "control_topics"  # custom_data: the bag topics of control adapters' messages (cmd_vel)
 
 
 def adapter_parameters(path: os.PathLike) -> dict[str, Any]:
@@ -54,6 +58,21 @@ def load_adapters(path: os.PathLike, model: GenerativeModel) -> dict[str, Adapte
     """The ``adapters.*`` parameters of a params file (every node section's ``ros__parameters``), checked
     against ``model`` and the message types' definitions; AdapterConfigError names the first refused parameter."""
     return check_model_adapters(adapter_parameters(path), model).raise_first()
+
+
+def load_controls(path: os.PathLike, model: GenerativeModel) -> dict[str, AdapterSpec]:
+    """The ``controls.*`` parameters of a params file checked against ``model``'s factors and controls and the message
+    definitions, by factor: what ``make-bag --adapters`` writes as the robot's commands. AdapterConfigError names the
+    first refused parameter, and a goal status binding (``active`` / ``idle``: a Nav2 action's status, which a sample
+    bag does not simulate)."""
+    names, labels = control_targets(model)
+    specs = check_controls(adapter_parameters(path), names, labels, definitions_lookup()).raise_first()
+    for spec in specs.values():
+        if isinstance(spec, GoalStatusSpec):
+            raise AdapterConfigError(f"{spec.param}: make-bag writes a control adapter that reads a message field (a "
+                                     "velocity command); a Nav2 action's goal statuses are not simulated (leave this "
+                                     "binding out of the file given to make-bag)")
+    return specs
 
 
 def store_lookup(store: Any) -> Lookup:
@@ -124,6 +143,14 @@ def step_messages(store: Any, specs: Mapping[str, AdapterSpec], levels: Sequence
                 header.stamp.sec, header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
         write_sample(out[topic], spec, int(levels[spec.modality_index]), rng, new_entry)
     return out
+
+
+def control_messages(store: Any, specs: Mapping[str, ControlSpec], controls: Sequence[int], stamp_ns: int,
+                     rng: np.random.Generator) -> dict[str, Any]:
+    """Bag topic -> the command message of one transition whose control adapters read ``controls`` (one per factor,
+    model order); a header (TwistStamped) is stamped ``stamp_ns``, a Twist has none (the node takes its arrival)."""
+    return step_messages(store, {name: spec for name, spec in specs.items() if isinstance(spec, AdapterSpec)},
+                         controls, stamp_ns, rng)
 
 
 def topic_types(specs: Mapping[str, AdapterSpec]) -> dict[str, str]:

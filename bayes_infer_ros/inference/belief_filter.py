@@ -17,6 +17,11 @@ not step are computed and ignored: one compiled shape, no retrace).
   One fixed window length means one compiled program: padding rows are masked with ``valid_steps``.
 - **reset** forgets everything (the next step starts from D); **swap** installs another engine, keeping the
   window (resized when the horizon changes) and dropping the carried prior when the algorithm changes.
+- **set_prior** (the node's ``~/set_beliefs``) sets an agent's prior for some factors from its next step on. fpi:
+  that step's prior for those factors is the one set (the others' is what the step would have used: the carried
+  prior, predicted under the control), once. vmp / mmp: the window restarts at that step (its earlier steps are
+  dropped) with the prior set as the agent's D for those factors and its newest beliefs (D before any) for the
+  others, and that D stays the agent's window prior until its reset.
 
 Every step is recorded in the window whatever the algorithm, so a switch from fpi to vmp starts with history.
 
@@ -162,6 +167,9 @@ class BeliefFilter:
         self._evidence_width = step_width(layout, self._num_modalities, True)
         self._gates = np.full(self._num_modalities, np.inf)  # nats, float64; in the engine's dtype: _engine_gates
         self._window_evidence: list[Optional[StepEvidence]] = [None] * b
+        # set_prior: per agent, (factors' mask (S,) bool, prior (S,)) for its next step; and each agent's window prior
+        self._set_prior: list[Optional[tuple[np.ndarray, np.ndarray]]] = [None] * b
+        self._window_D = np.tile(self._D, (b, 1))
         self._bind(engine)
 
     def _make_windows(self, horizon: int) -> None:
@@ -239,9 +247,26 @@ class BeliefFilter:
         the other agents keep theirs."""
         for j in range(self.num_agents) if k is None else (k,):
             self.windows[j].clear()
-            self._row[j] = self._next_key[j] = self._window_evidence[j] = None
+            self._row[j] = self._next_key[j] = self._window_evidence[j] = self._set_prior[j] = None
             self._prior[j] = self._D
+            self._window_D[j] = self._D
             self._up[j] = 0
+
+    def set_prior(self, k: int, prior: np.ndarray, factors: Sequence[int]) -> None:
+        """Agent ``k``'s next step starts from ``prior`` (S,) packed for ``factors`` (indices; the other factors' slots
+        are ignored): see the module docstring (fpi: that step's prior; vmp / mmp: the window restarts with it as
+        the agent's D). A later call before that step replaces it; a reset drops it. ValueError naming a prior of
+        another shape or a factor out of range."""
+        values = np.asarray(prior, dtype=np.float64).reshape(-1)
+        if values.shape != (self._S,):
+            raise ValueError(f"prior: expected shape ({self._S},) (the packed states), got {values.shape}")
+        mask = np.zeros(self._S, bool)
+        bounds = self._layout.state_offsets
+        for f in factors:
+            if not 0 <= int(f) < self._num_factors:
+                raise ValueError(f"factors: {f} is not a factor index (0..{self._num_factors - 1})")
+            mask[bounds[int(f)]:bounds[int(f) + 1]] = True
+        self._set_prior[k] = (mask, values.astype(self.dtype))
 
     def swap(self, engine: Engine, horizon: int) -> None:
         """Run ``engine`` (same model structure, same number of agents) from the next step on. The windows are kept,
@@ -295,12 +320,17 @@ class BeliefFilter:
                 stale.append((k, control))
         if stale is not None:
             self._predict_stale(stale)
+        for k in agents:
+            if self._set_prior[k] is not None:  # set_prior: this step's prior for the factors it names
+                mask, values = self._set_prior[k]
+                prior[k, mask] = values[mask]
         out = self._stepper()
         if self._gated:
             self._refuse(agents, out)
         S, result = self._S, {}
         for k in agents:
             row = self._row[k] = out[k]
+            self._set_prior[k] = None
             self._next_key[k] = up[k].tobytes()
             result[k] = row[:S] if self._same_dtype else row[:S].astype(self.dtype)
         return result
@@ -365,11 +395,30 @@ class BeliefFilter:
                     np.ascontiguousarray(self._actions.transpose(1, 0, 2)))
         return self._obs[:, 0], self._actions[:, 0]
 
+    def _restart_windows(self, agents: Sequence[int]) -> None:
+        """set_prior under vmp / mmp: each of ``agents`` with a prior set keeps only its newest step in its window,
+        and its window prior is the one set for the factors it names, its newest beliefs (D before any) for the
+        others."""
+        for k in agents:
+            if self._set_prior[k] is None:
+                continue
+            mask, values = self._set_prior[k]
+            row = self._row[k]
+            base = self._window_D[k] if row is None else row[:self._S]
+            self._window_D[k] = np.where(mask, values, base)
+            window = self.windows[k]
+            window.obs[:-1] = 0
+            window.stamps[:-1] = -1
+            window.actions[:] = 0
+            window.valid_steps = 1
+            self._row[k] = self._set_prior[k] = None
+
     def _infer_windows(self, agents: Sequence[int]) -> dict[int, np.ndarray]:
         engine, out, S = self._engine, {}, self._S
+        self._restart_windows(agents)
         surprise, refused = self._window_surprise(agents) if self._evidence_on else (None, None)
         obs, actions = self._window_inputs()
-        D = np.tile(self._D, (self.num_agents, 1)) if engine.batched else self._D
+        D = self._window_D if engine.batched else self._window_D[0]
         for valid in sorted({self.windows[k].valid_steps for k in agents}):
             beliefs = np.asarray(engine.run_packed(obs, D, actions, valid_steps=valid))
             fe = None
@@ -394,7 +443,7 @@ class BeliefFilter:
         last beliefs under the control since, D after a reset), and each stepping agent's refused readings (M,)
         bool, zeroed in its window before the window is inferred."""
         engine, b = self._engine, self.num_agents
-        prior = np.tile(self._D, (b, 1)).astype(engine.dtype)
+        prior = self._window_D.astype(engine.dtype)
         stepped = [k for k in agents if self._row[k] is not None and self.windows[k].valid_steps > 1]
         if stepped and self.has_B:
             q = prior.copy()

@@ -7,6 +7,10 @@ one). So the controls of the transition k -> k+1 carry a stamp in ``[t_k, t_k+1)
 matter: a control that arrives after the observations of a later step still lands on its own transition, and
 :func:`fill_window_actions` re-reads every transition of the VMP/MMP window at each tick.
 
+An entry may set some factors only (a control adapter feeds one factor, ``controls.<factor>``; a ``Controls`` message
+the factors no adapter feeds): the others keep the control in effect at its stamp, and a factor it sets holds in the
+later entries until one of them sets that factor itself, whatever order they arrived in.
+
 Shapes: ``F`` = factors; a control is an int32 ``(F,)`` array.
 """
 from __future__ import annotations
@@ -28,6 +32,7 @@ class ControlTimeline:
         self.capacity = int(capacity)
         self._stamps: list[int] = []
         self._controls: list[np.ndarray] = []
+        self._sets: list[np.ndarray] = []  # per entry: (F,) bool, the factors it set itself
         self.held = np.zeros(self.num_factors, dtype=np.int32)
 
     def __len__(self) -> int:
@@ -36,19 +41,40 @@ class ControlTimeline:
     def clear(self) -> None:
         self._stamps.clear()
         self._controls.clear()
+        self._sets.clear()
         self.held = np.zeros(self.num_factors, dtype=np.int32)
 
-    def add(self, stamp_ns: int, control: Sequence[int]) -> None:
-        """Insert a control in stamp order; a second control with the same stamp replaces the first."""
+    def add(self, stamp_ns: int, control: Sequence[int], factors: Optional[np.ndarray] = None) -> None:
+        """Insert a control in stamp order; a second control with the same stamp replaces the first.
+
+        ``factors`` (F,) bool: the factors this control sets (None: all); the others keep the control in effect at
+        ``stamp_ns``, and each factor set holds in the later entries up to the first that sets it (module
+        docstring)."""
         value = np.asarray(control, dtype=np.int32).reshape(self.num_factors)
-        i = bisect.bisect_left(self._stamps, int(stamp_ns))
-        if i < len(self._stamps) and self._stamps[i] == int(stamp_ns):
-            self._controls[i] = value
-            return
-        self._stamps.insert(i, int(stamp_ns))
-        self._controls.insert(i, value)
+        sets = np.ones(self.num_factors, bool) if factors is None else np.asarray(factors, bool).reshape(-1)
+        stamp = int(stamp_ns)
+        i = bisect.bisect_left(self._stamps, stamp)
+        if i < len(self._stamps) and self._stamps[i] == stamp:
+            merged = self._controls[i].copy()
+            merged[sets] = value[sets]
+            self._controls[i], self._sets[i] = merged, self._sets[i] | sets
+        else:
+            merged = (self._controls[i - 1] if i > 0 else self.held).copy()
+            merged[sets] = value[sets]
+            self._stamps.insert(i, stamp)
+            self._controls.insert(i, merged)
+            self._sets.insert(i, sets.copy())
+        carry = sets.copy()
+        for j in range(i + 1, len(self._stamps)):
+            carry &= ~self._sets[j]
+            if not carry.any():
+                break
+            later = self._controls[j].copy()
+            later[carry] = value[carry]
+            self._controls[j] = later
         while len(self._stamps) > self.capacity:
             self._stamps.pop(0)
+            self._sets.pop(0)
             self.held = self._controls.pop(0)
 
     def at(self, stamp_ns: int) -> np.ndarray:
@@ -67,6 +93,7 @@ class ControlTimeline:
             self.held = self._controls[i - 2]
             del self._stamps[:i - 1]
             del self._controls[:i - 1]
+            del self._sets[:i - 1]
 
 
 def fill_window_actions(actions: np.ndarray, step_stamps: np.ndarray, valid_steps: int,

@@ -10,6 +10,8 @@ import textwrap
 from typing import Any, Iterable, Mapping, Sequence
 
 from bayes_infer_ros.adapters import PARAMETER_HELP
+from bayes_infer_ros.adapters.controls import PARAMETER_HELP as CONTROL_HELP
+from bayes_infer_ros.adapters.events import PARAMETER_HELP as EVENT_HELP
 
 # The per-modality surprise parameters (node/parameters.py SURPRISE_PREFIXES), as --help explains them.
 SURPRISE_HELP = (
@@ -27,20 +29,24 @@ INTERFACES = """\
 topics (relative to the namespace):
   sub  observations/<modality>  bayes_infer_ros/msg/CategoricalObservation  best effort (SensorDataQoS)
                                 (level, or label: the level by name); an adapted modality reads its sensor's topic
-  sub  controls                 bayes_infer_ros/msg/Controls (stamped: one control index per factor, optional labels)
+  sub  controls                 bayes_infer_ros/msg/Controls (stamped: one control index per factor, optional labels);
+                                a factor with a control adapter (controls.<factor>) reads its command's topic instead
   pub  beliefs                  bayes_infer_ros/msg/Beliefs      reliable, transient local, depth 1 (latest kept);
                                 free energy, each modality's surprise and outliers (evidence: true)
   pub  beliefs/<factor>         bayes_infer_ros/msg/Belief       same; most likely state, its label, entropy
   pub  ~/policy                 bayes_infer_ros/msg/Policy       same, with policy inference on (policy.inference):
                                 the policies, neg_efe (G), q_pi, the chosen control of each factor and its label
-  pub  /diagnostics             diagnostic_msgs/msg/DiagnosticArray
+  pub  ~/events                 bayes_infer_ros/msg/BeliefEvent  each belief event (events.<name>) that fired
+  pub  ~/events/<name>          std_msgs/msg/Bool                the event's value: reliable, transient local, depth 1
+  pub  /diagnostics             diagnostic_msgs/msg/DiagnosticArray  the node's status, one per modality and control
 services (private, under the node's name; remap with -r ~/reset:=NAME):
-  ~/reset           std_srvs/srv/Trigger               beliefs back to D, VMP/MMP window cleared, the
-                                                       stream of policy.seed restarted
+  ~/reset           std_srvs/srv/Trigger               beliefs back to D, VMP/MMP window cleared, events False,
+                                                       the stream of policy.seed restarted
   ~/switch_variant  bayes_infer_ros/srv/SwitchVariant  answers when the new engine is active
+  ~/set_beliefs     bayes_infer_ros/srv/SetBeliefs     the next tick's prior: a level or a distribution per factor
 several agents (agents: [a, b]): each agent's topics under <agent>/ (a/observations/<modality>, a/controls,
-a/beliefs, a/beliefs/<factor>, ~/a/policy) and a/reset (std_srvs/srv/Trigger, that agent only); ~/reset resets
-every agent.
+a/beliefs, a/beliefs/<factor>, ~/a/policy), ~/a/events[/<name>] and a/reset (std_srvs/srv/Trigger, that agent
+only); ~/reset resets every agent; ~/set_beliefs names the agent.
 QoS: qos_overrides.<resolved topic>.publisher|subscription.<depth|durability|history|reliability> in a params
 file replaces the defaults above (e.g. qos_overrides./beliefs.publisher.durability: volatile)."""
 
@@ -76,6 +82,16 @@ def usage(parameters: Sequence[Any], prog: str = "agent_node") -> str:
               "config/robot_adapters.yaml):"]
     for key, text in PARAMETER_HELP:
         lines.append(f"  adapters.<modality>.{key}")
+        lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    lines += ["", "controls.<factor>.*: a control adapter, the factor's control from the robot's own message, checked",
+              "at configure before the engine build (docs/node.md 'Control adapters'; config/robot_adapters.yaml):"]
+    for key, text in CONTROL_HELP:
+        lines.append(f"  controls.<factor>.{key}")
+        lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    lines += ["", "events.<name>.*: a belief event on ~/events and ~/events/<name>, checked at configure (docs/node.md",
+              "'Belief events'):"]
+    for key, text in EVENT_HELP:
+        lines.append(f"  events.<name>.{key}")
         lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
     lines += ["", "surprise_gate.<modality>, surprise_threshold.<modality> (nats, read at configure; none by default;",
               "the default model's: config/agent_surprise.yaml):"]

@@ -274,9 +274,10 @@ SURPRISE_PREFIXES = ("surprise_gate.", "surprise_threshold.")
 
 
 def read_at_configure(name: str) -> bool:
-    """``model_file``, ``model.*``, ``agents``, ``evidence``, ``surprise_*`` and ``policy.*``: read by configure
-    only (a change applies at the next configure)."""
-    return (name in ("model_file", "agents", "evidence") or name.startswith(("model.", "surprise_", "policy.")))
+    """``model_file``, ``model.*``, ``agents``, ``evidence``, ``surprise_*``, ``policy.*``, ``controls.*`` and
+    ``events.*``: read by configure only (a change applies at the next configure)."""
+    return (name in ("model_file", "agents", "evidence")
+            or name.startswith(("model.", "surprise_", "policy.", "controls.", "events.")))
 
 
 _AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(/[A-Za-z][A-Za-z0-9_]*)*$")

@@ -11,10 +11,15 @@ One lock, one writer at a time: an admitted observation, a control, a tick, a re
 is only flagged (:meth:`AgentRuntime.request_reset`); the next observation or tick resets under the lock.
 
 Configure is a list of named steps (:meth:`AgentRuntime.configure`), run in a worker thread while the caller's thread
-keeps publishing what it is doing: set up JAX, load the model, check what else must fit it (the sensor adapters, the
-surprise settings, the policy settings), deploy its first engine and its policy inference (built once per configure:
-an engine swap keeps it), then start the tick loop and the deployer; the caller then starts the engine's verify step
+keeps publishing what it is doing: set up JAX, load the model, check what else must fit it (the sensor and control
+adapters, the belief events, the surprise settings, the policy settings), deploy its first engine and its policy
+inference (built once per configure: an engine swap keeps it), then start the tick loop and the deployer; the caller
+then binds the control adapters (:meth:`AgentRuntime.bind_control_adapters`) and starts the engine's verify step
 (:meth:`AgentRuntime.verify`).
+
+After each step the agents' beliefs go through their belief events (``events_stage.py``) and the events that fired
+are handed to ``publish_events``; a control adapter's message is one :meth:`AgentRuntime.control_adapted` call
+(``control_feeds.py``), and ``~/set_beliefs`` one :meth:`AgentRuntime.set_beliefs`.
 """
 from __future__ import annotations
 
@@ -24,11 +29,17 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from ..adapters.controls import ControlSpec, control_targets
+from ..adapters.events import Event
+from ..adapters.reading import Reading
 from ..autotune.deployment import Deployment, deploy_policy
 from ..inference import jax_cache
 from ..inference.algorithm_specs import algorithm_spec
 from . import admission
+from .belief_setting import parse_setting
+from .control_feeds import ControlFeed, control_feeds
 from .deployer import BuildCancelled, Deployer, deploy_settings, prune_compilation_cache
+from .events_stage import EventsStage, events_for_model
 from .model_source import node_model
 from .policy_stage import PolicyStage, policy_plan
 from .reporting import Reporter, forward_cache_warnings
@@ -38,25 +49,28 @@ from .tick_loop import TickLoop, TickOutput, qualified
 
 # publish(k, out, deployment, loop): agent k's beliefs of one step, run by the engine of ``deployment``
 Publish = Callable[[int, TickOutput, Deployment, TickLoop], None]
+# publish_events(k, events): agent k's belief events that fired (a step's, or a reset's)
+PublishEvents = Callable[[int, Sequence[Event]], None]
 
 
 class Configured(NamedTuple):
-    """What configure's steps made: the model, the evidence's settings (None: off), the first deployment and the
-    policy inference (None: off)."""
+    """What configure's steps made: the model, the evidence's settings (None: off), the first deployment, the
+    policy inference (None: off) and the belief events by name."""
 
     model: Any
     surprise: Optional[SurpriseSettings]
     deployment: Deployment
     policy: Optional[PolicyStage]
+    events: dict[str, Any]
 
 
 class AgentRuntime:
     """``settings``: the node's settings now; ``log``: its logger; ``clock_ns()``: the node clock (ns; 0 while sim
     time has no /clock); ``closed()``: True once the node is being destroyed; ``publish``: what a tick publishes for
-    each agent that stepped."""
+    each agent that stepped; ``publish_events``: the belief events that fired, per agent."""
 
     def __init__(self, settings: NodeSettings, log: Any, clock_ns: Callable[[], int], closed: Callable[[], bool],
-                 publish: Publish):
+                 publish: Publish, publish_events: Optional[PublishEvents] = None):
         self.settings = settings
         self.lock = threading.RLock()
         self.reporter = Reporter(log, closed)
@@ -72,6 +86,9 @@ class AgentRuntime:
         self.configure_thread: Optional[threading.Thread] = None
         self._reset_request: Optional[str] = None
         self._clock_started = False  # the node clock read past 0 (sim time: a /clock came)
+        self._publish_events = publish_events or (lambda k, events: None)
+        self.events = EventsStage((), 0, ())               # the belief events (configure sets them)
+        self.control_feeds: list[dict[int, ControlFeed]] = []  # per agent: its control adapters, by factor index
 
     @property
     def configured(self) -> bool:
@@ -129,12 +146,13 @@ class AgentRuntime:
             self.stage = ""
         if "error" in outcome:
             raise outcome["error"]
-        model, surprise, deployment, policy = outcome["result"]
+        model, surprise, deployment, policy, events = outcome["result"]
         for warning in deployment.warnings:
             self._log.warning(warning)
         with self.lock:
             self.model = model
             self.loop = TickLoop(model, deployment.engine, settings.horizon, settings.agents, surprise, policy)
+            self.events = EventsStage(list(events.values()), len(self.loop.agents), model.num_states)
             self.deployment = deployment
         self.deployer = Deployer(model, settings, self._install, lambda: self.deployment, on_failed, self._log,
                                  self.count, self._closed)
@@ -152,6 +170,7 @@ class AgentRuntime:
         self._set_up_jax(settings)
         model = node_model(settings, self._log, self.count)
         check_model(model)
+        events = events_for_model(settings.events, model)
         surprise = self._surprise_settings(settings, model)
         plan = policy_plan(settings.policy, model)
         self._check_algorithm(settings, model)
@@ -162,7 +181,7 @@ class AgentRuntime:
             self.stage = "configuring: compiling policy inference"
             policy = self._policy_stage(settings, model, plan)
         prune_compilation_cache(settings, self._log, self.count)
-        return Configured(model, surprise, deployment, policy)
+        return Configured(model, surprise, deployment, policy, events)
 
     def _set_up_jax(self, settings: NodeSettings) -> None:
         """JAX's default device stays the host CPU (a deployment places each engine on the device it chose), with the
@@ -257,6 +276,7 @@ class AgentRuntime:
         with self.lock:
             self.active = False
             self.loop = self.deployment = self.model = None
+            self.events, self.control_feeds = EventsStage((), 0, ()), []
 
     def _install(self, deployment: Deployment) -> None:
         """The deployer's finished deployment: swapped in atomically (the next tick runs it)."""
@@ -308,6 +328,66 @@ class AgentRuntime:
             return
         self.count(f"{prefix}controls")
 
+    def bind_control_adapters(self, specs: Sequence[ControlSpec]) -> None:
+        """The control adapters of the configured model (checked bindings, ``adapters/controls.py``): one feed per
+        agent and factor; a ``Controls`` message's entry for these factors is ignored from now on."""
+        with self.lock:
+            loop = self.loop
+            if loop is None:
+                return
+            labels = control_targets(self.model)[1]
+            self.control_feeds = [control_feeds(specs, self.agent_prefix(k), labels) for k in range(len(loop.agents))]
+            for feed in (self.control_feeds[0] if self.control_feeds else {}).values():
+                loop.adapter_factors[feed.factor_index] = True
+                self._log.info(f"factor {feed.factor}: its control comes from controls.{feed.factor} ({feed.type} on "
+                               f"{feed.topic}); its entry in Controls messages is ignored")
+
+    def control_adapted(self, k: int, f: int, reading: Reading, sec: int, nanosec: int) -> None:
+        """One message of agent ``k``'s control adapter of factor ``f``, read (``reading``: a control index or a
+        refusal) with its header stamp ((0, 0): none): placed on the agent's control timeline, or counted
+        (``<agent>/rejected.<reason>``) and logged (throttled) as a refused input."""
+        now = time.monotonic()
+        with self.lock:
+            loop = self.loop
+            if loop is None or k >= len(self.control_feeds):
+                return
+            feed = self.control_feeds[k][f]
+            feed.received += 1
+            refused = None if reading.ok else (str(reading.reason), reading.detail)
+            if refused is None:
+                refused = loop.add_factor_control(k, f, int(reading.level), sec, nanosec, self._clock_ns(),
+                                                  self.settings.max_future_stamp)
+            if refused is None:
+                feed.accept(int(reading.level), now)
+            else:
+                feed.refuse(*refused, now)
+        prefix = self.agent_prefix(k)
+        if refused is not None:
+            reason, detail = refused
+            self.count(f"{prefix}rejected.{reason}")
+            self.reporter.warn_throttled((feed.topic, reason), f"{feed.name} on {feed.topic}: dropped ({reason}): "
+                                                               f"{detail}")
+            return
+        self.count(feed.name)
+
+    def set_beliefs(self, k: int, factors: Sequence[str], levels: Sequence[str],
+                    probabilities: Sequence[float]) -> tuple[bool, str]:
+        """``~/set_beliefs`` for agent ``k``: its next step starts from the prior set (``belief_setting.py``,
+        ``BeliefFilter.set_prior``); (success, the answer: what was set, or why not, naming the factor or level)."""
+        with self.lock:
+            loop, model = self.loop, self.model
+            if loop is None:
+                return False, "not configured"
+            names = [model.factor_name(f) for f in range(model.num_factors)]
+            labels = [model.state_label_list(f) for f in range(model.num_factors)]
+            setting, reason = parse_setting(factors, levels, probabilities, names, labels)
+            if setting is None:
+                return False, reason
+            loop.filter.set_prior(k, setting.prior, setting.factors)
+        prefix = self.agent_prefix(k)
+        self.count(f"{prefix}set_beliefs")
+        return True, f"{prefix.rstrip('/') + ': ' if prefix else ''}the next step's prior: {setting.summary}"
+
     def request_reset(self, reason: str) -> None:
         """Ask for every agent's reset at the next observation or tick (any thread: the clock's jump callback)."""
         if self.configured:
@@ -321,10 +401,14 @@ class AgentRuntime:
             self.loop.restart_time_line()
 
     def reset(self, k: Optional[int] = None) -> str:
-        """Agent ``k`` (every agent when None: the node's ``~/reset``) back to D; the answer to give."""
+        """Agent ``k`` (every agent when None: the node's ``~/reset``) back to D, its True belief events False (each
+        published, stamped with the node clock); the answer to give."""
         with self.lock:
             self.loop.reset(k)
             stochastic = self.loop.policy is not None and self.loop.policy.plan.stochastic
+            cleared = self.events.reset(k, self._clock_ns())
+        for j, event in cleared:
+            self._publish_events(j, [event])
         if k is None:
             self.count("resets")
             return "beliefs reset to D; VMP/MMP window cleared" + ("; policy.seed's stream restarted" if stochastic
@@ -366,7 +450,20 @@ class AgentRuntime:
                     for refused in out.evidence.reports:  # readings past their surprise gate
                         self.reporter.admission(refused, self.agent_prefix(k))
                 self._publish(k, out, self.deployment, loop)
+                self._step_events(k, out)
             loop.record(outs, t_start)
+
+    def _step_events(self, k: int, out: TickOutput) -> None:
+        """Agent ``k``'s belief events after its step ``out``: those that fired are counted, logged and published."""
+        fired = self.events.step(k, out.posterior, out.stamp_ns)
+        if not fired:
+            return
+        prefix = self.agent_prefix(k)
+        for event in fired:
+            self.count(f"{prefix}events.{event.name}.{'true' if event.value else 'false'}")
+            self._log.info(f"event {prefix}{event.name}: {event.value} (p = {event.probability:.3f}, crossed at "
+                           f"{event.stamp_ns * 1e-9:.3f} s)")
+        self._publish_events(k, fired)
 
     def silence_check(self) -> None:
         """Report modalities gone silent; in event mode, tick when one went silent while the others wait."""

@@ -7,8 +7,8 @@ parameters: what a tick, a build or a status needs is an attribute of the snapsh
 The fields are the rows of the parameter table (``parameters.PARAMETERS``, whose names and defaults they mirror:
 ``test/node/test_settings.py`` holds them together): a row ``name`` is the field ``name``, a row ``policy.<x>`` the
 field ``x`` of the typed group ``policy`` (:class:`PolicySettings`); plus ``use_sim_time`` and the groups of nested
-parameters a params file may hold (``model.*``, ``adapters.*``, ``surprise_gate.*`` / ``surprise_threshold.*``), each
-a read-only mapping from the full parameter name to its value.
+parameters a params file may hold (``model.*``, ``adapters.*``, ``surprise_gate.*`` / ``surprise_threshold.*``,
+``controls.*``, ``events.*``), each a read-only mapping from the full parameter name to its value.
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from ..inference.policy import TERMS
 from .parameters import ENGINE_PARAMETERS, LIST_CHECKS, SPECS, parse_agents
 
 #: The groups of nested parameters, by prefix: the field that holds each.
-GROUPS = {"model.": "model", "adapters.": "adapters", "surprise_gate.": "surprise", "surprise_threshold.": "surprise"}
+GROUPS = {"model.": "model", "adapters.": "adapters", "surprise_gate.": "surprise", "surprise_threshold.": "surprise",
+          "controls.": "controls", "events.": "events"}
 #: The typed groups of table rows, by prefix: the field that holds each (a frozen dataclass of the rows' values).
 TYPED_GROUPS = {"policy.": "policy"}
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -94,6 +95,8 @@ class NodeSettings:
     model: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False)
     adapters: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False)
     surprise: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False)
+    controls: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False)
+    events: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False)
     policy: PolicySettings = field(default_factory=PolicySettings)
 
     @staticmethod

@@ -33,6 +33,7 @@ import numpy as np
 from bayes_infer_ros.inference.belief_filter import BeliefFilter
 
 from .admission import AdmissionReport, Inputs, ModalityState, admit_stamp, report
+from .control_feeds import unstamped_control_ns
 from .controls import ControlTimeline, check_controls, fill_window_actions
 from .policy_stage import PolicyStage, PolicyStep
 from .statistics import TickStatistics
@@ -84,6 +85,8 @@ class TickLoop:
                                     [qualified(a, f"observations/{n}") for n in self.modality_names])
                              for a in self.agents]
         self.controls = [ControlTimeline(model.num_factors) for _ in self.agents]
+        self.adapter_factors = np.zeros(model.num_factors, bool)  # fed by a control adapter (control_feeds.py)
+        self.last_step_ns: list[Optional[int]] = [None] * len(self.agents)  # each agent's newest step's stamp
         self.filter = BeliefFilter(engine, model.D, horizon, has_B=model.B is not None, dtype=engine.dtype)
         self.stats = TickStatistics()             # the node's ticks (each one engine dispatch)
         self.ticks = [0] * len(self.agents)       # steps per agent (each agent's Beliefs.tick)
@@ -132,17 +135,33 @@ class TickLoop:
     # ---- controls, resets, the clock --------------------------------------------------------------------
     def add_control(self, k: int, indices: Any, labels: Any, sec: int, nanosec: int, now_ns: int,
                     max_future_s: float = 0.5) -> Optional[str]:
-        """Add one ``Controls`` message to agent ``k``'s timeline, stamped with its header (``now_ns``, the node
-        clock, when unstamped); the reason when it is refused (nothing added). The header is judged as an
-        observation's is (``admission.admit_stamp``): not a time, or more than ``max_future_s`` ahead of the node
-        clock, is refused."""
+        """Add one ``Controls`` message to agent ``k``'s timeline, stamped with its header (unstamped: just after the
+        agent's newest step, or ``now_ns``, the node clock, before its first: ``control_feeds.unstamped_control_ns``);
+        the reason when it is refused (nothing added). The header is judged as an observation's is
+        (``admission.admit_stamp``): not a time, or more than ``max_future_s`` ahead of the node clock, is refused. The
+        factors a control adapter feeds keep the adapter's controls (``adapter_factors``)."""
         control, reason = check_controls(indices, labels, self._num_controls, self._control_labels)
         if control is None:
             return reason
         decision = admit_stamp(sec, nanosec, last_ns=-1, now_ns=now_ns, timeout_s=0.0, max_future_s=max_future_s)
         if not decision.ok:
             return decision.detail
-        self.controls[k].add(decision.stamp_ns, control)
+        stamp = unstamped_control_ns(now_ns, self.last_step_ns[k]) if decision.unstamped else decision.stamp_ns
+        self.controls[k].add(stamp, control, ~self.adapter_factors if self.adapter_factors.any() else None)
+        return None
+
+    def add_factor_control(self, k: int, f: int, control: int, sec: int, nanosec: int, now_ns: int,
+                           max_future_s: float = 0.5) -> Optional[tuple[str, str]]:
+        """Agent ``k``'s control ``control`` of factor ``f`` from its control adapter, stamped ``sec.nanosec`` ((0, 0):
+        unstamped, as in :meth:`add_control`), the other factors kept; (reason, detail) when the stamp is refused
+        (nothing added)."""
+        decision = admit_stamp(sec, nanosec, last_ns=-1, now_ns=now_ns, timeout_s=0.0, max_future_s=max_future_s)
+        if not decision.ok:
+            return str(decision.reason), decision.detail
+        stamp = unstamped_control_ns(now_ns, self.last_step_ns[k]) if decision.unstamped else decision.stamp_ns
+        value = np.zeros(len(self._num_controls), np.int32)
+        value[f] = control
+        self.controls[k].add(stamp, value, np.arange(len(self._num_controls)) == f)
         return None
 
     def reset(self, k: Optional[int] = None) -> None:
@@ -164,6 +183,7 @@ class TickLoop:
         self.reset()
         for timeline in self.controls:
             timeline.clear()
+        self.last_step_ns = [None] * len(self.agents)
 
     def clock_jump(self, now_ns: int) -> Optional[str]:
         """The reason to reset when the node clock went back since the last tick (None otherwise)."""
@@ -194,6 +214,7 @@ class TickLoop:
             if self.monitors:  # the modalities with a reading this step
                 present[k] = np.add.reduceat(row, self._obs_offsets) > 0
             stamps[k] = stamp = newest_stamp if newest_stamp > 0 else now_ns
+            self.last_step_ns[k] = stamp
             timeline = self.controls[k]
             actions[k] = timeline.at(stamp)
             self.filter.record(k, row, actions[k], stamp)

@@ -12,15 +12,19 @@ Topics (relative to the node's namespace; every QoS but /diagnostics' can be cha
   in   observations/<modality>   bayes_infer_ros/CategoricalObservation   SensorDataQoS (best effort), depth param
        (or adapters.<modality>.topic, of its .type: a sensor message read through an adapter, adapter_inputs.py)
   in   controls                  bayes_infer_ros/Controls (stamped, one control per factor)   reliable, depth 100
+       (a factor with controls.<factor>.topic, of its .type: the robot's own command, control_inputs.py)
   out  beliefs                   bayes_infer_ros/Beliefs                  reliable, transient local, depth param (1)
   out  beliefs/<factor>          bayes_infer_ros/Belief                   reliable, transient local, depth param (1)
   out  ~/policy                  bayes_infer_ros/Policy (policy inference on)   as beliefs
+  out  ~/events                  bayes_infer_ros/BeliefEvent              reliable, depth 10 (each event that fired)
+  out  ~/events/<name>           std_msgs/Bool                            reliable, transient local, depth 1
   out  /diagnostics              diagnostic_msgs/DiagnosticArray          reliable, depth 10
 Services (private: under the node's name, remappable): ~/reset (std_srvs/Trigger),
-~/switch_variant (bayes_infer_ros/SwitchVariant), plus the lifecycle services.
+~/switch_variant (bayes_infer_ros/SwitchVariant), ~/set_beliefs (bayes_infer_ros/SetBeliefs), plus the lifecycle
+services.
 A node serves b agents of one model, b = 1 by default; ``agents: [a, ...]`` only changes b: each agent's topics
-above under ``<agent>/`` (``~/<agent>/policy``) plus ``<agent>/reset``, one batched tick for all; ~/reset resets them
-all.
+above under ``<agent>/`` (``~/<agent>/policy``) plus ``<agent>/reset`` (the events under ``~/<agent>/events``), one
+batched tick for all; ~/reset resets them all; ~/set_beliefs names the agent.
 
 The node holds parameters, entities and callbacks; it reads its parameters into one settings snapshot
 (``node/settings.py``) at configure and after each accepted change, and each callback is one call of its runtime
@@ -76,6 +80,9 @@ from . import bond, diagnostics
 from .adapter_inputs import AdapterInputs
 from .companion import CompanionServices
 from .compat import add_parameter_callbacks
+from .control_inputs import ControlInputs
+from .event_topics import EventTopics
+from .input_diagnostics import InputSource, input_statuses
 from .messages import tick_message, tick_policy_message
 from .rclpy_callbacks import contain_entities
 from .spinning import stop_requested
@@ -83,7 +90,7 @@ from .parameter_declaration import UntypedOverrides, declare_parameters, plain_v
 from .qos import overridable, profile as qos
 from bayes_infer_ros.msg import (  # noqa: E402 (after ros/__init__ path fix)
     Belief, Beliefs, CategoricalObservation, Controls, Policy)
-from bayes_infer_ros.srv import SwitchVariant
+from bayes_infer_ros.srv import SetBeliefs, SwitchVariant
 
 NODE_NAME = "agent"
 
@@ -102,7 +109,9 @@ class _AgentCore(UntypedOverrides):
         self._belief_pubs: list[tuple[Any, list[Any]]] = []   # per agent: (beliefs, [beliefs/<factor>])
         self._policy_pubs: list[Any] = []   # per agent: ~/policy (policy inference on)
         self._runtime = AgentRuntime(NodeSettings(), self._log, lambda: self.get_clock().now().nanoseconds,
-                                     lambda: self._closed, self._publish_beliefs)
+                                     lambda: self._closed, self._publish_beliefs, self._publish_events)
+        self._events: EventTopics | None = None
+        self._input_sources: list[InputSource] = []  # every agent's modalities', agent by agent
         self._count = self._runtime.count
         self._guarded = CallbackGuard(self._count, self._runtime.reporter.warn_throttled)
         self._overrides = take_overrides(self)
@@ -165,6 +174,7 @@ class _AgentCore(UntypedOverrides):
                                     lambda: self.context.ok() and not stop_requested()
                                     and (self._publish_diagnostics() or True),
                                     self._revert_parameters, self._check_adapters)
+            self._runtime.bind_control_adapters(list(self._controls.specs.values()))
         except Exception as exc:  # noqa: BLE001 - reported; the node stays unconfigured
             return self._configure_failed(f"configure failed: {exc}")
         self._config_error = ""
@@ -181,13 +191,15 @@ class _AgentCore(UntypedOverrides):
     def _refuse_service_clashes(self, agents: Any) -> None:
         """Before the build: the services' names depend on the agents alone."""
         node_help.refuse_name_clashes(
-            [(self.resolve_service_name("~/reset"), "the node's ~/reset (every agent)")]
+            [(self.resolve_service_name("~/reset"), "the node's ~/reset (every agent)"),
+             (self.resolve_service_name("~/set_beliefs"), "the node's ~/set_beliefs")]
             + [(self.resolve_service_name(f"{a}/reset"), f"agent {a!r}'s reset") for a in agents], "service")
 
     def _check_adapters(self, model: Any) -> None:
-        """Before the engine build: the sensor adapters against the model (an adapters.* error names the
-        parameter)."""
+        """Before the engine build: the sensor and control adapters against the model and the installed message
+        definitions (an adapters.* or controls.* error names the parameter)."""
         self._adapters = AdapterInputs.from_parameters(dict(self._settings.adapters), model)
+        self._controls = ControlInputs.from_parameters(dict(self._settings.controls), model)
 
     def _configure_failed(self, error: str) -> bool:
         self._config_error = error
@@ -213,6 +225,7 @@ class _AgentCore(UntypedOverrides):
             {"pub": self.destroy_publisher, "sub": self.destroy_subscription, "srv": self.destroy_service,
              "lpub": getattr(self, "destroy_lifecycle_publisher", self.destroy_publisher)}[kind](obj)
         self._entities, self._belief_pubs, self._policy_pubs = [], [], []
+        self._events, self._input_sources = None, []
         self._runtime.cleanup("the node was cleaned up (lifecycle cleanup) before the new engine was ready")
 
     def destroy_node(self) -> None:
@@ -259,7 +272,12 @@ class _AgentCore(UntypedOverrides):
         published += policy_topics
         inputs = [(k, i, *self._adapters.subscription(i, name, CategoricalObservation, prefix))
                   for k, prefix in plan for i, name in enumerate(loop.modality_names)]
-        subscribed = [f"{prefix}controls" for _, prefix in plan] + [topic for _, _, _, topic in inputs]
+        adapted_controls = [(k, f, *self._controls.subscription(f, prefix)) for k, prefix in plan
+                            for f in sorted(self._controls.specs)]
+        subscribed = ([f"{prefix}controls" for _, prefix in plan] + [topic for *_, topic in adapted_controls]
+                      + [topic for _, _, _, topic in inputs])
+        event_specs = self._runtime.events.specs
+        published += EventTopics.topics_of([prefix for _, prefix in plan], event_specs)
         # two modalities may read one sensor topic; two publishers on one topic would interleave
         node_help.refuse_name_clashes([(self.resolve_topic_name(t), f"the publisher {t}") for t in published], "topic")
         out_qos = lambda: qos(int(self._settings.beliefs_qos_depth), reliable=True, transient_local=True)  # noqa: E731
@@ -280,6 +298,10 @@ class _AgentCore(UntypedOverrides):
             self._entities.append(("sub", self.create_subscription(
                 Controls, f"{prefix}controls", self._guarded(functools.partial(self._on_controls, k)),
                 qos(100, reliable=True), qos_overriding_options=overridable())))
+        for k, f, msg_type, topic in adapted_controls:  # before the observations too, as `controls`
+            self._entities.append(("sub", self.create_subscription(
+                msg_type, topic, self._guarded(functools.partial(self._on_control_adapted, k, f)),
+                qos(100, reliable=True), qos_overriding_options=overridable())))
         depth = int(self._settings.observation_qos_depth)
         for k, i, msg_type, topic in inputs:
             callback = self._on_adapted if i in self._adapters.specs else self._on_observation
@@ -288,6 +310,12 @@ class _AgentCore(UntypedOverrides):
                 qos(depth, reliable=False), qos_overriding_options=overridable())))
         self._entities.append(("srv", self.create_service(
             Trigger, "~/reset", self._guarded.service(functools.partial(self._on_reset, None), Trigger.Response))))
+        self._entities.append(("srv", self.create_service(
+            SetBeliefs, "~/set_beliefs", self._guarded.service(self._on_set_beliefs, SetBeliefs.Response))))
+        self._events = EventTopics(self.create_publisher, [prefix for _, prefix in plan], event_specs)
+        self._entities += [("pub", p) for p in self._events.entities]
+        self._input_sources = [InputSource(self.resolve_topic_name(topic), _type_name(msg_type))
+                               for _, _, msg_type, topic in inputs]
         for k, prefix in plan if several else ():
             self._entities.append(("srv", self.create_service(
                 Trigger, f"{prefix}reset", self._guarded.service(functools.partial(self._on_reset, k),
@@ -326,6 +354,10 @@ class _AgentCore(UntypedOverrides):
     def _on_controls(self, k: int, msg: Controls) -> None:
         self._runtime.control(k, msg.indices, msg.labels, msg.header.stamp.sec, msg.header.stamp.nanosec)
 
+    def _on_control_adapted(self, k: int, f: int, msg: Any) -> None:
+        got = self._controls.read(f, msg)
+        self._runtime.control_adapted(k, f, got.reading, got.sec, got.nanosec)
+
     def _on_time_jump(self, jump) -> None:
         # Runs in whichever thread moved the clock (the /clock subscription): only flag it; the next
         # observation or tick resets under the runtime's lock. Switching sim time on/off is not a jump back.
@@ -343,6 +375,10 @@ class _AgentCore(UntypedOverrides):
         if policy is not None:
             self._policy_pubs[k].publish(policy)
 
+    def _publish_events(self, k: int, events: Any) -> None:
+        if self._events is not None:
+            self._events.publish(k, events)
+
     # ---- services -----------------------------------------------------------------------------------
     def _on_reset(self, k, request, response):
         if not self._runtime.configured:
@@ -351,6 +387,27 @@ class _AgentCore(UntypedOverrides):
             return response
         response.success, response.message = True, self._runtime.reset(k)
         self._log.info(response.message)
+        return response
+
+    def _on_set_beliefs(self, request, response):
+        loop = self._runtime.loop
+        if loop is None:
+            response.success = False
+            response.message = node_help.not_configured(self.get_fully_qualified_name(), self._config_error)
+            return response
+        agent = str(request.agent)
+        if agent not in loop.agents:
+            response.success = False
+            response.message = (f"agent: {agent!r} is not one of this node's agents {loop.agents}"
+                                if loop.agents != [""] else f"agent: {agent!r}: this node serves one agent; leave "
+                                                            "agent empty")
+            return response
+        response.success, response.message = self._runtime.set_beliefs(
+            loop.agents.index(agent), list(request.factors), list(request.levels), list(request.probabilities))
+        if response.success:  # one severity per call site: rclpy's logger refuses a site that changes it
+            self._log.info(f"set_beliefs: {response.message}")
+        else:
+            self._log.warning(f"set_beliefs refused: {response.message}")
         return response
 
     def _on_switch_variant(self, request, response):
@@ -410,7 +467,25 @@ class _AgentCore(UntypedOverrides):
                     topic_names, prefix, loop.modality_names, self._legacy_actions_topic,
                     self._legacy_actions_topic in topic_names and self.count_publishers(self._legacy_actions_topic) > 0,
                     self.resolve_topic_name("controls"), self._unknown_topics_warned))
-        self._diag_pub.publish(diagnostics.diagnostic_array(status, self.get_clock().now().to_msg()))
+        self._diag_pub.publish(diagnostics.diagnostic_array(status, self.get_clock().now().to_msg(),
+                                                            self._input_statuses()))
+
+    def _input_statuses(self) -> list[Any]:
+        """Each modality's and control adapter's status (none before configure)."""
+        runtime, loop = self._runtime, self._runtime.loop
+        if loop is None or len(self._input_sources) != len(loop.modalities):
+            return []
+        surprise = [stats for _, _, stats in loop.surprise_statistics()] or [None] * len(loop.modalities)
+        feeds = [(feed, self.resolve_topic_name(feed.topic)) for per_agent in runtime.control_feeds
+                 for feed in per_agent.values()]
+        return input_statuses(self.get_fully_qualified_name(), loop.modalities, self._input_sources, surprise, feeds,
+                              runtime.now_s(), time.monotonic(), active=runtime.active,
+                              timeout_s=runtime.settings.observation_timeout)
+
+
+def _type_name(msg_type: type) -> str:
+    """``pkg/msg/Name`` of a generated message class."""
+    return f"{msg_type.__module__.split('.')[0]}/msg/{msg_type.__name__}"
 
 
 class AgentLifecycleNode(_AgentCore, LifecycleNode):

@@ -1,10 +1,11 @@
 """The node's ``/diagnostics`` status of the inference (level, message, key/values), from its runtime's state and
-counters (``node/reporting.py``). Reading only: building a status changes no state."""
+counters (``node/reporting.py``); its inputs' statuses are ``input_diagnostics.py``'s, published beside it in one
+array. Reading only: building a status changes no state."""
 from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
@@ -14,6 +15,7 @@ from ..autotune.deployment import Deployment
 from ..node.runtime import AgentRuntime
 from ..node.statistics import TickStatistics
 from ..node.surprise import ModalitySurprise
+from .diagnostic_status import make_status
 
 SIM_CLOCK_GRACE_S = 3.0  # use_sim_time without a /clock message for this long: diagnostics WARN
 
@@ -53,10 +55,12 @@ def node_status(name: str, fqn: str, runtime: AgentRuntime, config_error: str, *
                     verification=deployer.verification if deployer is not None else "",
                     sim_time_without_clock=sim_time_without_clock(settings.use_sim_time, clock_ns, since_start_s))
     now = runtime.now_s(clock_ns)
+    events = {f"event.{runtime.agent_prefix(k)}{n}": v for k in range(len(runtime.events.monitors))
+              for n, v in runtime.events.values(k).items()}
     return with_duplicate(inference_status(name, fqn, health, deployment, loop.stats, loop.modalities,
                                            loop.rejecting(now) if health.active else {},
                                            runtime.reporter.counters, now, loop.surprise_statistics(),
-                                           settings.surprise_warn_ticks), duplicate)
+                                           settings.surprise_warn_ticks, events), duplicate)
 
 
 def with_duplicate(status: DiagnosticStatus, duplicate: str) -> DiagnosticStatus:
@@ -69,11 +73,13 @@ def with_duplicate(status: DiagnosticStatus, duplicate: str) -> DiagnosticStatus
     return status
 
 
-def diagnostic_array(status: DiagnosticStatus, stamp: Any) -> DiagnosticArray:
-    """``status`` alone in a ``DiagnosticArray`` stamped ``stamp`` (a ``builtin_interfaces/Time``)."""
+def diagnostic_array(status: DiagnosticStatus, stamp: Any,
+                     more: Sequence[DiagnosticStatus] = ()) -> DiagnosticArray:
+    """``status`` (the node's) then ``more`` (its inputs') in a ``DiagnosticArray`` stamped ``stamp`` (a
+    ``builtin_interfaces/Time``)."""
     arr = DiagnosticArray()
     arr.header.stamp = stamp
-    arr.status = [status]
+    arr.status = [status, *more]
     return arr
 
 
@@ -117,11 +123,11 @@ def surprise_warning(surprise: Sequence[tuple[str, str, ModalitySurprise]], warn
 def inference_status(name: str, fqn: str, health: Health, slot: Deployment, stats: TickStatistics,
                      modalities: Sequence[ModalityState], rejecting: dict[str, str], counters: dict[str, int],
                      now: float, surprise: Sequence[tuple[str, str, ModalitySurprise]] = (),
-                     warn_ticks: int = 0) -> DiagnosticStatus:
+                     warn_ticks: int = 0, events: Optional[dict[str, bool]] = None) -> DiagnosticStatus:
     """The status of a configured node (``now``: the admission clock's seconds, ``AgentRuntime.now_s``;
     ``modalities``: every agent's; ``rejecting``: modality -> the reason its newest message was refused, for those
     being rejected now; ``surprise``: every agent's modalities' surprise statistics (name, topic, statistics), empty
-    without evidence). WARN, first reason first:
+    without evidence; ``events``: each belief event's value, ``event.<agent/><name>``). WARN, first reason first:
     sim time without /clock, tick p99 over the period, a modality whose recent surprise is above its threshold, a
     modality being rejected, silent modalities, a failed build."""
     period_ms = 1e3 / health.rate_hz if health.rate_hz > 0 else float("nan")
@@ -147,6 +153,7 @@ def inference_status(name: str, fqn: str, health: Health, slot: Deployment, stat
     values["dropped_total"] = sum(v for k, v in counters.items() if k.rsplit("/", 1)[-1].startswith("rejected."))
     values["rejecting"] = ", ".join(f"{k} ({v})" for k, v in rejecting.items())
     values.update(surprise_values(surprise))
+    values.update(events or {})
     surprising = surprise_warning(surprise, warn_ticks) if health.active else ""
     if surprise:
         values["surprise_warnings"] = ", ".join(n for n, _, st in surprise if st.warning)
@@ -184,8 +191,4 @@ def hardware_id(device: str) -> str:
 
 def _status(name: str, fqn: str, level: Any, message: str, values: dict[str, Any],
             device: str = "") -> DiagnosticStatus:
-    status = DiagnosticStatus()
-    status.name, status.hardware_id = status_name(fqn), hardware_id(device)
-    status.level, status.message = level, message
-    status.values = [KeyValue(key=str(k), value=str(v)) for k, v in values.items()]
-    return status
+    return make_status(status_name(fqn), hardware_id(device), level, message, values)

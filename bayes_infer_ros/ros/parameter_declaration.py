@@ -4,8 +4,9 @@ The command line and params files can hold anything. :func:`take_overrides` read
 ``automatically_declare_parameters_from_overrides=True``, so each override is a declared parameter at first;
 it is read with ``get_parameters_by_prefix('')`` and undeclared again. :func:`declare_parameters` then declares
 each row of the parameter table with its descriptor: a value the table refuses is logged and the default is used,
-``model.*`` and ``adapters.*`` overrides are declared for the loader (``PREFIXED``: read at configure, so a change
-applies at the next configure), and every other key is warned about (with a "did you mean" when one is close).
+``model.*``, ``adapters.*``, ``controls.*``, ``events.*`` and ``surprise_*`` overrides are declared for the loader
+(``PREFIXED``: read at configure, so a change applies at the next configure), and every other key is warned about
+(with a "did you mean" when one is close).
 
 An override ROS cannot type (an empty list ``[]``: rcl gives it no type) cannot be declared at all; rclpy's
 constructor would raise naming nothing. :func:`split_untyped` sets such overrides aside by name (the node's
@@ -33,6 +34,10 @@ PREFIXED = {
     "surprise_threshold.": "Nats: /diagnostics warns while the mean surprise of this modality's last "
                            "surprise_warn_ticks readings is above it (docs/node.md, 'Free energy and surprise'). Read "
                            "at configure.",
+    "controls.": "Control adapter of a controlled factor: its control read from the robot's own message (a Twist "
+                 "field binned, a Nav2 action's status; docs/node.md, 'Control adapters'). Read at configure.",
+    "events.": "Belief event: a condition on a factor's belief, published on ~/events and ~/events/<name> "
+               "(docs/node.md, 'Belief events'). Read at configure.",
 }
 # Declared by rclpy itself (their overrides are rclpy's to apply).
 RCLPY_PARAMETERS = ("use_sim_time", "start_type_description_service")
@@ -125,7 +130,7 @@ def plain_value(value: Any) -> Any:
 
 def declare_parameters(node: Node, overrides: dict[str, Any], variants: Sequence[str], error: Callable[[str], None],
                        warn: Callable[[str], None], count: Callable[[str], None]) -> None:
-    """Declare the table's parameters and the nested overrides (``model.*``, ``adapters.*``, ``surprise_*``)."""
+    """Declare the table's parameters and the nested overrides (``PREFIXED``: ``model.*``, ``adapters.*``, ...)."""
     for spec in PARAMETERS:
         value = overrides.get(spec.name)
         if value is not None:  # nonsense in the params file / on the command line: say so, use the default

@@ -19,6 +19,11 @@ never published).
   tests, which need every step to give exactly one tick regardless of machine load. Until the first Beliefs arrive, a step left unanswered is sent again (up to
   ``FIRST_STEP_RESENDS`` times): the player sees a subscriber as soon as its writer matched the node's reader,
   but the node's best-effort reader may match the writer a moment later and miss what was sent meanwhile.
+  An unstamped command (one of the ``control_topics`` a ``make-bag --adapters`` bag lists whose type has no header,
+  e.g. a Twist on ``cmd_vel``) is waited on until every reliable subscriber has acknowledged it (at most
+  ``--wait-timeout``; its publisher keeps one sample, which Fast DDS acknowledges at once) before anything else is
+  published: the node places it by its arrival, which must come before the next step's observations. Stamped
+  controls need no wait.
 - ``--control-gap S``: pause S seconds after each ``controls`` message. Not needed by this package's node (it
   places stamped controls by their stamp); for consumers that apply controls in arrival order.
 QoS: reliable, volatile, depth ``--depth`` (compatible with best-effort SensorDataQoS subscribers and with the
@@ -32,12 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from rclpy.duration import Duration
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from rosbags.rosbag2 import Reader
 from rosgraph_msgs.msg import Clock
 
-from bayes_infer_ros.bags.bagio import step_topic_test
+from bayes_infer_ros.bags.bagio import read_custom_data, step_topic_test
+from bayes_infer_ros.bags.sensor_messages import CONTROL_TOPICS_KEY
 from bayes_infer_ros.bags.convert import message_class
 from bayes_infer_ros.bags.interfaces import current_cdr
 
@@ -154,6 +161,8 @@ class BagPlayer:
         self._qos = QoSProfile(depth=o.depth, reliability=ReliabilityPolicy.RELIABLE,
                                durability=DurabilityPolicy.VOLATILE)
         self._is_step = step_topic_test(self.bag)
+        commands = set(filter(None, read_custom_data(self.bag).get(CONTROL_TOPICS_KEY, "").split(",")))
+        self._is_control = lambda topic: topic.endswith(CONTROL_TOPIC_SUFFIXES) or topic in commands  # noqa: E731
         with Reader(self.bag) as reader:
             conns = list(reader.connections)
         keep = set(o.topics) if o.topics else None
@@ -165,10 +174,19 @@ class BagPlayer:
         # A bag written before a field was added to our messages: its CDR in the current definition
         self._upgrade = {c.id: current_cdr(c.msgtype, c.msgdef.data) for c in self._connections}
         self._publishers: dict[int, object] = {}
+        # lockstep: the unstamped commands whose arrival must precede the next step (waited on until acknowledged;
+        # published with depth 1: Fast DDS acknowledges a sample at once when the writer's history is full, else at
+        # its next heartbeat, 3 s later)
+        self._unstamped_commands: set[int] = set()
+        command_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
         for c in self._connections:
             cls = message_class(c.msgtype)
             self._classes[c.id] = cls
-            self._publishers[c.id] = node.create_publisher(cls, remap_topic(c.topic, o.namespace), self._qos)
+            unstamped = c.topic in commands and "header" not in cls.get_fields_and_field_types()
+            if unstamped:
+                self._unstamped_commands.add(c.id)
+            self._publishers[c.id] = node.create_publisher(cls, remap_topic(c.topic, o.namespace),
+                                                           command_qos if unstamped and o.wait_for else self._qos)
         self._clock_pub = None
         if o.clock and not self._bag_has_clock:
             self._clock_pub = node.create_publisher(Clock, CLOCK_TOPIC, self._qos)
@@ -313,7 +331,9 @@ class BagPlayer:
                     self.stats.published[conn.topic] = self.stats.published.get(conn.topic, 0) + 1
                     if conn.topic == CLOCK_TOPIC:
                         self._after_clock(ns + offset_ns)
-                    if self.control_gap_s > 0 and conn.topic.endswith(CONTROL_TOPIC_SUFFIXES):
+                    if self._wait_sub is not None and conn.id in self._unstamped_commands:
+                        self._publishers[conn.id].wait_for_all_acked(Duration(seconds=self.wait_timeout))
+                    if self.control_gap_s > 0 and self._is_control(conn.topic):
                         self._stop.wait(self.control_gap_s)
                 if step_has_obs and not self._stop.is_set():
                     self._finish_step(step_ns)

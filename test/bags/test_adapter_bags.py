@@ -1,6 +1,7 @@
-"""Bags without ROS for the sensor adapters and the label field: ``make-bag --adapters`` writes the real message
-types whose adapters read back the simulated levels, and a bag written before ``CategoricalObservation.label``
-still reads (and converts to the current definition for the replay)."""
+"""Bags without ROS for the sensor and control adapters and the label field: ``make-bag --adapters`` writes the real
+message types whose adapters read back the simulated levels (and the robot's commands, whose control adapters read back
+the simulated controls), and a bag written before ``CategoricalObservation.label`` still reads (and converts to the
+current definition for the replay)."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,12 +12,12 @@ import yaml
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-from bayes_infer_ros.adapters import AdapterConfigError, read_level
+from bayes_infer_ros.adapters import AdapterConfigError, read_control, read_level
 from bayes_infer_ros.bags import make_typestore, read_custom_data, read_episode, simulate
 from bayes_infer_ros.bags.interfaces import OBSERVATION_TYPE, current_cdr, recorded_decoder
 from bayes_infer_ros.bags.make_bag import SAMPLE_SEED, SAMPLE_STEPS
 from bayes_infer_ros.cli.make_bag import main as make_bag_main
-from bayes_infer_ros.bags.sensor_messages import load_adapters
+from bayes_infer_ros.bags.sensor_messages import load_adapters, load_controls
 from bayes_infer_ros.model import load_model
 from optional_messages import (
     DETECTOR, VISION_MSGS, needs_vision_msgs, robot_adapters, robot_adapters_file,
@@ -59,23 +60,29 @@ def test_make_bag_with_adapters_writes_sensor_messages_that_read_back_the_levels
 
 def test_make_bag_writes_every_new_sensor_type_that_reads_back_the_levels(tmp_path, repo_root):
     """config/robot_adapters.yaml: Odometry and Imu (norm), JointState by name (with sigma), Detection2DArray by
-    class (max score, empty_value), LaserScan by angle with NaN, out-of-limit and infinite beams (REP 117). Without
-    vision_msgs, the detector's modality is written as CategoricalObservation (optional_messages)."""
+    class (max score, empty_value), LaserScan by angle with NaN, out-of-limit and infinite beams (REP 117),
+    BatteryState, a door's Range; the motion's control as a Twist on cmd_vel (no Controls: every controlled factor has
+    a control adapter), read back by controls.motion as the simulated controls. Without vision_msgs, the detector's
+    modality is written as CategoricalObservation (optional_messages)."""
     model_file, adapters_file = repo_root / "config" / "robot.yaml", robot_adapters_file(repo_root, tmp_path)
     out = tmp_path / "robot"
     assert make_bag_main([str(out), "--model", str(model_file), "--adapters", str(adapters_file), "--steps", "120",
                           "--seed", "3"]) == 0
     model = load_model(model_file)
     specs = load_adapters(adapters_file, model)
+    [(factor, command)] = load_controls(adapters_file, model).items()
     rollout = simulate(model, 120, 3)
     store = make_typestore()
     levels = {name: [] for name in specs}
+    commanded = []
     seen = {"nan_beams": 0, "inf_beams": 0, "far_beams": 0, "other_joints": 0}
     if VISION_MSGS:
         seen.update(other_classes=0, no_person=0)
     with Reader(out) as reader:
         types = {c.topic: c.msgtype for c in reader.connections}
         for conn, _, raw in reader.messages():
+            if conn.topic == "/" + command.topic:
+                commanded.append(read_control(store.deserialize_cdr(raw, conn.msgtype), command).level)
             for name, spec in specs.items():
                 if conn.topic != "/" + spec.topic:
                     continue
@@ -96,10 +103,15 @@ def test_make_bag_writes_every_new_sensor_type_that_reads_back_the_levels(tmp_pa
                 {f"/observations/{DETECTOR}": "bayes_infer_ros/msg/CategoricalObservation"})
     assert types == {"/odom": "nav_msgs/msg/Odometry", "/imu/data": "sensor_msgs/msg/Imu",
                      "/joint_states": "sensor_msgs/msg/JointState", "/scan": "sensor_msgs/msg/LaserScan",
-                     "/clock": "rosgraph_msgs/msg/Clock", "/controls": "bayes_infer_ros/msg/Controls",
+                     "/battery_state": "sensor_msgs/msg/BatteryState", "/door/range": "sensor_msgs/msg/Range",
+                     "/clock": "rosgraph_msgs/msg/Clock", "/cmd_vel": "geometry_msgs/msg/Twist",
                      "/true_states": "std_msgs/msg/Int32MultiArray", **detector}
+    assert read_custom_data(out)["control_topics"] == "/cmd_vel"
     for name, spec in specs.items():
         np.testing.assert_array_equal(levels[name], rollout.observations[:, spec.modality_index], err_msg=name)
+    f = model.factor_names.index(factor)
+    np.testing.assert_array_equal(commanded, rollout.actions[:, f])
+    assert set(commanded) == {0, 1}  # both controls were commanded
     assert all(count > 0 for count in seen.values()), seen
 
 

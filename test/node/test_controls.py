@@ -60,3 +60,32 @@ def test_late_controls_land_on_their_window_transition():
     tl.add(150, [1])
     fill_window_actions(w.actions, w.stamps, w.valid_steps, tl)
     np.testing.assert_array_equal(w.actions[:, 0], [0, 1, 2])  # padding transition untouched
+
+
+def test_a_control_of_some_factors_keeps_the_others_and_holds_until_that_factor_is_set_again():
+    """A control adapter sets one factor (controls.<factor>), a Controls message the factors no adapter feeds: each
+    entry keeps the other factors' control in effect at its stamp, and a late entry's factor holds in the later
+    entries up to the first that sets that factor itself."""
+    tl = ControlTimeline(2)
+    motion, other = np.array([True, False]), np.array([False, True])
+    tl.add(100, [1, 0], motion)          # the adapter: motion = 1
+    tl.add(200, [0, 2], other)           # a Controls message: the other factor = 2, motion kept
+    np.testing.assert_array_equal(tl.at(150), [1, 0])
+    np.testing.assert_array_equal(tl.at(250), [1, 2])
+    tl.add(50, [3, 0], motion)           # a late command, before both: motion = 3 until the entry at 100 sets it
+    np.testing.assert_array_equal(tl.at(60), [3, 0])
+    np.testing.assert_array_equal(tl.at(150), [1, 0])
+    tl.add(150, [0, 1], other)           # a late Controls between them: motion stays as set at 100
+    np.testing.assert_array_equal(tl.at(160), [1, 1])
+    np.testing.assert_array_equal(tl.at(250), [1, 2])
+    tl.add(120, [4, 0], motion)          # a late command: holds through 150 and 200 (they do not set motion)
+    np.testing.assert_array_equal([tl.at(t).tolist() for t in (130, 160, 250)], [[4, 0], [4, 1], [4, 2]])
+    tl.add(120, [0, 5], other)           # the same stamp, the other factor: merged into that entry
+    np.testing.assert_array_equal(tl.at(130), [4, 5])
+    np.testing.assert_array_equal(tl.at(160), [4, 1])  # the entry at 150 sets the other factor itself
+    tl.add(300, [9, 9])                  # a full control sets both
+    np.testing.assert_array_equal(tl.latest(), [9, 9])
+    tl.forget_before(200)
+    tl.add(250, [7, 0], motion)          # after folding: still merged with what holds at 250
+    np.testing.assert_array_equal(tl.at(260), [7, 2])
+    np.testing.assert_array_equal(tl.at(301), [9, 9])

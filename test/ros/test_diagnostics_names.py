@@ -16,10 +16,11 @@ pytestmark = pytest.mark.ros
 
 
 def generic_analyzer_matches(spec: dict, name: str) -> bool:
-    """diagnostic_aggregator's GenericAnalyzer match rules (any of startswith / contains / name / regex)."""
+    """diagnostic_aggregator's GenericAnalyzer match rules (any of startswith / contains / name / regex; a regex
+    matches the whole name: generic_analyzer.cpp's std::regex_match)."""
     return (any(name.startswith(s) for s in spec.get("startswith", []))
             or any(s in name for s in spec.get("contains", []))
-            or name in spec.get("name", []) or any(re.search(r, name) for r in spec.get("regex", [])))
+            or name in spec.get("name", []) or any(re.fullmatch(r, name) for r in spec.get("regex", [])))
 
 
 def test_two_namespaces_publish_two_statuses(probe, ros_graph, tmp_path):
@@ -44,6 +45,11 @@ def test_two_namespaces_publish_two_statuses(probe, ros_graph, tmp_path):
         assert spec["type"] == "diagnostic_aggregator/GenericAnalyzer"
         assert all(generic_analyzer_matches(spec, n) for n in expected)
         assert not generic_analyzer_matches(spec, "/robot1/motor_driver: temperature")
+        inputs = analyzers["analyzers"]["ros__parameters"]["bayes_infer_ros_inputs"]  # the per-input statuses
+        assert all(generic_analyzer_matches(inputs, n) for n in ("/robot1/agent: lidar_gap", "/agent: voltage",
+                                                                  "/robot1/agent: controls.motion",
+                                                                  "/robot1/agent: a/rfid_tag"))
+        assert not any(generic_analyzer_matches(inputs, n) for n in (*expected, "/robot1/motor_driver: temperature"))
     finally:
         for p in procs:
             p.stop()
