@@ -15,7 +15,7 @@ from ..autotune.deployment import Deployment
 from ..node.runtime import AgentRuntime
 from ..node.statistics import TickStatistics
 from ..node.surprise import ModalitySurprise
-from .diagnostic_status import make_status
+from .diagnostic_status import STATUS_BUILDER, make_status
 
 SIM_CLOCK_GRACE_S = 3.0  # use_sim_time without a /clock message for this long: diagnostics WARN
 
@@ -137,6 +137,7 @@ def inference_status(name: str, fqn: str, health: Health, slot: Deployment, stat
         "variant_requested": slot.config.variant, "variant_note": slot.note, "verification": health.verification,
         "engine_compile_s": f"{slot.compile_s:.3f}", "switch_pending": health.switch_pending,
         "last_build_error": health.build_error, "tick_period_ms": f"{period_ms:.3f}",
+        "status_builder": STATUS_BUILDER,
     }
     values.update(stats.values())
     silent = []

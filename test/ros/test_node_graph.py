@@ -654,6 +654,8 @@ def test_diagnostics(probe, io, active):
     got = probe.call(GetParameters, f"{NS}/{NAME}/get_parameters", GetParameters.Request(names=["algorithm"]))
     assert d["algorithm"] == got.values[0].string_value
     assert d["device"] == "cpu:0"  # where the tick runs (no GPU here)
+    from bayes_infer_ros.ros.diagnostic_status import STATUS_BUILDER
+    assert d["status_builder"] == STATUS_BUILDER  # diagnostic_updater's wrapper where installed, else diagnostic_msgs
 
 
 def test_deactivate_stops_the_tick(probe, io, active):
