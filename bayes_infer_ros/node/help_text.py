@@ -80,24 +80,21 @@ def usage(parameters: Sequence[Any], prog: str = "agent_node") -> str:
               "", "adapters.<modality>.*: a sensor adapter, checked at configure before the engine build (README",
               "'Sensor adapters'; the default model's: config/agent_adapters.yaml; every supported type:",
               "config/robot_adapters.yaml):"]
-    for key, text in PARAMETER_HELP:
-        lines.append(f"  adapters.<modality>.{key}")
-        lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
-    lines += ["", "controls.<factor>.*: a control adapter, the factor's control from the robot's own message, checked",
-              "at configure before the engine build (docs/node.md 'Control adapters'; config/robot_adapters.yaml):"]
-    for key, text in CONTROL_HELP:
-        lines.append(f"  controls.<factor>.{key}")
-        lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
-    lines += ["", "events.<name>.*: a belief event on ~/events and ~/events/<name>, checked at configure (docs/node.md",
-              "'Belief events'):"]
-    for key, text in EVENT_HELP:
-        lines.append(f"  events.<name>.{key}")
-        lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
-    lines += ["", "surprise_gate.<modality>, surprise_threshold.<modality> (nats, read at configure; none by default;",
-              "the default model's: config/agent_surprise.yaml):"]
-    for key, text in SURPRISE_HELP:
-        lines.append(f"  {key}<modality>")
-        lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    groups = [
+        ([], "adapters.<modality>.{}", PARAMETER_HELP),
+        (["", "controls.<factor>.*: a control adapter, the factor's control from the robot's own message, checked",
+          "at configure before the engine build (docs/node.md 'Control adapters'; config/robot_adapters.yaml):"],
+         "controls.<factor>.{}", CONTROL_HELP),
+        (["", "events.<name>.*: a belief event on ~/events and ~/events/<name>, checked at configure (docs/node.md",
+          "'Belief events'):"], "events.<name>.{}", EVENT_HELP),
+        (["", "surprise_gate.<modality>, surprise_threshold.<modality> (nats, read at configure; none by default;",
+          "the default model's: config/agent_surprise.yaml):"], "{}<modality>", SURPRISE_HELP),
+    ]
+    for intro, name, rows in groups:  # name: each row's parameter name, its key in place of {}
+        lines += intro
+        for key, text in rows:
+            lines.append("  " + name.format(key))
+            lines += textwrap.wrap(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
     return "\n".join(lines)
 
 

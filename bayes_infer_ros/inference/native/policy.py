@@ -144,6 +144,25 @@ def _floats2(ints, floats, j):
     return floats[o:o + r * c].reshape(r, c)
 
 
+@inline
+def _kron_into(w, Q, row, deps, dims, k):
+    """``w[:size] = Q[row + deps[0]] x ... x Q[row + deps[k - 1]]`` (Kronecker, each ``Q`` row cut to ``dims[j]``),
+    expanded in place from the last dependency; returns ``size``, the product of ``dims[:k]``."""
+    size = dims[k - 1]
+    g = row + deps[k - 1]
+    for a in range(size):
+        w[a] = Q[g, a]
+    for j in range(k - 2, -1, -1):
+        g = row + deps[j]
+        for a in range(dims[j] - 1, -1, -1):
+            qa = Q[g, a]
+            dst = max(a * size, 0)
+            for r in range(size):
+                w[dst + r] = qa * w[r]
+        size *= dims[j]
+    return size
+
+
 @numba.njit(nogil=True, fastmath={"reassoc"})
 def _policy_rows(Bc, AH, C, log_E, ns, s_off, bdeps, bdims, bks, ncontrols, bc_off, deps, dims, ks, o_off, ah_off,
                  node_level, node_action, node_leaf, node_fresh, policy_leaf, first_action, u_off, gamma, alpha,
@@ -194,18 +213,7 @@ def _policy_rows(Bc, AH, C, log_E, ns, s_off, bdeps, bdims, bks, ncontrols, bc_o
                     continue
                 n, k = ns[f], bks[f]
                 # w = q_{d_0} x q_{d_1} x ... (Kronecker), expanded in place from the last dependency
-                size = bdims[f, k - 1]
-                g = qr + bdeps[f, k - 1]
-                for a in range(size):
-                    w[a] = Q[g, a]
-                for j in range(k - 2, -1, -1):
-                    g = qr + bdeps[f, j]
-                    for a in range(bdims[f, j] - 1, -1, -1):
-                        qa = Q[g, a]
-                        dst = max(a * size, 0)
-                        for r in range(size):
-                            w[dst + r] = qa * w[r]
-                    size *= bdims[f, j]
+                size = _kron_into(w, Q, qr, bdeps[f], bdims[f], k)
                 base = max(bc_off[f] + node_action[i, f] * n * size, 0)
                 for a in range(n):
                     acc = zero
@@ -218,18 +226,7 @@ def _policy_rows(Bc, AH, C, log_E, ns, s_off, bdeps, bdims, bks, ncontrols, bc_o
                 if node_fresh[i, F + m] == 0:
                     continue
                 k = ks[m]
-                size = dims[m, k - 1]
-                g = orow + deps[m, k - 1]
-                for a in range(size):
-                    w[a] = Q[g, a]
-                for j in range(k - 2, -1, -1):
-                    g = orow + deps[m, j]
-                    for a in range(dims[m, j] - 1, -1, -1):
-                        qa = Q[g, a]
-                        dst = max(a * size, 0)
-                        for r in range(size):
-                            w[dst + r] = qa * w[r]
-                    size *= dims[m, j]
+                size = _kron_into(w, Q, orow, deps[m], dims[m], k)
                 n_obs = o_off[m + 1] - o_off[m]
                 base = max(ah_off[m], 0)
                 for o in range(n_obs + 1):
