@@ -75,7 +75,8 @@ def test_the_list_and_package_xml_cover_every_third_party_import(deps):
                    "diagnostic_msgs": "diagnostic_msgs", "rosgraph_msgs": "rosgraph_msgs",
                    "ament_index_python": "ament_index_python", "launch": "launch", "launch_ros": "launch_ros",
                    "rosidl_parser": "rosidl_parser", "rosidl_runtime_py": "rosidl_runtime_py",
-                   "rosbags": "python3-rosbags-pip", "numba": "python3-numba-pip", "bondpy": "bondpy"}
+                   "rosbags": "python3-rosbags-pip", "numba": "python3-numba-pip", "bondpy": "bondpy",
+                   "builtin_interfaces": "builtin_interfaces", "diagnostic_updater": "diagnostic_updater"}
     from_pip = {"jax": "jax", "jaxlib": "jaxlib", "xgboost": "xgboost-cpu", "rosbags": "rosbags",
                 "pymdp": "inferactively-pymdp", "numba": "numba",
                 "llvmlite": "llvmlite"}
