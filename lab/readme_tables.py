@@ -589,6 +589,31 @@ def fleet_contention_table(csv_path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def policy_speed_table(csv_path: Path) -> str:
+    """Policy inference against pymdp's jitted ``infer_policies`` per case, and the node's tick without / with it
+    (``benchmarks/policy_speed.py``)."""
+    rows = _rows(csv_path)
+    by_case: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], {})[r["candidate"]] = r
+    speedups = sorted(float(c["fused_numba"]["speedup"]) for c in by_case.values())
+    loads = [float(r["load"]) for r in rows]
+    lines = [f"{len(by_case)} cases, float32, one agent, median over rounds (us); fused_numba over pymdp: median "
+             f"{float(np.median(speedups)):.1f}x, worst {speedups[0]:.1f}x; load {min(loads):.2f}-{max(loads):.2f}:",
+             "", "| case | policies | pymdp | fused_numba | speedup | jax | speedup |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for case, c in by_case.items():
+        pm, nb, jx = c["pymdp"], c["fused_numba"], c["jax"]
+        lines.append(f"| {case} | {pm['num_policies']} | {float(pm['median_us']):.1f} | {float(nb['median_us']):.1f} | "
+                     f"{float(nb['speedup']):.1f}x | {float(jx['median_us']):.1f} | {float(jx['speedup']):.2f}x |")
+    ticks = [(case, c) for case, c in by_case.items() if "tick" in c]
+    if ticks:
+        lines += ["", "| the node's tick (default model) | without policy inference | with | ratio |", "|---|---:|---:|---:|"]
+        for case, c in ticks:
+            plain, policy = float(c["tick"]["median_us"]), float(c["tick+policy"]["median_us"])
+            lines.append(f"| {case} | {plain:.1f} | {policy:.1f} | {policy / plain:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
 def bench_check_table(baselines_json: Path) -> str:
     """The speed gate's committed baselines (``python -m lab bench-check --update``): each ratio and its ceiling."""
     record = json.loads(Path(baselines_json).read_text())
@@ -603,6 +628,7 @@ def bench_check_table(baselines_json: Path) -> str:
 TABLES: dict[str, Callable[[Path], str]] = {
     "holdout": lambda d: holdout_table(d / "holdout_cpu.csv"),
     "fleet_contention": lambda d: fleet_contention_table(d / "fleet_contention_cpu.csv"),
+    "policy_speed": lambda d: policy_speed_table(d / "policy_speed_cpu.csv"),
     "bench_check": lambda d: bench_check_table(d / "bench_check_cpu.json"),
     "compile_times": lambda d: compile_table(d / "compile_times_cpu.csv"),
     "compile_ab": lambda d: compile_ab_table(d / "compile_ab_cpu.csv"),
