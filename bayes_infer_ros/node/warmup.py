@@ -13,7 +13,7 @@ node's defaults), in this process, without ROS. What it fills:
   verify step (in a child process, as the node does) and waits for it, so the node's first start runs the verified
   engine at once and verifies nothing;
 - the policy kernel (``autotune.deployment.deploy_policy``): configure compiles it where the params turn policy
-  inference on; where they do not, warmup compiles it on the model anyway, so that turning it on later starts warm.
+  inference on, and only there: warmup compiles what the configured node runs, no more.
 
 Run it as the user, and with the environment (HOME, XDG_CACHE_HOME, NUMBA_CACHE_DIR), the node runs with: the
 folders are per user. The install tree is never written. A cache folder that cannot be written is a WARNING (the
@@ -21,19 +21,16 @@ node then runs without that cache, too); a model or build error raises. ``make s
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from bayes_infer_ros.autotune.deployment import deploy_policy
 from bayes_infer_ros.autotune.verification import VERIFY_TIMEOUT_S
 from bayes_infer_ros.inference.kernel_cache import resolved_folder
 from bayes_infer_ros.model.io import read_parameters_yaml
 from .parameters import PARAMETERS
-from .policy_stage import policy_plan
 from .reporting import forward_cache_warnings
 from .runtime import AgentRuntime
 from .settings import NodeSettings
@@ -56,12 +53,6 @@ def warm(params_file: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     deployment = runtime.configure(settings, 0.5, lambda: True, lambda back: None)
     configure_s = time.perf_counter() - t0
-    if runtime.loop is not None and runtime.loop.policy is None and runtime.model.B is not None:
-        on = dataclasses.replace(settings.policy, inference="enabled")
-        try:
-            deploy_policy(policy_plan(on, runtime.model), max(len(settings.agents), 1), on.seed)
-        except Exception as exc:  # noqa: BLE001 - not the node's configuration: a warning
-            log.warning(f"the policy kernel was not compiled: {exc}")
     verified = ""
     job = runtime.verify()
     if job is not None:  # the node's verify step, waited for: its answer is kept in the decision cache
