@@ -576,12 +576,15 @@ def test_a_fleet_node_with_adapters_gives_each_agent_a_single_agent_nodes_belief
         ros_graph, repo_root, qos_overrides=reliable[targets[a][1]]), namespace=targets[a][1]) for a in FLEET_AGENTS]
     procs = [fleet, *singles]
     try:
-        beliefs = {ns: probe.record(f"{ns}/beliefs", Beliefs) for a in FLEET_AGENTS for ns in targets[a]}
         latched = QoSProfile(depth=FLEET_STEPS, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        # latched like the node's beliefs: a recorder that matches a node's writer after its first tick still
+        # gets that tick (a volatile one would lose it, and the next step would never be published)
+        beliefs = {ns: probe.record(f"{ns}/beliefs", Beliefs, latched) for a in FLEET_AGENTS for ns in targets[a]}
         pubs = {(ns, topic): probe.publisher(ns + topic, type(msg), latched)
                 for a in FLEET_AGENTS for ns in targets[a] for topic, msg in episodes[a][0].items()}
-        ready = lambda: all(p.get_subscription_count() >= 1 for p in pubs.values())  # noqa: E731
+        ready = lambda: (all(p.get_subscription_count() >= 1 for p in pubs.values())  # noqa: E731
+                         and all(probe.node.count_publishers(f"{ns}/beliefs") >= 1 for ns in beliefs))
         assert wait_for(lambda: ready() or not all(p.alive() for p in procs), 240) and ready(), \
             "\n".join(p.log_tail() for p in procs)
         assert {(i.qos_profile.reliability, i.qos_profile.durability) for ns, topic in pubs
