@@ -3,7 +3,7 @@ kernels they wrap (and of fused_numba to pymdp), each measured side by side in o
 baselines in ``benchmarks/bench_check_cpu.json``.
 
     python -m lab bench-check                 # measure, compare, exit 1 when a ratio got worse by more than its slack
-    python -m lab bench-check --update        # measure and write the baselines (moving a threshold on purpose)
+    python -m lab bench-check --update        # measure 3 times, write the medians as the baselines (on purpose)
     python -m lab bench-check --only call --plant call.default=2   # the gate's own check: a planted 2x slowdown
 
 What is measured (every candidate of a group round-robin in one process, ``autotune.timing.time_round_robin``;
@@ -18,13 +18,15 @@ each ratio is the median over rounds of the per-round ratio, so a round that a b
 - ``pymdp.<algorithm>.<model>``: fused_numba's packed call / pymdp 1.0.4's jitted call on the same inputs, FPI, VMP
   and MMP on two fixed generated models (lower is faster).
 
-Printed beside the ratios, not gated: the medians behind them, and ``node_over_pymdp.default``, the node's
+Printed beside the ratios, not gated: the medians behind them; ``node_over_pymdp.default``, the node's
 ``inference_ms`` over pymdp's jitted FPI call on the default model timed here back to back (the call warm, the
-node's tick as it runs, between ticks).
+node's tick as it runs, between ticks); and ``node_over_pymdp_tick.default``, the same over pymdp's call made once per
+step of the same replay in a subscription callback (``lab.pymdp_ticker``): both calls as cold as a tick makes them.
 
 A ratio passes while it is at most its baseline times ``slack`` (1.25: a change that makes any ratio 25% worse
-fails). The whole gate takes about a minute on the 2-core development VM. How to move a threshold on purpose:
-benchmarks/README.md, "The speed gate".
+fails). A ratio over its ceiling has its group measured once more, and fails only when it is over it both times: a
+busy moment slows one measurement, a slowdown slows both. The whole gate takes about a minute on the 2-core
+development VM. How to move a threshold on purpose: benchmarks/README.md, "The speed gate".
 """
 from __future__ import annotations
 
@@ -191,10 +193,13 @@ def measure_pymdp(models: dict[str, Any], plant: dict[str, float]) -> dict[str, 
     return out
 
 
-def measure_node(bare_us: float, plant: dict[str, float]) -> dict[str, float]:
+def measure_node(model: Any, bare_us: float, plant: dict[str, float]) -> dict[str, float]:
     """``node.default``: the node's median ``Beliefs.inference_ms`` over a replay of the sample bag (the demo's
-    settings: config/agent.yaml, event-driven ticks on sim time, the bag at 2x) over ``bare_us``."""
+    settings: config/agent.yaml, event-driven ticks on sim time, the bag at 2x) over ``bare_us``. Printed beside it:
+    pymdp's jitted FPI call on the same messages, made in a subscription callback of this process as a hand-written
+    node would make it (``lab.pymdp_ticker``), its median (``_pymdp_tick_us``)."""
     from lab.agent_process import AgentProcess, loopback_env
+    from lab.pymdp_ticker import PymdpTicker, pymdp_fpi_call
     from lab.replay_session import ReplaySession
 
     env = loopback_env()
@@ -216,11 +221,21 @@ def measure_node(bare_us: float, plant: dict[str, float]) -> dict[str, float]:
             samples = [s.inference_ms for s in session.beliefs][5:]  # the first ticks warm the caches
     finally:
         node.stop()
+    # the same replay again, the node gone: pymdp's call in a callback of this process, alone on the machine as the
+    # node's tick was
+    with ReplaySession(ROOT / "bags" / "agent_sample") as session, PymdpTicker(model, pymdp_fpi_call(model)) as pymdp:
+        session.play(rate=2.0)
+        time.sleep(0.2)
+        theirs = pymdp.times_s[5:]
     if not samples:
         raise RuntimeError(f"no beliefs from the node:\n{node.log_tail()}")
     ratio = float(np.median(samples)) * 1e3 / bare_us
-    return {"node.default": ratio * plant.get("node.default", 1.0), "_node_inference_us.default":
-            float(np.median(samples)) * 1e3}
+    out = {"node.default": ratio * plant.get("node.default", 1.0),
+           "_node_inference_us.default": float(np.median(samples)) * 1e3}
+    if theirs:
+        out["_pymdp_tick_us.default"] = float(np.median(theirs)) * 1e6
+        out["_node_over_pymdp_tick.default"] = out["_node_inference_us.default"] / out["_pymdp_tick_us.default"]
+    return out
 
 
 def compare(ratios: dict[str, float], baselines: dict[str, float], slack: float) -> list[str]:
@@ -233,12 +248,39 @@ def compare(ratios: dict[str, float], baselines: dict[str, float], slack: float)
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m lab bench-check", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--update", action="store_true", help="write the measured ratios as the new baselines")
+    p.add_argument("--update", action="store_true",
+                   help="write the measured ratios as the new baselines (the groups not measured keep theirs)")
     p.add_argument("--only", nargs="+", choices=GROUPS, default=list(GROUPS), help="measure these groups only")
     p.add_argument("--plant", action="append", default=[], metavar="NAME=FACTOR",
                    help="make the call behind ratio NAME FACTOR times slower (the gate's own test)")
+    p.add_argument("--runs", type=int, default=0, metavar="N",
+                   help="measure N times and keep each figure's median (default: 3 with --update, else 1)")
     p.add_argument("--baselines", type=Path, default=BASELINES)
     return p
+
+
+def measure(only: list[str], models: dict[str, Any], plant: dict[str, float]) -> dict[str, float]:
+    """One measurement of the groups ``only``: their ratios, and the medians behind them (keys with a leading
+    ``_``)."""
+    measured: dict[str, float] = {}
+    if {"call", "step", "node"} & set(only):
+        for name in ("default", GENERATED[0]):
+            pymdp = name == "default" and "node" in only
+            measured.update(measure_calls(models[name], name, plant, with_pymdp=pymdp))
+    if "pymdp" in only:
+        measured.update(measure_pymdp(models, plant))
+    if "node" in only:
+        measured.update(measure_node(models["default"], measured["_bare_step_evidence_us.default"], plant))
+        measured["_node_over_pymdp.default"] = (measured["_node_inference_us.default"]
+                                                / measured["_pymdp_fpi_us.default"])
+    groups = _groups(only)
+    return {k: v for k, v in measured.items() if k.startswith("_") or k.split(".")[0] in groups}
+
+
+def group_of(ratio: str) -> str:
+    """The group (``--only`` choice) that measures ``ratio``."""
+    prefix = ratio.split(".")[0]
+    return "step" if prefix == "step_evidence" else prefix
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -249,21 +291,25 @@ def main(argv: Optional[list[str]] = None) -> int:
     t0 = time.monotonic()
     load = loadavg()
     models = _models()
-    measured: dict[str, float] = {}
-    if {"call", "step", "node"} & set(args.only):
-        for name in ("default", GENERATED[0]):
-            pymdp = name == "default" and "node" in args.only
-            measured.update(measure_calls(models[name], name, plant, with_pymdp=pymdp))
-    if "pymdp" in args.only:
-        measured.update(measure_pymdp(models, plant))
-    if "node" in args.only:
-        measured.update(measure_node(measured["_bare_step_evidence_us.default"], plant))
-        measured["_node_over_pymdp.default"] = (measured["_node_inference_us.default"]
-                                                / measured["_pymdp_fpi_us.default"])
-    ratios = {k: v for k, v in measured.items() if not k.startswith("_") and k.split(".")[0] in _groups(args.only)}
-    elapsed = time.monotonic() - t0
-    print(f"bench-check: {len(ratios)} ratios in {elapsed:.0f} s, load {load} at the start")
+    runs = args.runs if args.runs else (3 if args.update else 1)
+    measurements = [measure(args.only, models, plant) for _ in range(runs)]
+    measured = {k: float(np.median([m[k] for m in measurements])) for k in measurements[0]}
     baselines = json.loads(args.baselines.read_text())["ratios"] if args.baselines.exists() else {}
+    ratios = {k: v for k, v in measured.items() if not k.startswith("_")}
+    if not args.update and compare(ratios, baselines, SLACK):
+        # A busy moment slows one measurement; a slowdown shows in both. Measure the failing groups once more and
+        # keep each ratio's better figure: a ratio fails only when it is over its ceiling twice.
+        again = sorted({group_of(line.split(":")[0]) for line in compare(ratios, baselines, SLACK)})
+        print(f"bench-check: over a ceiling in {', '.join(again)}; measuring {'it' if len(again) == 1 else 'them'} "
+              "once more", flush=True)
+        second = measure(again, models, plant)
+        for k, v in second.items():
+            if not k.startswith("_"):
+                print(f"  {k:<28} {ratios[k]:8.3f} then {v:.3f}")
+                ratios[k] = min(ratios[k], v)
+    elapsed = time.monotonic() - t0
+    print(f"bench-check: {len(ratios)} ratios in {elapsed:.0f} s ({runs} run{'s' * (runs > 1)}, median), "
+          f"load {load} at the start")
     for name in sorted(ratios):
         base = baselines.get(name)
         vs = f"baseline {base:.3f} ({ratios[name] / base - 1:+.0%})" if base else "no baseline"
@@ -271,8 +317,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     for name in sorted(k for k in measured if k.startswith("_")):
         print(f"  ({name[1:]:<26} {measured[name]:8.2f})")
     if args.update:
-        record = {"command": "python -m lab bench-check --update", "slack": SLACK, "load": load,
-                  "environment": environment("float32"), "ratios": {k: round(v, 4) for k, v in sorted(ratios.items())}}
+        # the groups not measured keep their baselines
+        kept = {k: v for k, v in baselines.items() if group_of(k) not in args.only}
+        given = sys.argv[1:] if argv is None else argv
+        record = {"command": " ".join(["python -m lab bench-check", *given]),
+                  "slack": SLACK, "load": load, "runs": runs, "environment": environment("float32"),
+                  "ratios": {k: round(v, 4) for k, v in sorted({**kept, **ratios}.items())}}
         args.baselines.write_text(json.dumps(record, indent=1) + "\n")
         print(f"bench-check: baselines written to {args.baselines}")
         return 0
