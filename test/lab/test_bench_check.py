@@ -28,6 +28,35 @@ def test_a_failing_ratio_is_measured_again_by_its_own_group():
                                              "pymdp.mmp.c0060")] == ["call", "step", "node", "pymdp"]
 
 
+def test_a_ratio_over_its_ceiling_once_is_measured_again_and_fails_only_twice(tmp_path, monkeypatch, capsys):
+    base = tmp_path / "baselines.json"
+    base.write_text(json.dumps({"ratios": {"call.default": 1.0, "pymdp.fpi.c0000": 0.1}}))
+    draws = {"first": [1.5, 1.1], "twice": [1.5, 1.4]}
+    for case, (first, second) in draws.items():
+        seen = []
+
+        def fake(only, models, plant, values=iter([first, second])):
+            seen.append(list(only))
+            return {"call.default": next(values), "pymdp.fpi.c0000": 0.1, "_bare_us": 4.0}
+
+        monkeypatch.setattr(bench_check, "measure", fake)
+        monkeypatch.setattr(bench_check, "_models", dict)
+        code = bench_check.main(["--only", "call", "pymdp", "--baselines", str(base)])
+        assert seen == [["call", "pymdp"], ["call"]], case  # only the failing group again
+        assert code == (0 if case == "first" else 1), (case, capsys.readouterr())
+
+
+def test_an_update_of_some_groups_keeps_the_others_baselines(tmp_path, monkeypatch):
+    base = tmp_path / "baselines.json"
+    base.write_text(json.dumps({"ratios": {"call.default": 1.0, "node.default": 7.0}}))
+    draws = iter([1.2, 1.6, 1.3])
+    monkeypatch.setattr(bench_check, "measure", lambda only, models, plant: {"call.default": next(draws)})
+    monkeypatch.setattr(bench_check, "_models", dict)
+    assert bench_check.main(["--update", "--only", "call", "--baselines", str(base)]) == 0
+    record = json.loads(base.read_text())
+    assert record["ratios"] == {"call.default": 1.3, "node.default": 7.0} and record["runs"] == 3  # the median
+
+
 def test_the_committed_baselines_cover_every_ratio_the_gate_measures():
     ratios = json.loads(bench_check.BASELINES.read_text())["ratios"]
     models = ("default", bench_check.GENERATED[0])
