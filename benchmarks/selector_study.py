@@ -1,7 +1,7 @@
 """Which form of selector? Classifier vs latency regressors, with and without the size guard.
 
 The shipped autotuner is the paper's classifier (XGBoost, one class per variant) plus the size guard
-(``bayes_infer_ros/autotune/guard.py``). This study asks whether a *cost-aware* selector, one that regresses
+(``bayes_infer_ros/autotune/select.py``). This study asks whether a *cost-aware* selector, one that regresses
 each variant's log latency ratio to the fastest and picks the smallest prediction, does better on the same
 data. Every selector sees the same 5 outer folds (seeded like ``autotune-train``) and fixed, moderate
 hyperparameters (no search: this compares the forms, not their tuning). Regret is the paper's metric.
@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from bayes_infer_ros.autotune import guard
+from bayes_infer_ros.autotune import select
 from lab.train_autotuner import choose, choose_verify, fit, read_training_csv, regrets
 
 CLIP = np.log(50.0)  # targets: log(latency / fastest), capped; a variant that did not run gets the cap
@@ -83,8 +83,8 @@ def main(argv=None) -> int:
                 test = perm[k::args.folds]
                 train = np.setdiff1d(perm, test)
                 S[test] = fn(ds.X[train], ds.L[train], ds.X[test], args.seed)
-                ok[test] = guard.allowed(ds.X[test], ds.variants,
-                                         guard.fit_ceilings(ds.X[train], ds.L[train], ds.variants))
+                ok[test] = select.guard_allowed(ds.X[test], ds.variants,
+                                         select.fit_ceilings(ds.X[train], ds.L[train], ds.variants))
             cells = []
             for chosen in (choose(S, ds.L), choose(S, ds.L, ok), choose_verify(S, ds.L, args.top_k, ok)):
                 r = regrets(ds.L, chosen)

@@ -46,9 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from bayes_infer_ros.autotune.budget import MemoryBudget
 from bayes_infer_ros.autotune import EngineConfig, decide
-from bayes_infer_ros.autotune.features import peak_elements, size_estimates
+from bayes_infer_ros.autotune.select import MemoryBudget, peak_elements, size_estimates
 from bayes_infer_ros.autotune.timing import CandidateTiming, block, environment, loadavg, time_round_robin
 from bayes_infer_ros.inference import ALGORITHMS, VARIANTS, build_inference, parameter_counts
 from lab.generator import DEFAULT_CACHE, ConfigSpec, generate_specs, load_or_build, read_index

@@ -11,7 +11,7 @@ follows Section V of the paper:
   first but that could not run the configuration falls through to the next, as ``select_variant`` does);
 - XGBoost (shipped) and a random forest (for comparison), plus two references: the single best fixed variant
   (chosen on the training split) and always-``baseline``;
-- beyond the paper, the size guard (``guard.py``): a variant padded far beyond any size at which it was ever
+- beyond the paper, the size guard (``autotune/select.py``): a variant padded far beyond any size at which it was ever
   within 10% of the fastest on the training split is never picked. Regret is reported with and without it;
   the shipped selector uses it;
 - beyond the paper, the verify step: time the top-k ranked variants and ``baseline`` on the device and keep the
@@ -43,9 +43,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from bayes_infer_ros.autotune import guard, slowdowns
-from bayes_infer_ros.autotune.features import feature_names, structure_features
-from bayes_infer_ros.autotune.select import DEFAULT_MODEL_DIR
+from bayes_infer_ros.autotune import select
+from bayes_infer_ros.autotune.select import DEFAULT_MODEL_DIR, feature_names, structure_features
 from bayes_infer_ros.inference import VARIANTS
 from lab.generator import DEFAULT_CACHE, generate_specs, read_index
 from lab.harness import PYMDP, read_rows
@@ -337,7 +336,7 @@ def search(kind: str, X: np.ndarray, L: np.ndarray, n_iter: int = N_ITER, seed: 
     if len(tr) < 2:
         return draws[0], float("nan")
     y = tie_labels(L, variants or [])
-    ok_val = None if variants is None else guard.allowed(X[val], variants, guard.fit_ceilings(X[tr], L[tr], variants))
+    ok_val = None if variants is None else select.guard_allowed(X[val], variants, select.fit_ceilings(X[tr], L[tr], variants))
     args = (X[tr], y[tr], X[val], L[val], L.shape[1], seed, ok_val, cost_weights(L[tr]) if weighted else None)
     if n_jobs > 1:
         from joblib import Parallel, delayed  # optional: training only (comes with scikit-learn)
@@ -389,7 +388,7 @@ def cross_validate(kind: str, ds: Dataset, n_iter: int = N_ITER, folds: int = FO
         model = fit(kind, params, ds.X[train], y[train], len(ds.variants), seed,
                     weights=ds.weights[train] if weighted else None)
         s = model.scores(ds.X[test])
-        ok = guard.allowed(ds.X[test], ds.variants, guard.fit_ceilings(ds.X[train], ds.L[train], ds.variants))
+        ok = select.guard_allowed(ds.X[test], ds.variants, select.fit_ceilings(ds.X[train], ds.L[train], ds.variants))
         chosen[test] = choose(s, ds.L[test], ok)
         chosen_v[test] = choose_verify(s, ds.L[test], top_k, ok, always)
         chosen_ng[test] = choose(s, ds.L[test])
@@ -476,12 +475,12 @@ def train_all(datasets: dict[str, Dataset], out_dir: Path, report_dir: Optional[
         entry["cost_weighted"] = bool(weighted)
         params, _ = search("xgboost", ds.X, ds.L, n_iter, seed, n_jobs, ds.variants, weighted)
         model = fit("xgboost", params, ds.X, y, len(ds.variants), seed, weights=ds.weights if weighted else None)
-        entry["size_guard"] = {"tolerance": guard.TOLERANCE, "margin": guard.MARGIN,
-                               "ceilings": guard.fit_ceilings(ds.X, ds.L, ds.variants)}
+        entry["size_guard"] = {"tolerance": select.GUARD_TOLERANCE, "margin": select.GUARD_MARGIN,
+                               "ceilings": select.fit_ceilings(ds.X, ds.L, ds.variants)}
         path = out_dir / f"{backend}_{alg}.json"
         if isinstance(model, _Constant):
             entry["constant"] = ds.variants[model.cls]
-            entry["slowdowns"] = slowdowns.table(slowdowns.points_from_features(ds.X, feature_names()), ds.L,
+            entry["slowdowns"] = select.slowdown_table(select.points_from_features(ds.X, feature_names()), ds.L,
                                                  ds.variants, entry["constant"], ds.config_ids)
             path.unlink(missing_ok=True)
         else:
@@ -533,7 +532,7 @@ def regret_table(summary: dict) -> str:
              f"{summary['n_iter']} draws XGBoost, {summary.get('rf_n_iter', summary['n_iter'])} draws RF; "
              f"latency metric {summary.get('metric', 'median_s')})",
              "", "Mean regret over held-out configurations (the paper's metric); median in parentheses. "
-             "Guard: the size guard of `autotune/guard.py`, fitted on each training split.", "",
+             "Guard: the size guard of `autotune/select.py`, fitted on each training split.", "",
              "| algorithm | configs | " + " | ".join(c[1] for c in cols) + " |",
              "|---|---|" + "---|" * len(cols)]
     for alg, e in summary["algorithms"].items():

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bayes_infer_ros.autotune.features import size_estimates
+from bayes_infer_ros.autotune.select import size_estimates
 from lab.generator import ConfigSpec
 from lab.harness import PYMDP
 

@@ -11,13 +11,12 @@ record), and its deployment (``deployment``: the one place that builds engines).
 
 Training lives in ``lab.train_autotuner`` (``python -m lab autotune-train``); see docs/autotune.md.
 """
-from .budget import MemoryBudget, MemoryBudgetExceeded
-from .decision import Candidate, EngineConfig, Outcome, Plan, conclude, plan_decision
-from .deployment import (Decision, Deployment, Pinned, decide, deploy, engine_for, select_variant, start_engine,
+from .decision import Candidate, EngineConfig, Outcome, Pinned, Plan, conclude, plan_decision
+from .deployment import (Decision, Deployment, decide, deploy, engine_for, select_variant, start_engine,
                          verify_candidates)
 from .devices import DeviceUnavailable, find_devices
-from .features import feature_names, size_estimates, structure_features
-from .select import rank_variants
+from .select import (MemoryBudget, MemoryBudgetExceeded, feature_names, rank_variants, size_estimates,
+                     structure_features)
 
 __all__ = ["Candidate", "Decision", "Deployment", "DeviceUnavailable", "EngineConfig", "MemoryBudget",
            "MemoryBudgetExceeded", "Outcome", "Pinned", "Plan", "conclude", "decide", "deploy", "engine_for",

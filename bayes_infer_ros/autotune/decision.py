@@ -27,8 +27,15 @@ must pass the self-test, ``devices.find_devices``), per device:
 
 The first device's start runs at once; the other devices' candidates are verified. Each candidate left out says why.
 
-**Decision cache.** A verified answer is kept on disk (``decision_cache``) and starts without verifying while the
-model's structure, the settings, the devices, the machine and the versions stay the same.
+**Decision cache** (:class:`DecisionCache`). A verified answer is kept on disk and starts without verifying while
+the model's structure, the settings, the devices found, the machine (host name, processor, CPU count) and the versions
+of the package, jax, jaxlib and numba stay the same; any change there is a miss, and the verify step runs again.
+``bayes-infer warmup`` fills it for the shipped model. Folder: ``$BAYES_INFER_DECISION_CACHE`` when set (``off``
+turns the cache off), else ``$XDG_CACHE_HOME/bayes_infer_ros/decisions`` (``~/.cache/...``). An unwritable or full
+folder is not an error: the record is not kept, and ``DecisionCache.warnings`` says why once. A record is untrusted
+input: one that cannot be used (not JSON, a field missing or of the wrong type, timings that are not seconds, another
+key's record, a directory in the file's place; a candidate that is not one here, or that no longer builds) is a
+miss: ``refuse`` adds one warning naming the file, the candidates are timed again, and the new record replaces it.
 
 **Verify** (``autotune_verify_top_k`` = k > 0): the start and the candidates to verify are built and timed
 round-robin (``timing.time_round_robin``) on the call the node makes per tick (``select.engine_call``). A candidate
@@ -40,19 +47,27 @@ verified. A candidate that fails to build or to run drops out with its reason.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import socket
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from ..inference import VariantUnsupported, variant_devices
+from ..inference.algorithm_specs import algorithm_spec
 from ..inference.registry import NATIVE_VARIANTS
 from . import devices as device_lookup
-from . import slowdowns
-from .budget import ITEMSIZE, MemoryBudget
-from .decision_cache import DecisionCache
-from .select import FALLBACK, infeasible, model_variants, ranking, trained_model
+from .select import FALLBACK, MemoryBudget, device_candidates
 from .timing import CandidateTiming
 
 #: The verify step's round-robin: at most this many rounds, stopping after this many seconds of timing (it runs off
@@ -83,6 +98,13 @@ class EngineConfig:
     device: str = "auto"
     agents: int = 1
     evidence: bool = False
+    #: the horizon the ranking reads: ``horizon`` for an algorithm with a window, 1 for one without (set from
+    #: ``algorithm``, which is checked here: an unknown name is refused naming the field)
+    ranked_horizon: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        window = algorithm_spec(self.algorithm).window
+        object.__setattr__(self, "ranked_horizon", int(self.horizon) if window else 1)
 
 
 @dataclass(frozen=True)
@@ -94,6 +116,16 @@ class Candidate:
 
     def __str__(self) -> str:
         return f"{self.variant}@{self.platform}"
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A deployment of one candidate, as a verify step measured it (``note``: its outcome), for the settings
+    ``config``."""
+
+    config: EngineConfig
+    candidate: Candidate
+    note: str
 
 
 @dataclass(frozen=True)
@@ -147,52 +179,6 @@ class Outcome:
 
 
 # ---- candidates ---------------------------------------------------------------------------------------------------
-@dataclass
-class _DeviceCandidates:
-    """One device's candidates: ``order[0]`` starts when this is the first device, the rest are verified."""
-
-    order: list[str]
-    skipped: dict[str, str]
-    reason: str
-
-
-def _untrained_natives(platform: str, algorithm: str, model_dir: Any) -> list[str]:
-    """The single-dispatch engines of ``platform`` that can be built here and that its ranking model does not know."""
-    known = model_variants(algorithm, platform, model_dir)
-    return [v for v, cls in NATIVE_VARIANTS.items() if cls.device == platform and cls.available() and v not in known]
-
-
-def _device_candidates(model: Any, config: EngineConfig, budget: MemoryBudget, platform: str, native_only: bool,
-                       model_dir: Any) -> _DeviceCandidates:
-    """``variant: auto``'s candidates on ``platform`` (module docstring), at most k + natives + baseline verified."""
-    k = max(int(config.autotune_verify_top_k), 0)
-    trained = trained_model(config.algorithm, platform, model_dir)
-    natives = _untrained_natives(platform, config.algorithm, model_dir)
-    constant = trained.constant if trained is not None else None
-    if native_only:  # numba's CUDA target only: its native engines are all that run there
-        return _DeviceCandidates(natives, {}, f"the only engines {platform} runs here")
-    if constant is not None and not infeasible(constant, model, budget, ITEMSIZE):
-        reason = (f"the fastest or tied on all {trained.entry.get('configs', '?')} training models of this install "
-                  f"({trained.tag}_meta.json)")
-        order, skipped = [constant] + natives, {}
-        slowdown = slowdowns.predict(trained.entry.get("slowdowns"), model, FALLBACK)
-        if slowdown is not None and slowdown.wide:
-            skipped[FALLBACK] = slowdown.describe()
-        elif constant != FALLBACK:
-            order.append(FALLBACK)
-        return _DeviceCandidates(order, skipped, reason)
-    rank = ranking(config.algorithm, model, config.horizon, config.num_iter, backend=platform, memory_budget=budget,
-                   itemsize=ITEMSIZE, model_dir=model_dir)
-    ranked = [v for v, _ in rank.ranked if platform in variant_devices(v)]
-    skipped = dict(rank.dropped)
-    top = ranked[:max(k, 1)]
-    why = f"not among the {k} best predicted by the ranking model" if k else "autotune_verify_top_k is 0: not verified"
-    skipped.update({v: why for v in ranked[len(top):] if v != FALLBACK})
-    reason = (f"the ranking model's first pick ({trained.tag})" if trained is not None
-              else "no ranking model for this device: the rule")
-    return _DeviceCandidates(list(dict.fromkeys(top + natives + [FALLBACK])), skipped, reason)
-
-
 def candidates(model: Any, config: EngineConfig, budget: MemoryBudget, platforms: Sequence[str],
                model_dir: Any = None, native_only: Sequence[str] = ()) -> list[Candidate]:
     """Every (device, variant) candidate for ``config`` that the verify step would time, the start first, devices in
@@ -217,7 +203,7 @@ def _candidates(model: Any, config: EngineConfig, budget: MemoryBudget, platform
     skipped: list[tuple[Candidate, str]] = []
     reason = ""
     for p in platforms:
-        found = _device_candidates(model, config, budget, p, p in native_only, model_dir)
+        found = device_candidates(model, config, budget, p, p in native_only, model_dir)
         pool += [Candidate(p, v) for v in found.order]
         skipped += [(Candidate(p, v), why) for v, why in found.skipped.items()]
         reason = reason or found.reason
@@ -231,17 +217,20 @@ def _cache_parts(model: Any, config: EngineConfig, budget: MemoryBudget, platfor
 
 def plan_decision(model: Any, config: EngineConfig, budget: MemoryBudget, *,
                   found: Optional[device_lookup.Devices] = None, model_dir: Any = None,
-                  cache: Optional[DecisionCache] = None) -> Plan:
+                  cache: Optional[DecisionCache] = None, pin: Optional[Pinned] = None) -> Plan:
     """What starts, what is verified and what is left out for ``model`` under ``config`` and ``budget`` (the policy
     is the module's); builds nothing.
 
     found: the devices to consider (default ``devices.find_devices(config.device)``)
     cache: verified decisions on disk (default: none; the node passes ``DecisionCache.from_environment()``)
+    pin:   the candidate a verify step measured faster: the plan runs it, and verifies nothing
 
     Raises ``DeviceUnavailable`` (device: gpu without a working GPU), ``MemoryBudgetExceeded`` and
     ``VariantUnsupported`` (a named variant that cannot run here); ``variant: auto`` falls back instead.
     """
     found = found if found is not None else device_lookup.find_devices(config.device)
+    if pin is not None:
+        return Plan(config, pin.candidate, reason=f"the verify step: {pin.note}", devices=found)
     platforms = list(found.by_platform)
     native_only = [p for p, d in found.by_platform.items() if isinstance(d, device_lookup.NumbaCudaDevice)]
     jax_platforms = [p for p in platforms if p not in native_only]  # where the baseline (a JAX program) runs
@@ -275,7 +264,7 @@ def plan_decision(model: Any, config: EngineConfig, budget: MemoryBudget, *,
     if record is None:
         return plan
     kept = Candidate(record["device"], record["variant"])
-    problem = _record_problem(record, kept, plan)
+    problem = _plan_problem(record, kept, plan)
     if problem is not None:
         cache.refuse(plan.cache_key, problem)
         return plan
@@ -283,8 +272,8 @@ def plan_decision(model: Any, config: EngineConfig, budget: MemoryBudget, *,
         f"timed here at {record['created']}: {_format(record['timings'])}; decision cache"))
 
 
-def _record_problem(record: Mapping[str, Any], chosen: Candidate, plan: Plan) -> Optional[str]:
-    """Why a well-formed kept ``record`` (``decision_cache.record_problem`` passed) does not fit ``plan`` (None: it
+def _plan_problem(record: Mapping[str, Any], chosen: Candidate, plan: Plan) -> Optional[str]:
+    """Why a well-formed kept ``record`` (:func:`record_problem` passed) does not fit ``plan`` (None: it
     does): its choice must be a candidate here, its timings those of this plan's candidates, and its choice the start
     or faster than the start in them (the verify step replaces the start only with a faster candidate)."""
     names = [str(c) for c in plan.timed]
@@ -348,3 +337,129 @@ def _format(timings: Mapping[str, float]) -> str:
     return ", ".join(f"{name} {t * 1e3:.3g} ms" for name, t in timings.items())
 
 
+# ---- the decision cache -------------------------------------------------------------------------------------------
+ENV = "BAYES_INFER_DECISION_CACHE"
+MAX_RECORD_BYTES = 65536  # a record is a few hundred bytes: a larger file is not one
+
+
+def default_folder() -> Optional[Path]:
+    """The cache folder from the environment (None: turned off)."""
+    value = os.environ.get(ENV, "")
+    if value.lower() in ("off", "0", "false", "none"):
+        return None
+    if value:
+        return Path(value).expanduser()
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "bayes_infer_ros" / "decisions"
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def machine_fingerprint() -> dict[str, Any]:
+    """What a timing on this machine depends on besides the model and the settings."""
+    return {"host": socket.gethostname(), "machine": platform.machine(), "processor": platform.processor(),
+            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "versions": {d: _version(d) for d in ("bayes_infer_ros", "jax", "jaxlib", "numba")}}
+
+
+def record_problem(record: Any, key: str) -> Optional[str]:
+    """Why ``record`` (parsed JSON) is not a usable record for ``key`` (None: it is)."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    for name, kind in (("key", str), ("device", str), ("variant", str), ("created", str), ("timings", dict)):
+        if name not in record:
+            return f"no {name!r} field" + (" (written by an older version, or damaged)" if name == "key" else "")
+        if not isinstance(record[name], kind):
+            expected = "object" if kind is dict else "string"
+            return f"{name!r} is {json.dumps(record[name])[:60]}, expected a JSON {expected}"
+    if record["key"] != key:
+        return f"it is the record of another model or setting (key {record['key'][:40]!r})"
+    for name, seconds in record["timings"].items():
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or math.isnan(seconds) or seconds < 0:
+            return f"timings[{name!r}] is {json.dumps(seconds)[:40]}, expected seconds >= 0"
+    return None
+
+
+@dataclass
+class DecisionCache:
+    """Load and store verified decisions (``{"key", "device", "variant", "timings", "created"}``) by key.
+
+    ``warnings``: what went wrong with the folder or a record, each once (an unwritable folder, a refused record
+    naming its file)."""
+
+    folder: Optional[Path]
+    warnings: list[str] = field(default_factory=list)
+    refused: set[Path] = field(default_factory=set)
+
+    @classmethod
+    def from_environment(cls) -> "DecisionCache":
+        return cls(default_folder())
+
+    @staticmethod
+    def key(parts: dict[str, Any]) -> str:
+        text = json.dumps({**parts, "machine": machine_fingerprint()}, sort_keys=True, default=repr)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def path(self, key: str) -> Optional[Path]:
+        return None if self.folder is None else self.folder / f"{key}.json"
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def refuse(self, key: str, reason: str) -> None:
+        """The record of ``key`` cannot be used (``reason``): a miss, with one warning naming its file."""
+        path = self.path(key)
+        if path is None or path in self.refused:
+            return
+        self.refused.add(path)
+        if path.is_dir():
+            self._warn(f"decision cache: {path} is a directory, not a record: each start times the candidates again "
+                       "until it is removed")
+        else:
+            self._warn(f"decision cache: {path} is not used ({reason}): the candidates are timed again and the new "
+                       "decision replaces it")
+
+    def load(self, key: str) -> Optional[dict[str, Any]]:
+        """The record of ``key``; None when there is none, or when it cannot be used (``refuse``d)."""
+        path = self.path(key)
+        if path is None or not (path.exists() or path.is_symlink()):
+            return None
+        try:
+            if path.is_dir():
+                raise IsADirectoryError(f"{path} is a directory")
+            if path.stat().st_size > MAX_RECORD_BYTES:
+                raise ValueError(f"{path.stat().st_size} bytes, larger than any record")
+            record = json.loads(path.read_bytes().decode("utf-8"))
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            self.refuse(key, f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}")
+            return None
+        problem = record_problem(record, key)
+        if problem is not None:
+            self.refuse(key, problem)
+            return None
+        return record
+
+    def store(self, key: str, device: str, variant: str, timings: dict[str, float]) -> None:
+        path = self.path(key)
+        if path is None:
+            return
+        record = {"key": key, "device": device, "variant": variant, "timings": timings,
+                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(record, indent=1))
+            os.replace(tmp, path)
+        except OSError as exc:
+            if path in self.refused:  # its warning already says why (a directory in the file's place)
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
+                return
+            self._warn(f"the decision cache {self.folder} is not writable ({exc.strerror or exc}): each start "
+                       f"times the candidates again; set {ENV} to a writable folder, or to 'off'")

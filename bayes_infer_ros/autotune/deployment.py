@@ -33,11 +33,10 @@ from ..inference.belief_filter import BeliefFilter
 from ..inference.native import numba_available
 from ..inference.policy import PolicyInference, PolicyPlan
 from . import devices as device_lookup
-from .budget import MemoryBudget, MemoryBudgetExceeded, estimated_bytes, format_bytes
-from .decision import (VERIFY_MAX_TIME_S, VERIFY_ROUNDS, Candidate, EngineConfig, Plan, _untrained_natives, conclude,
-                       plan_decision)
-from .decision_cache import DecisionCache
-from .select import engine_call
+from .decision import (VERIFY_MAX_TIME_S, VERIFY_ROUNDS, Candidate, DecisionCache, EngineConfig, Pinned, Plan,
+                       conclude, plan_decision)
+from .select import (MemoryBudget, MemoryBudgetExceeded, engine_call, estimated_bytes, format_bytes,
+                     untrained_natives)
 from .timing import CandidateTiming, time_round_robin
 
 
@@ -202,22 +201,12 @@ def select_variant(algorithm: str, model: Any, horizon: int = 1, num_iter: int =
     # every ranked candidate in order, the untrained engines left out (they run only once verified)
     every = dataclasses.replace(config, autotune_verify_top_k=len(inference.VARIANTS))
     plan = plan_decision(model, every, budget, found=found, model_dir=model_dir)
-    untrained = set(_untrained_natives(backend, algorithm, model_dir))
+    untrained = set(untrained_natives(backend, algorithm, model_dir))
     plan = dataclasses.replace(plan, verify=tuple(c for c in plan.verify if c.variant not in untrained))
     return start_engine(plan, model)[0].start.variant
 
 
 # ---- one deployment ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Pinned:
-    """A deployment of one candidate, as a verify step measured it (``note``: its outcome), for the settings
-    ``config``."""
-
-    config: EngineConfig
-    candidate: Candidate
-    note: str
-
-
 @dataclass
 class Deployment:
     """An engine deployed for a model: what runs (``engine``, its ``variant`` and ``device`` as ``platform:id``), the
@@ -243,15 +232,11 @@ def deploy(model: Any, config: EngineConfig, budget: MemoryBudget, *, cache: Opt
     Its verify step is the caller's (``deployment.plan``). ``checkpoint()`` between the phases raises (the node's
     BuildCancelled) once the deployment is no longer wanted. Every variant (a user's choice as well as auto's) is held
     to ``budget`` before anything is allocated. ``cache``: kept decisions (default: the environment's,
-    ``decision_cache``); ``pin``: deploy that candidate."""
+    ``DecisionCache.from_environment``); ``pin``: deploy that candidate."""
     cache = cache if cache is not None else DecisionCache.from_environment()
     cache_warnings = len(cache.warnings)  # this deployment's: those added from here
     t0 = time.perf_counter()
-    if pin is not None:
-        plan = Plan(config, pin.candidate, reason=f"the verify step: {pin.note}",
-                    devices=device_lookup.find_devices(config.device))
-    else:
-        plan = plan_decision(model, config, budget, cache=cache)
+    plan = plan_decision(model, config, budget, cache=cache, pin=pin)
     plan, engine = start_engine(plan, model, checkpoint, budget)
     checkpoint()
     if engine.spec.window:  # the window's program, at its one compiled length

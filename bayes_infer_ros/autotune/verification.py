@@ -33,7 +33,7 @@ import bayes_infer_ros
 
 from ..inference import jax_cache
 from .decision import Candidate, EngineConfig, Outcome, Plan, conclude
-from .decision_cache import DecisionCache
+from .decision import DecisionCache
 from .deployment import verify_candidates
 from .devices import find_devices
 from .timing import CandidateTiming

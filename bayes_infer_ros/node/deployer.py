@@ -9,7 +9,7 @@ engine that runs. What one deployment is (decide, build, compile every call a st
   end (XLA cannot be interrupted), but the thread is a daemon, so it never holds up the process's exit, and nothing
   it finishes after ``close()`` is installed or reported.
 - **Verified.** After each install the engine's verify step runs off the tick path (``autotune.verification``: a
-  child process); a candidate it measured faster is deployed pinned (``autotune.deployment.Pinned``) and installed
+  child process); a candidate it measured faster is deployed pinned (``autotune.decision.Pinned``) and installed
   like any other, unless another deployment is under way (a user's request comes first).
 - **The compilation cache** is pruned to ``jax_compilation_cache_max_mb`` after each deployment.
 """
@@ -20,9 +20,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..autotune.decision import Outcome, Plan
-from ..autotune.decision_cache import DecisionCache
-from ..autotune.deployment import Deployment, Pinned, deploy
+from ..autotune.decision import DecisionCache, Outcome, Pinned, Plan
+from ..autotune.deployment import Deployment, deploy
 from ..autotune.verification import Verification
 from ..inference import jax_cache
 from .parameters import node_budget

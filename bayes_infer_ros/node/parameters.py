@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ..autotune.budget import MemoryBudget
+from ..autotune.select import MemoryBudget
 from ..inference.algorithm_specs import ALGORITHMS, algorithm_spec
 from ..inference.policy import MAX_SEED, POLICY_PARAMETERS, SAMPLING_MODES, SELECTIONS, TERMS, check_terms
 

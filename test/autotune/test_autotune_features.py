@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from bayes_infer_ros.autotune import features as ft
+from bayes_infer_ros.autotune import select as ft
 from lab import generator as g
 from bayes_infer_ros.inference import VARIANTS, VariantUnsupported, variant_ops
 from bayes_infer_ros.inference.registry import NATIVE_VARIANTS

@@ -6,10 +6,9 @@ import shutil
 import numpy as np
 import pytest
 
-from bayes_infer_ros.autotune import guard
 from bayes_infer_ros.autotune import select as sel
 from lab import train_autotuner as tr
-from bayes_infer_ros.autotune.features import feature_vector, size_estimates
+from bayes_infer_ros.autotune.select import feature_vector, size_estimates
 from lab import generator as g
 from tolerances import FLOAT32_ATOL, FLOAT64_BOOKKEEPING_ATOL
 
@@ -26,20 +25,20 @@ def test_padding_matches_size_estimates(specs):
     rng = np.random.default_rng()
     for spec in (specs[i] for i in rng.choice(len(specs), 8, replace=False)):
         est = size_estimates(spec)
-        P = guard.padding(feature_vector(spec)[None], VARIANTS)[0]
+        P = sel.padding(feature_vector(spec)[None], VARIANTS)[0]
         assert P[0] == 0.0
         np.testing.assert_allclose(P[1], max(math.log10(est["hybrid"] / est["baseline"]), 0), atol=FLOAT32_ATOL)
         np.testing.assert_allclose(P[2], max(math.log10(est["end_to_end"] / est["baseline"]), 0), atol=FLOAT32_ATOL)
         assert P[3] == P[2]  # the sparse variant pads like its dense layout
         # the fused family and the native engine do not pad: never dropped, whatever the model's size
-        assert not guard.padding(feature_vector(spec)[None], ["fused_pairwise", "fused_numba"]).any()
+        assert not sel.padding(feature_vector(spec)[None], ["fused_pairwise", "fused_numba"]).any()
 
 
 def test_ceilings_and_allowed(specs):
     rng = np.random.default_rng()
     idx = rng.choice(len(specs), 40, replace=False)
     X = np.stack([feature_vector(specs[i]) for i in idx])
-    P = guard.padding(X, VARIANTS)
+    P = sel.padding(X, VARIANTS)
     L = rng.uniform(1.0, 2.0, size=(len(X), len(VARIANTS)))
     L[:, 3] = np.nan  # never ran
     # end_to_end is the fastest exactly where its padding is at most the median padding
@@ -47,13 +46,13 @@ def test_ceilings_and_allowed(specs):
     wins = P[:, 2] <= cut
     L[wins, 2] = 0.5
     L[~wins, 2] = 10.0
-    ceilings = guard.fit_ceilings(X, L, VARIANTS)
+    ceilings = sel.fit_ceilings(X, L, VARIANTS)
     assert "baseline" not in ceilings and ceilings["sparse_end_to_end"] == 0.0
     assert ceilings["end_to_end"] == pytest.approx(P[wins, 2].max())
-    ok = guard.allowed(X, VARIANTS, ceilings)
+    ok = sel.guard_allowed(X, VARIANTS, ceilings)
     assert ok[:, 0].all()  # baseline is never dropped
-    np.testing.assert_array_equal(ok[:, 2], P[:, 2] <= ceilings["end_to_end"] + math.log10(guard.MARGIN) + FLOAT64_BOOKKEEPING_ATOL)
-    assert guard.allowed(X, VARIANTS, None).all()
+    np.testing.assert_array_equal(ok[:, 2], P[:, 2] <= ceilings["end_to_end"] + math.log10(sel.GUARD_MARGIN) + FLOAT64_BOOKKEEPING_ATOL)
+    assert sel.guard_allowed(X, VARIANTS, None).all()
 
 
 def test_choose_respects_the_guard_and_falls_back():

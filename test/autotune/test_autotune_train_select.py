@@ -9,9 +9,8 @@ from bayes_infer_ros.autotune import decision as dec
 from bayes_infer_ros.autotune import deployment as dep
 from bayes_infer_ros.autotune import devices
 from bayes_infer_ros.autotune import select as sel
-from bayes_infer_ros.autotune.budget import MemoryBudget
+from bayes_infer_ros.autotune.select import MemoryBudget, NumpyForest
 from lab import train_autotuner as tr
-from bayes_infer_ros.autotune.forest import NumpyForest
 from lab import generator as g
 from lab import harness as h
 from engine_stubs import Slowed

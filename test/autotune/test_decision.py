@@ -13,8 +13,8 @@ import pytest
 from bayes_infer_ros.autotune import decision as dec
 from bayes_infer_ros.autotune import deployment as dep
 from bayes_infer_ros.autotune import devices, select
-from bayes_infer_ros.autotune.budget import MemoryBudget, MemoryBudgetExceeded
-from bayes_infer_ros.autotune.decision_cache import DecisionCache
+from bayes_infer_ros.autotune.decision import DecisionCache
+from bayes_infer_ros.autotune.select import MemoryBudget, MemoryBudgetExceeded
 from bayes_infer_ros.autotune.timing import CandidateTiming
 from bayes_infer_ros.inference import VariantUnsupported
 from bayes_infer_ros.inference.native import numba_available
@@ -351,7 +351,6 @@ def test_with_numba_fused_numba_starts_without_a_ranking(model, monkeypatch):
     and neither the structure features nor a classifier are computed."""
     monkeypatch.setattr(select, "structure_features", lambda *a, **k: pytest.fail("features were computed"))
     monkeypatch.setattr(select, "ranking", lambda *a, **k: pytest.fail("a ranking was computed"))
-    monkeypatch.setattr(dec, "ranking", lambda *a, **k: pytest.fail("a ranking was computed"))
     plan = dec.plan_decision(model, dec.EngineConfig("fpi", device="cpu"), BUDGET)
     assert plan.start == dec.Candidate("cpu", "fused_numba") and "training models" in plan.reason
     assert set(plan.verify) | {c for c, _ in plan.skipped} == {dec.Candidate("cpu", "baseline")}

@@ -8,7 +8,7 @@ import pytest
 from bayes_infer_ros.autotune import EngineConfig, MemoryBudget
 from bayes_infer_ros.autotune import decision as dec
 from bayes_infer_ros.autotune import deployment as dep
-from bayes_infer_ros.autotune.decision_cache import DecisionCache
+from bayes_infer_ros.autotune.decision import DecisionCache
 from bayes_infer_ros.model import load_model
 
 BUDGET = MemoryBudget.from_mib(2048, "memory_budget_mb")
@@ -44,7 +44,7 @@ def test_a_verified_swap_builds_the_winner_for_every_agent(model, monkeypatch):
     """The engine a verify step measured faster is deployed batched, for the node's agents."""
     _, built = _counting(monkeypatch)
     config = EngineConfig("fpi", device="cpu", agents=4)
-    pin = dep.Pinned(config, dec.Candidate("cpu", "baseline"), "swaps to baseline@cpu: faster ...")
+    pin = dec.Pinned(config, dec.Candidate("cpu", "baseline"), "swaps to baseline@cpu: faster ...")
     deployment = dep.deploy(model, config, BUDGET, pin=pin)
     assert built == [("baseline", 4)] and deployment.variant == "baseline" and deployment.plan.verify == ()
     assert "the verify step: swaps to baseline@cpu" in deployment.note

@@ -6,8 +6,8 @@ import pytest
 
 from bayes_infer_ros.autotune import decision as dec
 from bayes_infer_ros.autotune import deployment as dep
-from bayes_infer_ros.autotune.budget import MemoryBudget
-from bayes_infer_ros.autotune.decision_cache import DecisionCache
+from bayes_infer_ros.autotune.select import MemoryBudget
+from bayes_infer_ros.autotune.decision import DecisionCache
 from bayes_infer_ros.model import load_model
 from bayes_infer_ros.autotune.verification import Verification
 

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from bayes_infer_ros.autotune.budget import MemoryBudgetExceeded, estimated_bytes
+from bayes_infer_ros.autotune.select import MemoryBudgetExceeded, estimated_bytes
 from bayes_infer_ros.node.deployer import BuildCancelled, Worker
 from bayes_infer_ros.node.parameters import node_budget
 

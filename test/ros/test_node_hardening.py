@@ -295,7 +295,7 @@ def test_memory_budget_applies_to_a_users_variant(probe, agent, io):
     refusal names the estimate."""
     from bayes_infer_ros.inference import VARIANTS
     from bayes_infer_ros.model import load_model
-    from bayes_infer_ros.autotune.budget import estimated_bytes
+    from bayes_infer_ros.autotune.select import estimated_bytes
 
     from ros_harness import REPO_ROOT
 
