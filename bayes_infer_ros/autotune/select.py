@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union
 
 import jax
 import numpy as np
@@ -67,9 +67,6 @@ from ..inference.algorithm_specs import algorithm_spec
 from ..inference.native import numba_available
 from ..inference.registry import NATIVE_VARIANTS
 from ..model.generative_model import ModelStructure, as_deps, trivial_B_dependencies
-
-if TYPE_CHECKING:
-    from .decision import EngineConfig
 
 
 # ---- structure features -------------------------------------------------------------------------------------------
@@ -616,6 +613,15 @@ def rank_variants(algorithm: str, model: Any, horizon: int = 1, num_iter: int = 
 
 
 # ---- a device's candidates -----------------------------------------------------------------------------------------
+class RankedSettings(Protocol):
+    """The settings a device's candidates are read from (``decision.EngineConfig`` has them)."""
+
+    algorithm: str
+    ranked_horizon: int
+    num_iter: int
+    autotune_verify_top_k: int
+
+
 @dataclass
 class DeviceCandidates:
     """One device's candidates: ``order[0]`` starts when this is the first device, the rest are verified."""
@@ -631,7 +637,7 @@ def untrained_natives(platform: str, algorithm: str, model_dir: Any) -> list[str
     return [v for v, cls in NATIVE_VARIANTS.items() if cls.device == platform and cls.available() and v not in known]
 
 
-def device_candidates(model: Any, config: EngineConfig, budget: MemoryBudget, platform: str, native_only: bool,
+def device_candidates(model: Any, config: RankedSettings, budget: MemoryBudget, platform: str, native_only: bool,
                       model_dir: Any) -> DeviceCandidates:
     """``variant: auto``'s candidates on ``platform`` (``decision``'s docstring: the constant winner, or the
     ranking), at most k + natives + baseline verified."""
