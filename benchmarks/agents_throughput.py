@@ -97,6 +97,19 @@ def candidates(model, b: int, num_iter: int, jax_variants: list[str], gpu: bool)
     return checked
 
 
+def summary(rows: list[dict], env: dict, load_start: float, load_end: float) -> str:
+    """The console's table of ``rows`` (a row per candidate and b: agent-ticks per second, its p90..p10 spread, us
+    per call), then the load average over the run and the machine (``environment``)."""
+    lines = [f"{'candidate':22s} {'b':>6s} {'device':>10s} {'agent-ticks/s':>14s} {'p90..p10':>22s} {'us/call':>10s}"]
+    for r in rows:
+        lines.append(f"{r['candidate']:22s} {r['b']:6d} {r['device']:>10s} {r['agent_ticks_per_s']:14.4g} "
+                     f"{r['agent_ticks_per_s_p90']:10.4g}..{r['agent_ticks_per_s_p10']:<10.4g} "
+                     f"{r['median_s'] * 1e6:10.1f}")
+    lines.append(f"load average {load_start:.2f} -> {load_end:.2f}; {env['machine']} {env['cpu']} x{env['cpu_count']}, "
+                 f"jax {env['jax']} ({env['backend']}, {env['device']})")
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="CSV to write")
@@ -137,12 +150,7 @@ def main() -> int:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    print(f"{'candidate':22s} {'b':>6s} {'device':>10s} {'agent-ticks/s':>14s} {'p90..p10':>22s} {'us/call':>10s}")
-    for r in rows:
-        print(f"{r['candidate']:22s} {r['b']:6d} {r['device']:>10s} {r['agent_ticks_per_s']:14.4g} "
-              f"{r['agent_ticks_per_s_p90']:10.4g}..{r['agent_ticks_per_s_p10']:<10.4g} {r['median_s'] * 1e6:10.1f}")
-    print(f"load average {load_start:.2f} -> {load_end:.2f}; {env['machine']} {env['cpu']} x{env['cpu_count']}, "
-          f"jax {env['jax']} ({env['backend']}, {env['device']})")
+    print(summary(rows, env, load_start, load_end))
     return 0
 
 

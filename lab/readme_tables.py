@@ -10,11 +10,11 @@ Each table sits between marker comments in a markdown file::
     ...generated...
     <!-- /table:sweep -->
 
-``render(name, bench_dir)`` builds one table from the files in ``bench_dir`` (``benchmarks/``) and the shipped
-autotuner models; ``update(text, bench_dir)`` replaces every marked block of a file's text; ``stale(path,
-bench_dir)`` names the blocks whose text differs from what the files give. A block may open with a sentence of
-what was measured (counts, sizes, where a crossover lies): every figure in it comes from the same files, and a
-test fails when a committed block and its source disagree.
+``render(name, bench_dir)`` builds one table from the files in ``bench_dir`` (``benchmarks/``; the ones its
+function's ``@renders`` names) and the shipped autotuner models; ``update(text, bench_dir)`` replaces every marked
+block of a file's text; ``stale(path, bench_dir)`` names the blocks whose text differs from what the files give. A
+block may open with a sentence of what was measured (counts, sizes, where a crossover lies): every figure in it
+comes from the same files, and a test fails when a committed block and its source disagree.
 
 Ratios are pymdp's time over the variant's (> 1: faster than pymdp), per (configuration, algorithm), summarised
 over configurations: median (p5, min) for sweeps, median (worst) for the variants benchmark.
@@ -27,7 +27,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -42,6 +42,20 @@ FILES = (ROOT / "README.md", ROOT / "benchmarks" / "README.md", ROOT / "docs" / 
          ROOT / "docs" / "gpu.md")
 MODEL_DIR = DEFAULT_MODEL_DIR
 BLOCK = re.compile(r"(<!-- table:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /table:(?P=name) -->)", re.S)
+# table name -> its markdown from the benchmarks folder; each table's function registers itself (``renders``)
+TABLES: dict[str, Callable[[Path], str]] = {}
+
+
+def renders(name: str, *files: str, **options: Any) -> Callable[[Callable[..., str]], Callable[..., str]]:
+    """Registers the decorated function as table ``name`` of ``TABLES``, rendered by calling it with ``files``
+    (names in the benchmarks folder, as paths, in order) and ``options``; the function itself is unchanged."""
+    def register(table: Callable[..., str]) -> Callable[..., str]:
+        TABLES[name] = lambda bench_dir: table(*(bench_dir / f for f in files), **options)
+        return table
+    return register
+
+
+renders("auto_variants")(auto_variants_table)  # the autotuner's shipped models, rendered by the autotuner
 
 
 def _rows(path: Path) -> list[dict]:
@@ -105,6 +119,8 @@ def fastest_counts(rows: Sequence[dict], metric: str = "time_s") -> tuple[dict[s
     return wins, pairs
 
 
+@renders("sweep", "summary_engine_cpu.csv", "sweep_engine_cpu.csv")
+@renders("sweep_m125", "summary_engine_m125_cpu.csv", "sweep_engine_m125_cpu.csv", autotuner=False)
 def sweep_table(summary_csv: Path, sweep_csv: Path, autotuner: bool = True) -> str:
     """What the sweep ran on, then per algorithm: baseline, the best of the paper's variants, fused_numba and
     (``autotuner``) ``variant: auto`` as shipped (out-of-fold, top 3 + baseline timed), each median (p5, min) of
@@ -133,6 +149,7 @@ def sweep_table(summary_csv: Path, sweep_csv: Path, autotuner: bool = True) -> s
     return "\n".join(lines) + "\n"
 
 
+@renders("variants", "variants_cpu.csv")
 def variants_table(variants_csv: Path) -> str:
     """The variants benchmark's models, then its packed call (what the node runs): pymdp / variant, median (worst),
     per algorithm."""
@@ -156,6 +173,7 @@ def variants_table(variants_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renders("gpu_h100", "summary_nvidia_h100_80gb_hbm3.csv", "variants_nvidia_h100_80gb_hbm3.csv")
 def gpu_table(summary_csv: Path, variants_csv: Path) -> str:
     """A GPU run's models, then its list call: pymdp / variant, median over its models, for a few variants."""
     s = _summary(summary_csv)
@@ -169,6 +187,8 @@ def gpu_table(summary_csv: Path, variants_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renders("unseen", "unseen_vs_baseline_cpu.csv")
+@renders("unseen_portable", "unseen_vs_baseline_portable_cpu.csv")
 def unseen_table(unseen_csv: Path) -> str:
     """``variant: auto`` on unseen models (``python -m lab bench-unseen``): how many verify steps ran and swapped,
     what it ended on, that run's time over baseline's and over the fastest candidate's (timed again afterwards), and
@@ -196,6 +216,7 @@ def unseen_table(unseen_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renders("regret")
 def regret_table(model_dir: Path = MODEL_DIR) -> str:
     """Out-of-fold mean regret of the shipped models (their meta files), per algorithm."""
     cpu = json.loads((Path(model_dir) / "cpu_meta.json").read_text())["algorithms"]
@@ -212,14 +233,15 @@ def regret_table(model_dir: Path = MODEL_DIR) -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_speed_table(bench_dir: Path) -> str:
+@renders("readme_speed", "summary_engine_cpu.csv", "variants_cpu.csv", "sweep_engine_cpu.csv")
+def readme_speed_table(summary_csv: Path, variants_csv: Path, sweep_csv: Path) -> str:
     """README's table: what both benchmarks ran on, the sweep's fused_numba and ``variant: auto``, the variants
     benchmark's packed fused_numba."""
-    s = _summary(bench_dir / "summary_engine_cpu.csv")
-    rows = _rows(bench_dir / "variants_cpu.csv")
+    s = _summary(summary_csv)
+    rows = _rows(variants_csv)
     lat, _, status = report.latency_tables(rows, "packed_median_s")
     v = {(r["algorithm"], r["variant"]): r for r in report.summary_rows(report.ratios(lat, {}), status)}
-    sweep, dozen = models_facts(_rows(bench_dir / "sweep_engine_cpu.csv")), models_facts(rows)
+    sweep, dozen = models_facts(_rows(sweep_csv)), models_facts(rows)
     lines = [f"pymdp 1.0.4's time over ours on the 2-core development VM, both in one process, round-robin: on "
              f"{sweep['configs']} generated models from {sweep['strata']} of the paper's 20 strata (F and M up to "
              f"{sweep['max_fm']}), median (p5, min), and on {dozen['configs']} models from {dozen['sizes'][0]} to "
@@ -242,6 +264,7 @@ def _num(v: float, fmt: str) -> str:
     return "-" if not math.isfinite(v) else format(v, fmt)
 
 
+@renders("fleet", "fleet_cpu.csv")
 def fleet_table(fleet_csv: Path) -> str:
     """Many agents of one model: one node with an engine row per agent against one process per agent (medians over
     the rounds of ``python -m lab bench-fleet``)."""
@@ -257,6 +280,8 @@ def fleet_table(fleet_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renders("agents_throughput", "agents_throughput_cpu.csv")
+@renders("agents_throughput_h200", "agents_throughput_nvidia_h200.csv")
 def agents_table(throughput_csv: Path) -> str:
     """Agent-ticks per second of the default model's FPI tick by batch size b, per candidate (median over rounds)."""
     rows = _rows(throughput_csv)
@@ -280,6 +305,7 @@ FREE_ENERGY_README = (("fpi", "fused_numba", "fused_numba fpi (the node's tick)"
 COST_MODES = (("hot", "back to back"), ("cold", "caches evicted before each call"))
 
 
+@renders("free_energy_cost", "free_energy_cost_cpu.csv")
 def free_energy_table(cost_csv: Path, columns: Sequence[tuple[str, str, str]] = FREE_ENERGY_README,
                       modes: Sequence[tuple[str, str]] = COST_MODES[:1]) -> str:
     """``benchmarks/free_energy_cost.py``'s output: the tick alone -> with its evidence (free energy, surprise, gates),
@@ -295,6 +321,7 @@ def free_energy_table(cost_csv: Path, columns: Sequence[tuple[str, str, str]] = 
     return "\n".join(lines) + "\n"
 
 
+@renders("free_energy_cost_full", "free_energy_cost_cpu.csv")
 def free_energy_full_table(cost_csv: Path) -> str:
     """Every row of ``benchmarks/free_energy_cost.py``'s output: tick -> with evidence, p10-p90, per mode."""
     lines = ["| mode | algorithm | engine | tick: median (p10-p90) us | with evidence: median (p10-p90) us | cost |",
@@ -318,6 +345,12 @@ def latency_medians(path: Path) -> dict[tuple[str, str], float]:
     return {(m["alg"], m["name"]): float(m["median"]) for m in LATENCY_LINE.finditer(Path(path).read_text())}
 
 
+H200_LATENCY = (("pymdp (GPU)", "pymdp", "pymdp"), ("fused_dense (GPU)", "fused_dense", "fused_dense"),
+                ("fused_cuda (GPU, one launch)", "fused_cuda", "fused_cuda"),
+                ("fused_numba (host CPU)", "fused_numba", "fused_numba"))
+
+
+@renders("gpu_latency_h200", "default_model_latency_fused_cuda_nvidia_h200.txt", names=H200_LATENCY)
 def gpu_latency_table(path: Path, names: Sequence[tuple[str, str, str]]) -> str:
     """The default model per call on a GPU host, from one ``gpu_ticks.py time`` run (every column timed round-robin
     in one process): median microseconds of each (column title, name, fpi name) and pymdp / it."""
@@ -333,6 +366,7 @@ def gpu_latency_table(path: Path, names: Sequence[tuple[str, str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renders("gpu_variants_h200", "default_model_latency_nvidia_h200.txt")
 def latency_rows_table(path: Path) -> str:
     """Every candidate of one ``gpu_ticks.py time`` run, a row each: median microseconds per call (fpi: the inference
     call, and with ``tick`` the node's whole tick, its host round trip included) and pymdp / it."""
@@ -353,6 +387,7 @@ FLOOR_LINE = re.compile(r"^(?P<name>.+?)\s+median\s+(?P<median>[0-9.]+) us\s+p10
                         re.M)
 
 
+@renders("launch_floor_h200", "launch_floor_nvidia_h200.txt")
 def launch_floor_table(path: Path) -> str:
     """``benchmarks/launch_floor.py``'s output: each trivial GPU call with its synchronisation, median (p10-p90) us."""
     lines = ["| one call, synchronised | median us | p10-p90 us |", "|---|---:|---:|"]
@@ -361,6 +396,7 @@ def launch_floor_table(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renders("first_start", "first_start_cpu.jsonl")
 def first_start_table(jsonl: Path) -> str:
     """``python -m lab first-start``'s runs, one a line: the node's "configured in" and spawn -> first Beliefs, first
     start (after the caches were cleared, and warmed by ``bayes-infer warmup`` for "after") and warm start, median
@@ -393,6 +429,7 @@ def gpu_crossover(throughput_csv: Path) -> tuple[Optional[int], list[int]]:
     return from_b, measured
 
 
+@renders("gpu_summary_h200", "default_model_latency_fused_cuda_nvidia_h200.txt", "agents_throughput_nvidia_h200.csv")
 def gpu_summary(latency_txt: Path, throughput_csv: Path) -> str:
     """Where the default model's FPI tick is fastest (``gpu_ticks.py time``: the host CPU's fused_numba tick against
     the fastest GPU call) and from how many agents per call the GPU wins."""
@@ -410,6 +447,7 @@ def gpu_summary(latency_txt: Path, throughput_csv: Path) -> str:
                    "second beat the host CPU's.\n")
 
 
+@renders("gpu_scale_h200", "sweep_scale_nvidia_h200.csv")
 def gpu_scale_table(sweep_csv: Path) -> str:
     """``python -m lab scale``'s run on a GPU, per algorithm: the best GPU candidate over pymdp on the same GPU
     (median, range), the model size from which the GPU beats fused_numba on the host CPU, and ``auto`` against the
@@ -444,6 +482,7 @@ def gpu_scale_table(sweep_csv: Path) -> str:
 BRINGUP_TARGETS = {"configure_s": 2.0, "first_belief_s": 3.0, "memory_ratio": 1.15}
 
 
+@renders("bringup", "bringup_cpu.csv")
 def bringup_table(path: Path) -> str:
     """``benchmarks/bringup.py``'s starts: per model, algorithm and setting, the median configure time, spawn -> first
     belief and resident memory (with auto's over the pinned node's), what the verify step did, and the load."""
@@ -474,11 +513,6 @@ def bringup_table(path: Path) -> str:
                      f"{mark(not pinned or ratio <= BRINGUP_TARGETS['memory_ratio'], setting)} | "
                      f"{verify} | {min(loads):.1f}-{max(loads):.1f} |")
     return "\n".join(lines) + "\n"
-
-
-H200_LATENCY = (("pymdp (GPU)", "pymdp", "pymdp"), ("fused_dense (GPU)", "fused_dense", "fused_dense"),
-                ("fused_cuda (GPU, one launch)", "fused_cuda", "fused_cuda"),
-                ("fused_numba (host CPU)", "fused_numba", "fused_numba"))
 
 
 COMPILE_COLUMNS = ("pymdp", "baseline", "hybrid", "clustered_hybrid", "hybrid_block", "clustered_hybrid_block",
@@ -513,6 +547,7 @@ def compile_caption(rows: Sequence[dict], merged: Sequence[str]) -> str:
     return "The merged variants' first calls: " + "; ".join(parts) + ".\n"
 
 
+@renders("compile_times", "compile_times_cpu.csv")
 def compile_table(compile_csv: Path, columns: Sequence[str] = COMPILE_COLUMNS) -> str:
     """``python -m lab compile-times``: the first call (trace + compile + one run, a fresh process each) in seconds,
     per configuration and algorithm; "refused": the variant does not build the model. The load average is the
@@ -536,6 +571,7 @@ def compile_table(compile_csv: Path, columns: Sequence[str] = COMPILE_COLUMNS) -
     return "\n".join(lines) + "\n"
 
 
+@renders("compile_ab", "compile_ab_cpu.csv")
 def compile_ab_table(ab_csv: Path) -> str:
     """``benchmarks/compile_ab.py``: each case's first call, XLA compile and optimised-HLO operations before -> after
     (the two revisions' cases back to back, fresh processes)."""
@@ -561,6 +597,7 @@ def compile_ab_table(ab_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renders("holdout", "holdout_cpu.csv")
 def holdout_table(holdout_csv: Path) -> str:
     """fused_numba against pymdp on unseen generated models (``python -m lab bench-holdout``): per algorithm, the median
     and the worst of pymdp's time over ours, for the packed call and the list call."""
@@ -574,6 +611,7 @@ def holdout_table(holdout_csv: Path) -> str:
     return caption + table(rows)
 
 
+@renders("fleet_contention", "fleet_contention_cpu.csv")
 def fleet_contention_table(csv_path: Path) -> str:
     """The fleet's step of b agents beside busy loops: agent-ticks per second and times one thread, per candidate
     (``benchmarks/fleet_contention.py``)."""
@@ -589,6 +627,7 @@ def fleet_contention_table(csv_path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renders("policy_speed", "policy_speed_cpu.csv")
 def policy_speed_table(csv_path: Path) -> str:
     """Policy inference against pymdp's jitted ``infer_policies`` per case, and the node's tick without / with it
     (``benchmarks/policy_speed.py``)."""
@@ -614,6 +653,7 @@ def policy_speed_table(csv_path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renders("bench_check", "bench_check_cpu.json")
 def bench_check_table(baselines_json: Path) -> str:
     """The speed gate's committed baselines (``python -m lab bench-check --update``): each ratio and its ceiling."""
     record = json.loads(Path(baselines_json).read_text())
@@ -623,40 +663,6 @@ def bench_check_table(baselines_json: Path) -> str:
     for name, value in record["ratios"].items():
         lines.append(f"| `{name}` | {float(value):.3f} | {float(value) * slack:.3f} |")
     return "\n".join(lines) + "\n"
-
-
-TABLES: dict[str, Callable[[Path], str]] = {
-    "holdout": lambda d: holdout_table(d / "holdout_cpu.csv"),
-    "fleet_contention": lambda d: fleet_contention_table(d / "fleet_contention_cpu.csv"),
-    "policy_speed": lambda d: policy_speed_table(d / "policy_speed_cpu.csv"),
-    "bench_check": lambda d: bench_check_table(d / "bench_check_cpu.json"),
-    "compile_times": lambda d: compile_table(d / "compile_times_cpu.csv"),
-    "compile_ab": lambda d: compile_ab_table(d / "compile_ab_cpu.csv"),
-    "gpu_latency_h200": lambda d: gpu_latency_table(d / "default_model_latency_fused_cuda_nvidia_h200.txt",
-                                                    H200_LATENCY),
-    "agents_throughput_h200": lambda d: agents_table(d / "agents_throughput_nvidia_h200.csv"),
-    "gpu_summary_h200": lambda d: gpu_summary(d / "default_model_latency_fused_cuda_nvidia_h200.txt",
-                                              d / "agents_throughput_nvidia_h200.csv"),
-    "first_start": lambda d: first_start_table(d / "first_start_cpu.jsonl"),
-    "bringup": lambda d: bringup_table(d / "bringup_cpu.csv"),
-    "gpu_variants_h200": lambda d: latency_rows_table(d / "default_model_latency_nvidia_h200.txt"),
-    "launch_floor_h200": lambda d: launch_floor_table(d / "launch_floor_nvidia_h200.txt"),
-    "gpu_scale_h200": lambda d: gpu_scale_table(d / "sweep_scale_nvidia_h200.csv"),
-    "fleet": lambda d: fleet_table(d / "fleet_cpu.csv"),
-    "free_energy_cost": lambda d: free_energy_table(d / "free_energy_cost_cpu.csv"),
-    "free_energy_cost_full": lambda d: free_energy_full_table(d / "free_energy_cost_cpu.csv"),
-    "agents_throughput": lambda d: agents_table(d / "agents_throughput_cpu.csv"),
-    "readme_speed": readme_speed_table,
-    "sweep": lambda d: sweep_table(d / "summary_engine_cpu.csv", d / "sweep_engine_cpu.csv"),
-    "sweep_m125": lambda d: sweep_table(d / "summary_engine_m125_cpu.csv", d / "sweep_engine_m125_cpu.csv",
-                                        autotuner=False),
-    "variants": lambda d: variants_table(d / "variants_cpu.csv"),
-    "gpu_h100": lambda d: gpu_table(d / "summary_nvidia_h100_80gb_hbm3.csv", d / "variants_nvidia_h100_80gb_hbm3.csv"),
-    "unseen": lambda d: unseen_table(d / "unseen_vs_baseline_cpu.csv"),
-    "unseen_portable": lambda d: unseen_table(d / "unseen_vs_baseline_portable_cpu.csv"),
-    "regret": lambda d: regret_table(),
-    "auto_variants": lambda d: auto_variants_table(),
-}
 
 
 def render(name: str, bench_dir: Path) -> str:

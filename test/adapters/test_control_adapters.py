@@ -21,7 +21,7 @@ from bayes_infer_ros.bags.convert import default_message
 from bayes_infer_ros.bags.interfaces import make_typestore
 from bayes_infer_ros.bags.sensor_messages import adapter_parameters, definitions_lookup
 from bayes_infer_ros.model import load_model
-from checked_params import assert_each_name_accepted_or_refused
+from checked_params import check_without_and_with_definitions, flat_params
 
 LOOKUP = definitions_lookup()
 STORE = make_typestore()
@@ -33,7 +33,7 @@ GOALS = {"topic": "navigate_to_pose/_action/status", "type": GOAL_STATUS_ARRAY, 
 
 
 def params_of(**bindings: dict) -> dict[str, Any]:
-    return {f"controls.{name}.{key}": value for name, keys in bindings.items() for key, value in keys.items()}
+    return flat_params("controls", bindings.items())
 
 
 def twist(type_name: str, x: float, y: float = 0.0):
@@ -257,14 +257,12 @@ def hostile_message(draw, spec) -> Any:
 @BUDGET
 @given(bindings=st.lists(binding(), min_size=1, max_size=3), data=st.data())
 def test_the_checker_and_the_reader_never_raise(bindings, data):
-    params = {f"controls.{name}.{key}": value for name, keys in bindings for key, value in keys.items()}
-    for lookup in (None, LOOKUP):
-        checked = check_controls(params, NAMES, LABELS, lookup)
-        keys = assert_each_name_accepted_or_refused(params, checked, "controls")
+    runs = check_without_and_with_definitions(check_controls, "controls", bindings, NAMES, LABELS, LOOKUP)
+    for checked, keys in runs:
         for key, refusal in zip(keys, checked.refusals):
             assert not key or key.split(".")[0] in CONTROL_KEYS + ("sigma", "confusion") or "unknown key" in \
                 refusal.problem, refusal
-    for spec in checked.accepted.values():
+    for spec in checked.accepted.values():  # the run with the definitions
         for _ in range(3):
             got = read_control(hostile_message(data.draw, spec), spec)
             if got.ok:

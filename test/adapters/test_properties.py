@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from bayes_infer_ros.adapters import MAX_ENTRIES, REASONS, REDUCTIONS, TESTED_TYPES, check_adapters, read_level
 from bayes_infer_ros.adapters.schema import FieldType
-from checked_params import assert_each_name_accepted_or_refused
+from checked_params import check_without_and_with_definitions, flat_params
 from bayes_infer_ros.bags.sensor_messages import definitions_lookup
 
 LOOKUP = definitions_lookup()
@@ -237,10 +237,7 @@ def assert_reading(got, spec) -> None:
 @BUDGET
 @given(adapters=st.lists(adapter(), min_size=1, max_size=3), data=st.data())
 def test_the_checker_and_the_readers_never_raise(adapters, data):
-    params = {f"adapters.{name}.{key}": value for name, keys in adapters for key, value in keys.items()}
-    for lookup in (None, LOOKUP):
-        checked = check_adapters(params, NAMES, LABELS, lookup)
-        assert_each_name_accepted_or_refused(params, checked, "adapters")
+    _, (checked, _) = check_without_and_with_definitions(check_adapters, "adapters", adapters, NAMES, LABELS, LOOKUP)
     for spec in checked.accepted.values():
         for _ in range(3):
             assert_reading(read_level(message(data.draw, spec.type), spec), spec)
@@ -254,8 +251,7 @@ def test_the_generated_adapters_are_mostly_accepted_and_their_readings_varied():
     @settings(BUDGET, max_examples=100)
     @given(named=adapter(spoiled=False), data=st.data())
     def one(named, data):
-        name, keys = named
-        checked = check_adapters({f"adapters.{name}.{k}": v for k, v in keys.items()}, NAMES, LABELS, LOOKUP)
+        checked = check_adapters(flat_params("adapters", [named]), NAMES, LABELS, LOOKUP)
         accepted.append(checked.ok)
         for spec in checked.accepted.values():
             for _ in range(2):

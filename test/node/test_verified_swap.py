@@ -15,23 +15,10 @@ from bayes_infer_ros.node.runtime import AgentRuntime
 from bayes_infer_ros.node.settings import NodeSettings
 from bayes_infer_ros.node.warmup import node_parameters
 from engine_stubs import Slowed
+from recording_log import RecordingLog
 
 ROOT = Path(__file__).resolve().parents[2]
 TICKS_DURING_THE_BUILD = 20
-
-
-class Log:
-    def __init__(self):
-        self.lines = []
-
-    def info(self, m):
-        self.lines.append(("info", m))
-
-    def warning(self, m):
-        self.lines.append(("warning", m))
-
-    def error(self, m):
-        self.lines.append(("error", m))
 
 
 @pytest.mark.skipif(not numba_available(), reason="the start is fused_numba, verified against baseline")
@@ -54,7 +41,7 @@ def test_a_candidate_measured_faster_replaces_the_running_engine_without_stallin
     values = node_parameters(ROOT / "config" / "agent.yaml")  # fpi, variant auto: fused_numba starts
     values.update(device="cpu", jax_compilation_cache_dir="", rate_hz=100.0, tick_without_observations=True)
     settings = NodeSettings.from_values(values)
-    log, ticks = Log(), []
+    log, ticks = RecordingLog(), []
     runtime = AgentRuntime(settings, log, time.time_ns, lambda: False,
                            lambda k, out, deployment, loop: ticks.append(deployment.variant))
     slot = runtime.configure(settings, 0.05, lambda: True, lambda back: None)

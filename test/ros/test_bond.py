@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from bayes_infer_ros.ros import bond
+from recording_log import RecordingLog
 from ros_harness import AgentProcess, change_state, default_params, wait_for
 
 
@@ -39,20 +40,9 @@ class FakeBond:
             self.on_broken()
 
 
-class RecordingLogger:
-    def __init__(self):
-        self.lines = []
-
-    def info(self, text):
-        self.lines.append(("info", text))
-
-    def warning(self, text):
-        self.lines.append(("warning", text))
-
-
 def fake_node(destroyed=None, ok=True):
     destroyed = [] if destroyed is None else destroyed
-    logger = RecordingLogger()
+    logger = RecordingLog()
     return SimpleNamespace(get_name=lambda: "agent", get_logger=lambda: logger, destroy_subscription=destroyed.append,
                            destroy_publisher=destroyed.append, context=SimpleNamespace(ok=lambda: ok))
 

@@ -309,32 +309,19 @@ class BlockDiagonalHybrid(_GroupedHybrid[bd.BlockDiagonalPlan]):
 
 
 # ---- the six registered variants -------------------------------------------------------------------
-@dataclass(frozen=True)
-class HybridLikelihood(AxisAlignedHybrid):
-    pass
+def _variant(name: str, merging: type[_GroupedHybrid], *, sparse: bool = False,
+             clustered: bool = False) -> type[_GroupedHybrid]:
+    """The registered variant ``name``: ``merging`` (``AxisAlignedHybrid`` or ``BlockDiagonalHybrid``) with its
+    storage (BCOO when ``sparse``) and its merge groups (clusters when ``clustered``, else one)."""
+    attrs = {"sparse": sparse, "clustered": clustered, "__module__": __name__, "__qualname__": name,
+             "__doc__": f"{merging.__doc__} Stored {'as BCOO' if sparse else 'dense'}, "
+                        f"{'clustered merge groups' if clustered else 'one merge group'}."}
+    return dataclass(frozen=True)(type(name, (merging,), attrs))
 
 
-@dataclass(frozen=True)
-class SparseHybridLikelihood(AxisAlignedHybrid):
-    sparse: ClassVar[bool] = True
-
-
-@dataclass(frozen=True)
-class ClusteredHybridLikelihood(AxisAlignedHybrid):
-    clustered: ClassVar[bool] = True
-
-
-@dataclass(frozen=True)
-class HybridBlockLikelihood(BlockDiagonalHybrid):
-    pass
-
-
-@dataclass(frozen=True)
-class SparseHybridBlockLikelihood(BlockDiagonalHybrid):
-    sparse: ClassVar[bool] = True
-
-
-@dataclass(frozen=True)
-class ClusteredHybridBlockLikelihood(BlockDiagonalHybrid):
-    clustered: ClassVar[bool] = True
-
+HybridLikelihood = _variant("HybridLikelihood", AxisAlignedHybrid)
+SparseHybridLikelihood = _variant("SparseHybridLikelihood", AxisAlignedHybrid, sparse=True)
+ClusteredHybridLikelihood = _variant("ClusteredHybridLikelihood", AxisAlignedHybrid, clustered=True)
+HybridBlockLikelihood = _variant("HybridBlockLikelihood", BlockDiagonalHybrid)
+SparseHybridBlockLikelihood = _variant("SparseHybridBlockLikelihood", BlockDiagonalHybrid, sparse=True)
+ClusteredHybridBlockLikelihood = _variant("ClusteredHybridBlockLikelihood", BlockDiagonalHybrid, clustered=True)
