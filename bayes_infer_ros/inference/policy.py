@@ -687,13 +687,23 @@ class PolicyInference:
         return self.plan.num_policies
 
 
-def build_policy_inference(*model: Any, backend: str = "fused_numba", batch_size: Optional[int] = None,
-                           device: Optional[jax.Device] = None, **settings: Any) -> PolicyInference:
-    """:func:`plan_policies` (``model``: its arrays A, A_dependencies, B, B_dependencies, C, E, by position or by
-    name in ``settings``; ``settings``: its options policy_len, policies, gamma, alpha, terms, selection,
-    sampling_mode, dtype, validate) then a :class:`PolicyInference` on ``backend`` ("fused_numba" | "jax", on
-    ``device``: JAX's default device unless given) for one agent or ``batch_size`` agents of the model."""
-    plan = plan_policies(*model, **settings)
+def build_policy_inference(
+    A: Sequence[Any],
+    A_dependencies: Sequence[Sequence[int]],
+    B: Sequence[Any],
+    B_dependencies: Optional[Sequence[Sequence[int]]] = None,
+    C: Optional[Sequence[Any]] = None,
+    E: Optional[Any] = None,
+    *,
+    backend: str = "fused_numba",
+    batch_size: Optional[int] = None,
+    device: Optional[jax.Device] = None,
+    **settings: Any,
+) -> PolicyInference:
+    """:func:`plan_policies` (``settings``: policy_len, policies, gamma, alpha, terms, selection, sampling_mode,
+    dtype) then a :class:`PolicyInference` on ``backend`` ("fused_numba" | "jax", on ``device``: JAX's default
+    device unless given) for one agent or ``batch_size`` agents of the model."""
+    plan = plan_policies(A, A_dependencies, B, B_dependencies, C, E, **settings)
     return PolicyInference(plan, backend, batch_size, device)
 
 
