@@ -17,7 +17,7 @@ import os
 from typing import Optional
 
 from ..inference.registry import NATIVE_VARIANTS, VARIANTS
-from .select import FALLBACK, _model_dir, model_tags
+from .select import FALLBACK, model_folder, model_tags
 
 #: The installs ``auto_variants`` describes: (label, numba installed, platform).
 INSTALLS: tuple[tuple[str, bool, str], ...] = (
@@ -30,7 +30,7 @@ INSTALLS: tuple[tuple[str, bool, str], ...] = (
 def shipped_model(algorithm: str, platform: str, numba: bool,
                   model_dir: Optional[os.PathLike] = None) -> tuple[Optional[str], tuple[str, ...]]:
     """(the model's tag, the classes it can return) for ``algorithm``; (None, ()) when no model file has it."""
-    d = _model_dir(model_dir)
+    d = model_folder(model_dir)
     for tag in model_tags(platform, numba):
         meta = d / f"{tag}_meta.json"
         if not meta.is_file():

@@ -455,7 +455,9 @@ FALLBACK = "baseline"
 DEFAULT_BUDGET = MemoryBudget.from_gib(2.0)
 
 
-def _model_dir(model_dir: Optional[os.PathLike]) -> Path:
+def model_folder(model_dir: Optional[os.PathLike]) -> Path:
+    """The folder the ranking models are read from: ``model_dir``, else ``$BAYES_INFER_AUTOTUNE_DIR``, else the
+    shipped ``DEFAULT_MODEL_DIR``."""
     if model_dir is not None:
         return Path(model_dir)
     env = os.environ.get("BAYES_INFER_AUTOTUNE_DIR")
@@ -517,7 +519,7 @@ def _load(model_dir: str, tags: tuple[str, ...], algorithm: str) -> Optional[Tra
 
 def trained_model(algorithm: str, backend: str, model_dir: Optional[os.PathLike] = None) -> Optional[TrainedModel]:
     """The ranking model ``backend`` reads for ``algorithm`` here (None: no model file has it)."""
-    return _load(str(_model_dir(model_dir)), _tags(backend), algorithm)
+    return _load(str(model_folder(model_dir)), _tags(backend), algorithm)
 
 
 def model_variants(algorithm: str, backend: str, model_dir: Optional[os.PathLike] = None) -> tuple[str, ...]:

@@ -32,8 +32,7 @@ from typing import Any, Callable, Optional
 import bayes_infer_ros
 
 from ..inference import jax_cache
-from .decision import Candidate, EngineConfig, Outcome, Plan, conclude
-from .decision import DecisionCache
+from .decision import Candidate, DecisionCache, EngineConfig, Outcome, Plan, conclude
 from .deployment import verify_candidates
 from .devices import find_devices
 from .timing import CandidateTiming
