@@ -336,7 +336,8 @@ def search(kind: str, X: np.ndarray, L: np.ndarray, n_iter: int = N_ITER, seed: 
     if len(tr) < 2:
         return draws[0], float("nan")
     y = tie_labels(L, variants or [])
-    ok_val = None if variants is None else select.guard_allowed(X[val], variants, select.fit_ceilings(X[tr], L[tr], variants))
+    ok_val = None if variants is None else select.guard_allowed(X[val], variants,
+                                                                 select.fit_ceilings(X[tr], L[tr], variants))
     args = (X[tr], y[tr], X[val], L[val], L.shape[1], seed, ok_val, cost_weights(L[tr]) if weighted else None)
     if n_jobs > 1:
         from joblib import Parallel, delayed  # optional: training only (comes with scikit-learn)

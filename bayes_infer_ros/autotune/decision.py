@@ -18,8 +18,8 @@ must pass the self-test, ``devices.find_devices``), per device:
 - a variant given by name: that variant, on every allowed device it runs on;
 - ``variant: auto`` where the device's training data had one winner on every configuration (the host CPU with numba
   installed: ``fused_numba``, ``models/cpu_meta.json``): there is no choice to rank. That variant starts; ``baseline``
-  is verified unless it is predicted to lose by a wide margin on this model (``slowdowns``: the most similar
-  training models), in which case it is not compiled at all;
+  is verified unless it is predicted to lose by a wide margin on this model (``select.predict_slowdown``: the most
+  similar training models), in which case it is not compiled at all;
 - ``variant: auto`` where there is a choice (a GPU, a CPU without numba): the device's ranking model
   (``select.ranking``: classifier, size guard, memory budget). Its first pick starts; its next ``k - 1`` picks, the
   device's native engines it was not trained on (an untrained candidate runs only once verified) and ``baseline``

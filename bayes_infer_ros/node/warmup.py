@@ -9,9 +9,9 @@ node's defaults), in this process, without ROS. What it fills:
 - numba's kernel cache (``inference.kernel_cache``): ``NUMBA_CACHE_DIR``, else ``$XDG_CACHE_HOME/bayes_infer_ros/numba``
   (default ``~/.cache/bayes_infer_ros/numba``);
 - JAX's persistent compilation cache: ``jax_compilation_cache_dir`` (default ``~/.cache/bayes_infer_ros/jax``);
-- the decision cache (``autotune.decision.DecisionCache``): where ``variant: auto`` has candidates to verify, warmup runs the
-  verify step (in a child process, as the node does) and waits for it, so the node's first start runs the verified
-  engine at once and verifies nothing;
+- the decision cache (``autotune.decision.DecisionCache``): where ``variant: auto`` has candidates to verify, warmup
+  runs the verify step (in a child process, as the node does) and waits for it, so the node's first start runs the
+  verified engine at once and verifies nothing;
 - the policy kernel (``autotune.deployment.deploy_policy``): configure compiles it where the params turn policy
   inference on, and only there: warmup compiles what the configured node runs, no more.
 

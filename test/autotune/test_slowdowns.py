@@ -29,7 +29,8 @@ def test_the_prediction_is_the_smallest_ratio_among_the_nearest_training_models(
     monkeypatch.setattr(select, "structure_point", lambda model: (0.0, 0.0, 10.6))
     near_large = select.predict_slowdown(table, object(), "other")
     assert set(near_large.nearest) == {"c2", "c3", "c4"} and near_large.ratio == 1.1 and not near_large.wide
-    assert select.predict_slowdown(table, object(), "unknown") is None and select.predict_slowdown(None, object(), "other") is None
+    assert select.predict_slowdown(table, object(), "unknown") is None
+    assert select.predict_slowdown(None, object(), "other") is None
 
 
 def test_a_variant_that_ran_on_too_few_training_models_has_no_prediction(monkeypatch):
