@@ -276,6 +276,17 @@ def measure(only: list[str], models: dict[str, Any], plant: dict[str, float]) ->
     return {k: v for k, v in measured.items() if k.startswith("_") or group_of(k) in only}
 
 
+def measured_groups(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """How each group's baselines were measured ({group: {"command", "load", "runs"}}) in a baselines record; a
+    record without ``groups`` names one measurement for all."""
+    if "groups" in record:
+        return dict(record["groups"])
+    if "command" not in record:
+        return {}
+    one = {"command": record["command"], "load": record.get("load"), "runs": record.get("runs", 1)}
+    return {g: one for g in GROUPS}
+
+
 def group_of(ratio: str) -> str:
     """The group (``--only`` choice) that measures ``ratio``."""
     prefix = ratio.split(".")[0]
@@ -293,7 +304,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     runs = args.runs if args.runs else (3 if args.update else 1)
     measurements = [measure(args.only, models, plant) for _ in range(runs)]
     measured = {k: float(np.median([m[k] for m in measurements])) for k in measurements[0]}
-    baselines = json.loads(args.baselines.read_text())["ratios"] if args.baselines.exists() else {}
+    previous = json.loads(args.baselines.read_text()) if args.baselines.exists() else {}
+    baselines = previous.get("ratios", {})
     ratios = {k: v for k, v in measured.items() if not k.startswith("_")}
     over = [k for k in ratios if k in baselines and ratios[k] > baselines[k] * SLACK]
     if over and not args.update:
@@ -317,11 +329,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     for name in sorted(k for k in measured if k.startswith("_")):
         print(f"  ({name[1:]:<26} {measured[name]:8.2f})")
     if args.update:
-        # the groups not measured keep their baselines
+        # the groups not measured keep their baselines, and how each was measured
         kept = {k: v for k, v in baselines.items() if group_of(k) not in args.only}
         given = sys.argv[1:] if argv is None else argv
-        record = {"command": " ".join(["python -m lab bench-check", *given]),
-                  "slack": SLACK, "load": load, "runs": runs, "environment": environment("float32"),
+        this = {"command": " ".join(["python -m lab bench-check", *given]), "load": load, "runs": runs}
+        groups = {**measured_groups(previous), **{g: this for g in GROUPS if g in args.only}}
+        record = {"slack": SLACK, "environment": environment("float32"),
+                  "groups": {g: groups[g] for g in GROUPS if g in groups},
                   "ratios": {k: round(v, 4) for k, v in sorted({**kept, **ratios}.items())}}
         args.baselines.write_text(json.dumps(record, indent=1) + "\n")
         print(f"bench-check: baselines written to {args.baselines}")

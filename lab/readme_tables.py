@@ -32,6 +32,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from bayes_infer_ros.autotune.pickable import auto_variants_table
+from lab.bench_check import group_of, measured_groups
 from bayes_infer_ros.autotune.select import DEFAULT_MODEL_DIR
 from bayes_infer_ros.inference.registry import PAPER_VARIANTS
 from lab import crossover, report
@@ -655,13 +656,17 @@ def policy_speed_table(csv_path: Path) -> str:
 
 @renders("bench_check", "bench_check_cpu.json")
 def bench_check_table(baselines_json: Path) -> str:
-    """The speed gate's committed baselines (``python -m lab bench-check --update``): each ratio and its ceiling."""
+    """The speed gate's committed baselines (``python -m lab bench-check --update``): how each group was measured,
+    then each ratio and its ceiling."""
     record = json.loads(Path(baselines_json).read_text())
     slack = float(record["slack"])
-    lines = [f"Measured at load {record['load']}; a ratio fails above its baseline x {slack:g}:", "",
-             "| ratio | baseline | fails above |", "|---|---:|---:|"]
+    groups = measured_groups(record)
+    lines = ["| group | measured by | load at the start | runs (median) |", "|---|---|---:|---:|"]
+    lines += [f"| {g} | `{m['command']}` | {m['load']} | {m['runs']} |" for g, m in groups.items()]
+    lines += ["", f"A ratio fails above its baseline x {slack:g}:", "", "| ratio | group | baseline | fails above |",
+              "|---|---|---:|---:|"]
     for name, value in record["ratios"].items():
-        lines.append(f"| `{name}` | {float(value):.3f} | {float(value) * slack:.3f} |")
+        lines.append(f"| `{name}` | {group_of(name)} | {float(value):.3f} | {float(value) * slack:.3f} |")
     return "\n".join(lines) + "\n"
 
 

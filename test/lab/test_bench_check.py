@@ -54,7 +54,21 @@ def test_an_update_of_some_groups_keeps_the_others_baselines(tmp_path, monkeypat
     monkeypatch.setattr(bench_check, "_models", dict)
     assert bench_check.main(["--update", "--only", "call", "--baselines", str(base)]) == 0
     record = json.loads(base.read_text())
-    assert record["ratios"] == {"call.default": 1.3, "node.default": 7.0} and record["runs"] == 3  # the median
+    assert record["ratios"] == {"call.default": 1.3, "node.default": 7.0}  # the median of three
+    assert record["groups"]["call"]["runs"] == 3 and "--only call" in record["groups"]["call"]["command"]
+    assert "node" not in record["groups"]  # the old record said nothing of how node was measured
+
+
+def test_an_update_keeps_how_the_other_groups_were_measured(tmp_path, monkeypatch):
+    base = tmp_path / "baselines.json"
+    base.write_text(json.dumps({"command": "python -m lab bench-check --update", "load": 0.5, "runs": 1,
+                                "ratios": {"call.default": 1.0, "node.default": 7.0}}))
+    monkeypatch.setattr(bench_check, "measure", lambda only, models, plant: {"node.default": 8.0})
+    monkeypatch.setattr(bench_check, "_models", dict)
+    assert bench_check.main(["--update", "--only", "node", "--runs", "1", "--baselines", str(base)]) == 0
+    groups = json.loads(base.read_text())["groups"]
+    assert groups["call"] == {"command": "python -m lab bench-check --update", "load": 0.5, "runs": 1}
+    assert "--only node --runs 1" in groups["node"]["command"] and groups["node"]["runs"] == 1
 
 
 def test_the_committed_baselines_cover_every_ratio_the_gate_measures():
