@@ -71,6 +71,32 @@ def test_an_update_keeps_how_the_other_groups_were_measured(tmp_path, monkeypatc
     assert "--only node --runs 1" in groups["node"]["command"] and groups["node"]["runs"] == 1
 
 
+def test_the_node_ratio_is_not_judged_only_on_a_host_that_wakes_far_slower_than_the_committed_figure():
+    failure = ["node.default: 18.000, over 8.000 x 1.25 = 10.000 (+125%)"]
+    slow_host = {"_wake_us.default": 3.1 * 40.0}
+    assert "not judged" in bench_check.unjudged_node(failure, slow_host, 40.0)
+    assert bench_check.unjudged_node(failure, {"_wake_us.default": 3.0 * 40.0}, 40.0) is None  # at the limit: judged
+    assert bench_check.unjudged_node(failure, slow_host, None) is None  # no committed figure: judged
+    assert bench_check.unjudged_node(["call.default: 3.000, over 1.000 x 1.25 = 1.250 (+200%)"], slow_host,
+                                     40.0) is None  # only the node's ratio is ever set aside
+
+
+def test_a_slow_host_sets_aside_the_node_ratio_and_nothing_else(tmp_path, monkeypatch, capsys):
+    base = tmp_path / "baselines.json"
+    base.write_text(json.dumps({"ratios": {"node.default": 8.0, "call.default": 1.0}}))
+    monkeypatch.setattr(bench_check, "_models", dict)
+    monkeypatch.setattr(bench_check, "wake_baseline_us", lambda: 40.0)
+    for wake, call, code in ((500.0, 1.0, 0), (500.0, 2.0, 1), (45.0, 1.0, 1)):
+        monkeypatch.setattr(bench_check, "measure", lambda only, models, plant, w=wake, c=call: {
+            "node.default": 18.0, "call.default": c, "_wake_us.default": w})
+        assert bench_check.main(["--only", "node", "call", "--baselines", str(base)]) == code, (wake, call)
+        assert ("not judged" in capsys.readouterr().err) == (wake > 120.0)
+
+
+def test_the_committed_wake_figure_is_read():
+    assert 1.0 < bench_check.wake_baseline_us() < 1000.0
+
+
 def test_the_committed_baselines_cover_every_ratio_the_gate_measures():
     ratios = json.loads(bench_check.BASELINES.read_text())["ratios"]
     models = ("default", bench_check.GENERATED[0])
