@@ -319,7 +319,7 @@ def conclude(plan: Plan, timings: Mapping[str, CandidateTiming], errors: Mapping
     if start not in ran:
         run, why = best, f"{start} did not run in the verify step"
     elif winners:
-        run = min(winners, key=lambda n: ran[n].median_s)
+        run = min(winners, key=lambda n: ran[n].time_s)
         why = f"faster than {start} beyond the noise (in {_share_faster(ran[run], ran[start]):.0%} of the rounds)"
     else:
         run, why = start, ("the fastest" if best == start else f"{best} is not faster beyond the noise")
