@@ -277,6 +277,9 @@ class Engine(abc.ABC):
         self._num_modalities = structure.num_modalities
         self._num_obs_list, self._num_states_list = list(layout.num_obs), list(layout.num_states)
         self._sizes_list = self._num_obs_list + self._num_states_list  # the list call's arrays' lengths
+        #: a backend's list call of one agent's FPI (set by its constructor, or None): (obs, prior) lists -> the
+        #: beliefs' list, or None when the arrays are not in its form (``__call__``'s general path then runs)
+        self._list_fpi: Optional[Callable[[Sequence[Any], Sequence[Any]], Optional[list[Any]]]] = None
         #: ``run_packed``'s observations' axes: ([b,] [T,] O)
         self._packed_ndim = (batch_size is not None) + self.spec.window + 1
 
@@ -359,6 +362,11 @@ class Engine(abc.ABC):
         by name."""
         dt = self.dtype
         if self._packed_ndim == 1:  # one FPI step of one agent: 1-D arrays, checked by their lengths
+            fast = self._list_fpi
+            if fast is not None:
+                beliefs = fast(obs, prior)
+                if beliefs is not None:
+                    return beliefs
             parts = [*obs, *prior]
             try:
                 both = (np.concatenate(parts, dtype=dt) if len(obs) == self._num_modalities

@@ -73,3 +73,27 @@ def fpi_entry(dtype, rows=True):
     i1, i2, x = arr(numba.int64, 1), arr(numba.int64, 2), arr(f, 2 if rows else 1)
     return (fpi if rows else fpi_one).compile((arr(f, 2), i1, i1, i2, i2, i1, i1, i1, i1, x, x, numba.types.int64, f,
                                                x))
+
+
+@njit
+def gather_parts(parts, offsets, out):
+    """pymdp's list of arrays into one buffer: parts (a tuple of N 1-D arrays), offsets (N+1,) int64 -> out
+    (offsets[-1],); False, with ``out`` partly written, when part i's length is not offsets[i+1] - offsets[i]."""
+    for i in range(len(parts)):
+        x = parts[i]
+        start = offsets[i]
+        if x.shape[0] != offsets[i + 1] - start:
+            return False
+        for j in range(x.shape[0]):
+            out[start + j] = x[j]
+    return True
+
+
+def gather_entry(dtype, count):
+    """``gather_parts``' compiled entry point for a tuple of ``count`` 1-D arrays of ``dtype`` (any strides). It
+    unboxes without checking: the caller passes a tuple of exactly ``count`` numpy arrays (ndarray itself, not a
+    subclass), each 1-D of exactly ``dtype``; offsets int64 1-D and out 1-D of ``dtype``, both C-contiguous."""
+    f = numba.from_dtype(np.dtype(dtype))
+    part = numba.types.Array(f, 1, "A")
+    return gather_parts.compile((numba.types.UniTuple(part, count), numba.types.Array(numba.int64, 1, "C"),
+                                 numba.types.Array(f, 1, "C")))
