@@ -211,8 +211,12 @@ def _candidates(model: Any, config: EngineConfig, budget: MemoryBudget, platform
 
 
 def _cache_parts(model: Any, config: EngineConfig, budget: MemoryBudget, platforms: Sequence[str]) -> dict:
+    """What a kept decision is keyed by. The settings are read at the horizon the verify step times
+    (``ranked_horizon``): an FPI decision does not depend on the node's ``horizon``, so changing it finds the same
+    record (an algorithm with a window keeps its horizon in the key)."""
     structure = model.structure if hasattr(model, "structure") else model
-    return {"structure": repr(structure), "config": repr(config), "budget": budget.bytes, "platforms": list(platforms)}
+    timed = dataclasses.replace(config, horizon=config.ranked_horizon)
+    return {"structure": repr(structure), "config": repr(timed), "budget": budget.bytes, "platforms": list(platforms)}
 
 
 def plan_decision(model: Any, config: EngineConfig, budget: MemoryBudget, *,

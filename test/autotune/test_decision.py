@@ -141,6 +141,17 @@ def test_device_settings_restrict_the_candidates(model, fake_gpu):
 
 
 # ---- kept decisions ---------------------------------------------------------------------------------------
+def test_the_key_holds_the_horizon_only_where_the_verify_step_times_it(model):
+    """FPI's verify step times one step whatever the node's ``horizon``: a new horizon finds the same record. A
+    window algorithm times its window: another horizon is another decision."""
+    def key(algorithm, horizon):
+        config = dec.EngineConfig(algorithm, horizon=horizon, device="cpu")
+        return DecisionCache.key(dec._cache_parts(model, config, BUDGET, ["cpu"]))
+
+    assert key("fpi", 1) == key("fpi", 6) and len(key("fpi", 1)) >= 16
+    assert key("mmp", 2) != key("mmp", 6) and key("mmp", 2) != key("fpi", 2)
+
+
 @pytest.mark.heavy
 def test_a_kept_decision_is_reused_without_timing(model, tmp_path, monkeypatch):
     cache = DecisionCache(tmp_path / "decisions")
