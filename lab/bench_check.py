@@ -27,8 +27,9 @@ A ratio passes while it is at most its baseline times ``slack`` (1.25: a change 
 fails). A ratio over its ceiling has its group measured once more, and fails only when it is over it both times: a
 busy moment slows one measurement, a slowdown slows both. ``node.default`` is not judged on a host that wakes
 more than ``WAKE_LIMIT`` times slower than the committed wake cost (``_wake_us``: the bare evidence kernel right after
-a 20 ms sleep, against ``benchmarks/tick_cooling_cpu.json``): its tick then measures the host. The whole gate takes about half a minute on the 2-core
-development VM. How to move a threshold on purpose: benchmarks/README.md, "The speed gate".
+a 20 ms sleep, against ``benchmarks/tick_cooling_cpu.json``): its tick then measures the host. The whole gate takes
+one to two minutes on the 2-core development VM. How to move a threshold on purpose: benchmarks/README.md, "The speed
+gate".
 """
 from __future__ import annotations
 

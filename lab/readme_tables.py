@@ -32,10 +32,10 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from bayes_infer_ros.autotune.pickable import auto_variants_table
-from lab.bench_check import group_of, measured_groups
 from bayes_infer_ros.autotune.select import DEFAULT_MODEL_DIR
 from bayes_infer_ros.inference.registry import PAPER_VARIANTS
 from lab import crossover, report
+from lab.bench_check import group_of, measured_groups
 
 ALGORITHMS = ("fpi", "vmp", "mmp")
 ROOT = Path(__file__).resolve().parents[1]

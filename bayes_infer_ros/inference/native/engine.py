@@ -241,7 +241,7 @@ class NativeEngine(Engine):
         types (an array of another dtype or rank would be read out of bounds)."""
         M, F, dt, nd, k = self._num_modalities, self._num_factors, self.dtype, np.ndarray, self._k
         O, S, slices = self._obs_size, self._state_size, self._state_slices
-        offsets = np.cumsum([0, *self.structure.num_obs, *self.structure.num_states], dtype=np.int64)  # (M+F+1,)
+        offsets = np.cumsum([0, *self._sizes_list], dtype=np.int64)  # (M+F+1,): each array's start, then the end
         log_A, index, num_iter, minval = self._log_A, self._fpi_index, self.num_iter, self._minval
         entries: Optional[tuple[Any, Any]] = None
 

@@ -1,6 +1,8 @@
 """fused_numba's list call of one agent's FPI (``NativeEngine._list_entry``): pymdp's arrays packed by one numba call
 when each is exactly a 1-D ndarray of the engine's dtype; every other form takes the list call's general path
 (converted, or refused by name). Both give the packed call's bits."""
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -16,18 +18,10 @@ class Sub(np.ndarray):
 
 
 def _engine(dtype):
-    with enable_x64() if np.dtype(dtype) == np.float64 else _nothing():
+    with enable_x64() if np.dtype(dtype) == np.float64 else contextlib.nullcontext():
         case = structured_case(SKEWED_ZEROS, 17, T=2, dtype=dtype)
         return build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6,
                                dtype=dtype)
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _inputs(engine, seed=0):
