@@ -28,13 +28,15 @@ with its evidence when gated), ``run_packed``, ``predict``, ``surprise``, ``free
 model is a :class:`~.arrays.NativeModel` (the arrays ``fused_cuda`` shares), and the host-side calls both native
 engines share are in ``host.py``. Each call checks only what can differ between calls (``Engine.step_rows``: a few
 attribute reads when the inputs are already in the kernels' form) and calls a compiled entry point with the
-model's arguments bound at build time. pymdp's list call of one agent's FPI packs its arrays in one numba call
-(``fpi.gather_parts``) when each is exactly a 1-D ndarray of the engine's dtype (``_list_entry``).
+model's arguments bound at build time. pymdp's list call of one agent's FPI is one numba call that gathers its
+arrays and runs the kernel (``fpi.fpi_parts``) when each is exactly a 1-D ndarray of the engine's dtype
+(``_list_entry``).
 """
 from __future__ import annotations
 
 import functools
 import importlib.util
+import operator
 import time
 from types import SimpleNamespace
 from typing import Any, Callable, Optional, Sequence, final
@@ -72,7 +74,7 @@ def kernels() -> SimpleNamespace:
     sources = [m.__file__ for m in modules]
     for module in modules:
         enable_disk_cache(module, sources)
-    return SimpleNamespace(fpi_entry=fpi.fpi_entry, gather_entry=fpi.gather_entry, sequence=sequence.sequence,
+    return SimpleNamespace(fpi_entry=fpi.fpi_entry, parts_entry=fpi.parts_entry, sequence=sequence.sequence,
                            predict_rows=transitions.predict_rows,
                            fpi_tick_batched_entry=tick.fpi_tick_batched_entry,
                            fpi_tick_agents_parallel_entry=tick.fpi_tick_agents_parallel_entry,
@@ -233,20 +235,20 @@ class NativeEngine(Engine):
 
     def _list_entry(self) -> Callable[[Sequence[Any], Sequence[Any]], Optional[list[np.ndarray]]]:
         """pymdp's list call of one agent's FPI as one closure, its model arguments bound: obs[i] (m_i,), prior[f]
-        (n_f,) -> beliefs, a list of (n_f,) views of one fresh (S,) array. One numba call packs the arrays
-        (``fpi.gather_parts``, which also checks each length), a second runs ``fpi_one``; both entry points are
-        resolved at the first call. It returns None when the inputs are not exactly M + F numpy arrays (ndarray
-        itself), each 1-D of the engine's dtype, of the model's lengths: the list call's general path then converts
-        them or refuses them by name. The checks are exact because the compiled entry point unboxes without checking
-        types (an array of another dtype or rank would be read out of bounds)."""
+        (n_f,) -> beliefs, a list of (n_f,) views of one fresh (S,) array. One numba call (``fpi.fpi_parts``) gathers
+        the arrays, checking each length, and runs ``fpi_one``; its entry point is resolved at the first call. It
+        returns None when the inputs are not exactly M + F numpy arrays (ndarray itself), each 1-D of the engine's
+        dtype, of the model's lengths: the list call's general path then converts them or refuses them by name. The
+        checks are exact because the compiled entry point unboxes without checking types (an array of another dtype
+        or rank would be read out of bounds)."""
         M, F, dt, nd, k = self._num_modalities, self._num_factors, self.dtype, np.ndarray, self._k
-        O, S, slices = self._obs_size, self._state_size, self._state_slices
+        S, views = self._state_size, operator.itemgetter(*self._state_slices)
         offsets = np.cumsum([0, *self._sizes_list], dtype=np.int64)  # (M+F+1,): each array's start, then the end
-        log_A, index, num_iter, minval = self._log_A, self._fpi_index, self.num_iter, self._minval
-        entries: Optional[tuple[Any, Any]] = None
+        model, num_iter, minval = (self._log_A, *self._fpi_index), self.num_iter, self._minval
+        entry: Optional[Any] = None
 
         def fpi_lists(obs: Sequence[Any], prior: Sequence[Any]) -> Optional[list[np.ndarray]]:
-            nonlocal entries
+            nonlocal entry
             try:
                 if len(obs) != M or len(prior) != F:
                     return None
@@ -258,15 +260,12 @@ class NativeEngine(Engine):
             for x in prior:
                 if x.__class__ is not nd or x.dtype is not dt or x.ndim != 1:
                     return None
-            if entries is None:  # two threads' first calls may both resolve them: the same entry points
-                entries = (k.gather_entry(dt, M + F), k.fpi_entry(dt, rows=False))
-            gather, fpi_one = entries
-            both = np.empty(O + S, dt)
-            if not gather((*obs, *prior), offsets, both):
-                return None
+            if entry is None:  # two threads' first calls may both resolve it: the same entry point
+                entry = k.parts_entry(dt, M + F)
             out = np.empty(S, dt)
-            fpi_one(log_A, *index, both[:O], both[O:], num_iter, minval, out)
-            return [out[s] for s in slices]
+            if not entry((*obs, *prior), offsets, *model, num_iter, minval, out):
+                return None
+            return [*views(out)] if F > 1 else [views(out)]
 
         return fpi_lists
 

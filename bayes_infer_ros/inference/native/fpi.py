@@ -76,24 +76,31 @@ def fpi_entry(dtype, rows=True):
 
 
 @njit
-def gather_parts(parts, offsets, out):
-    """pymdp's list of arrays into one buffer: parts (a tuple of N 1-D arrays), offsets (N+1,) int64 -> out
-    (offsets[-1],); False, with ``out`` partly written, when part i's length is not offsets[i+1] - offsets[i]."""
-    for i in range(len(parts)):
+def fpi_parts(parts, offsets, log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, num_iter, minval, out):
+    """pymdp's list call of one row in one call: parts (a tuple of M + F 1-D arrays, the observations then the
+    prior), offsets (M+F+1,) int64 -> out (S,). It gathers the parts into one buffer and runs ``fpi_one``; it returns
+    False, with ``out`` untouched, when part i's length is not offsets[i+1] - offsets[i]."""
+    n = len(parts)
+    both = np.empty(offsets[n], out.dtype)
+    for i in range(n):
         x = parts[i]
         start = offsets[i]
         if x.shape[0] != offsets[i + 1] - start:
             return False
         for j in range(x.shape[0]):
-            out[start + j] = x[j]
+            both[start + j] = x[j]
+    O = o_off[-1]
+    fpi_one(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, both[:O], both[O:], num_iter, minval, out)
     return True
 
 
-def gather_entry(dtype, count):
-    """``gather_parts``' compiled entry point for a tuple of ``count`` 1-D arrays of ``dtype`` (any strides). It
-    unboxes without checking: the caller passes a tuple of exactly ``count`` numpy arrays (ndarray itself, not a
-    subclass), each 1-D of exactly ``dtype``; offsets int64 1-D and out 1-D of ``dtype``, both C-contiguous."""
+def parts_entry(dtype, count):
+    """``fpi_parts``' compiled entry point for a tuple of ``count`` 1-D arrays of ``dtype`` (any strides). It unboxes
+    without checking: the caller passes a tuple of exactly ``count`` numpy arrays (ndarray itself, not a subclass),
+    each 1-D of exactly ``dtype``, and the model arguments as ``fpi_entry``'s (out 1-D). Compiling one takes about a
+    second (``fpi_one`` is compiled into it); the disk cache keeps it."""
     f = numba.from_dtype(np.dtype(dtype))
-    part = numba.types.Array(f, 1, "A")
-    return gather_parts.compile((numba.types.UniTuple(part, count), numba.types.Array(numba.int64, 1, "C"),
-                                 numba.types.Array(f, 1, "C")))
+    arr = lambda t, nd, layout="C": numba.types.Array(t, nd, layout)  # noqa: E731
+    i1, i2 = arr(numba.int64, 1), arr(numba.int64, 2)
+    return fpi_parts.compile((numba.types.UniTuple(arr(f, 1, "A"), count), i1, arr(f, 2), i1, i1, i2, i2, i1, i1,
+                              i1, i1, numba.types.int64, f, arr(f, 1)))

@@ -1,6 +1,6 @@
-"""fused_numba's list call of one agent's FPI (``NativeEngine._list_entry``): pymdp's arrays packed by one numba call
-when each is exactly a 1-D ndarray of the engine's dtype; every other form takes the list call's general path
-(converted, or refused by name). Both give the packed call's bits."""
+"""fused_numba's list call of one agent's FPI (``NativeEngine._list_entry``): pymdp's arrays gathered and run by one
+numba call when each is exactly a 1-D ndarray of the engine's dtype; every other form takes the list call's general
+path (converted, or refused by name). Both give the packed call's bits."""
 import contextlib
 
 import numpy as np
