@@ -9,8 +9,10 @@ one CUDA launch per call). What a backend supports is declared as data (:class:`
 attribute): callers read it and never probe an engine. Callers (``BeliefFilter``, the autotuner's verify step, the
 node, the lab) use only these names; ``test/inference/test_engine_contract.py`` holds every backend to them.
 
-Shapes: packed observations ``(..., O)`` with ``O = sum m_i``, packed states ``(..., S)`` with ``S = sum n_f``,
-controls ``(..., F)`` int. A leading batch axis ``b`` (``batch_size``) runs b models of one structure at once.
+Shapes: packed observations ``([b,] [T,] O)`` with ``O = sum m_i`` (the step axis T for VMP / MMP's window),
+packed states ``([b,] S)`` with ``S = sum n_f``, controls ``([b,] F)`` int. A leading batch axis ``b``
+(``batch_size``) runs b models of one structure at once; an unbatched engine's packed inputs have no leading axis
+(its ``step`` takes rows of one model).
 """
 from __future__ import annotations
 
@@ -70,22 +72,55 @@ class PackedLayout:
     def unpack_states(self, packed: Any) -> list[np.ndarray]:
         return [np.asarray(x) for x in self.split_states(np.asarray(packed))]
 
-    def check_lists(self, obs: Sequence[Any], prior: Sequence[Any]) -> None:
+    def check_lists(self, obs: Sequence[Any], prior: Sequence[Any], rows: Optional[int] = None,
+                    window: bool = False) -> None:
         """Refuse a list call whose ``obs`` are not one array per modality of its size (last axis), or whose
-        ``prior`` is not one per factor of its size, naming the expected and the given sizes (ValueError)."""
+        ``prior`` is not one per factor of its size, naming the expected and the given sizes; then one whose array
+        has not the engine's axes (obs[i] ([rows,] [T,] m_i), prior[f] ([rows,] n_f): the rows axis only when
+        ``rows`` is given, the step axis only for a ``window``), naming it; then one whose modalities differ in their
+        leading axes (ValueError)."""
         for name, xs, sizes, what in (("obs", obs, self.num_obs, "modalit(y/ies)"),
                                       ("prior", prior, self.num_states, "factor(s)")):
             got = tuple(int(np.shape(x)[-1]) if np.ndim(x) else 0 for x in xs)
             if got != sizes:
                 raise ValueError(f"{name}: expected {len(sizes)} {what} of sizes {sizes}, got {len(got)} of sizes {got}")
+        for name, xs, sizes, steps in (("obs", obs, self.num_obs, window), ("prior", prior, self.num_states, False)):
+            for i, (x, size) in enumerate(zip(xs, sizes)):
+                _check_axes(f"{name}[{i}]", np.shape(x), size, rows, steps)
+        leading = [np.shape(x)[:-1] for x in obs]
+        if len(set(leading)) > 1:
+            raise ValueError(f"obs: expected one leading shape for every modality, got {leading}")
 
-    def check_packed(self, obs_packed: Any, prior_packed: Any) -> None:
-        """Refuse packed inputs whose last axis is not ``obs_size`` / ``state_size`` (ValueError naming it)."""
+    def check_packed(self, obs_packed: Any, prior_packed: Any, rows: Optional[int] = None,
+                     window: bool = False) -> None:
+        """Refuse packed inputs whose last axis is not ``obs_size`` / ``state_size``, or whose axes are not the
+        engine's (obs ([rows,] [T,] O), prior ([rows,] S), as :meth:`check_lists`), naming the input (ValueError)."""
         for name, x, size in (("obs_packed", obs_packed, self.obs_size), ("prior_packed", prior_packed, self.state_size)):
             shape = np.shape(x)
             if shape[-1:] != (size,):
                 raise ValueError(f"{name}: expected the packed size {size} on the last axis, got "
                                  f"{shape[-1] if shape else 'a scalar'}")
+        _check_axes("obs_packed", np.shape(obs_packed), self.obs_size, rows, window)
+        _check_axes("prior_packed", np.shape(prior_packed), self.state_size, rows, False)
+
+
+def _as_sequence(name: str, xs: Any) -> Sequence[Any]:
+    """A list call's ``obs`` or ``prior`` as a sequence: a list or tuple as given, any other iterable read into a list
+    (a generator is read once); ValueError naming ``name`` when it is not iterable."""
+    if xs.__class__ is list or xs.__class__ is tuple:
+        return xs
+    try:
+        return list(xs)
+    except TypeError:
+        raise ValueError(f"{name}: expected a sequence of arrays, got {type(xs).__name__}") from None
+
+
+def _check_axes(name: str, shape: tuple[int, ...], size: int, rows: Optional[int], window: bool) -> None:
+    """Refuse ``shape`` unless it is ([rows,] [T,] size) (ValueError naming ``name`` and the expected shape)."""
+    lead = () if rows is None else (rows,)
+    if len(shape) != len(lead) + window + 1 or shape[:len(lead)] != lead:
+        want = [*map(str, lead), *("T" * window), str(size)]
+        raise ValueError(f"{name}: expected shape ({', '.join(want)}{',' * (len(want) == 1)}), got {tuple(shape)}")
 
 
 class FreeEnergy(NamedTuple):
@@ -358,8 +393,8 @@ class Engine(abc.ABC):
     def __call__(self, obs: Sequence[Any], prior: Sequence[Any], actions: Optional[Any] = None,
                  valid_steps: Optional[int] = None) -> list[Any]:
         """pymdp's list API: fpi obs[i] ([b,] m_i), prior[f] ([b,] n_f) -> list of ([b,] n_f); vmp/mmp obs[i]
-        ([b,] T, m_i), actions ([b,] T-1, F) -> list of ([b,] T, n_f). Inputs of the wrong count or sizes are refused
-        by name."""
+        ([b,] T, m_i), actions ([b,] T-1, F) -> list of ([b,] T, n_f); b only for a batched engine. ``obs`` and
+        ``prior`` may be any iterable. Inputs of the wrong count, sizes or axes are refused by name."""
         dt = self.dtype
         if self._packed_ndim == 1:  # one FPI step of one agent: 1-D arrays, checked by their lengths
             fast = self._list_fpi
@@ -367,6 +402,8 @@ class Engine(abc.ABC):
                 beliefs = fast(obs, prior)
                 if beliefs is not None:
                     return beliefs
+        obs, prior = _as_sequence("obs", obs), _as_sequence("prior", prior)  # an iterator is read once, here
+        if self._packed_ndim == 1:
             parts = [*obs, *prior]
             try:
                 both = (np.concatenate(parts, dtype=dt) if len(obs) == self._num_modalities
@@ -382,9 +419,15 @@ class Engine(abc.ABC):
         except (AttributeError, IndexError, TypeError):  # lists, scalars: the full check
             sizes_ok = False
         if not sizes_ok:
-            self.layout.check_lists(obs, prior)
-        out = self.run_packed(np.concatenate(obs, axis=-1, dtype=dt), np.concatenate(prior, axis=-1, dtype=dt),
-                              actions, valid_steps)
+            self.layout.check_lists(obs, prior, self.batch_size, self.spec.window)
+        try:
+            obs_packed, prior_packed = np.concatenate(obs, axis=-1, dtype=dt), np.concatenate(prior, axis=-1, dtype=dt)
+        except ValueError:  # arrays whose leading axes differ: the full check names one
+            obs_packed = prior_packed = None
+        if obs_packed is None or obs_packed.ndim != self._packed_ndim or prior_packed.ndim != 1 + self.batched or (
+                self.batched and not obs_packed.shape[0] == prior_packed.shape[0] == self.batch_size):
+            self.layout.check_lists(obs, prior, self.batch_size, self.spec.window)  # names the array of wrong axes
+        out = self.run_packed(obs_packed, prior_packed, actions, valid_steps)
         return [out[..., s] for s in self._state_slices]
 
     def warmup(self, T: Optional[int] = None, valid_steps: bool = False) -> float:

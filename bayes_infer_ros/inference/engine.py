@@ -247,9 +247,10 @@ class InferenceEngine(Engine):
         return self._call_lists.lower(self._param_buffers, obs, prior, acts, self._valid_steps(valid_steps))
 
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None, valid_steps: Optional[int] = None) -> Array:
-        """Packed API: obs (…, sum m_i) -> beliefs (…, sum n_f); one buffer in, one out."""
+        """Packed API: FPI obs ([b,] O), prior ([b,] S) -> beliefs ([b,] S); VMP / MMP obs ([b,] T, O) -> beliefs
+        ([b,] T, S); b only for a batched engine. One buffer in, one out; a wrong shape is refused by name."""
         obs_packed = self._input(obs_packed)
-        self.layout.check_packed(obs_packed, prior_packed)
+        self.layout.check_packed(obs_packed, prior_packed, self.batch_size, self.spec.window)
         acts = self._actions(tuple(obs_packed.shape[:-1]), actions)
         return self._call_packed(self._param_buffers, obs_packed, self._input(prior_packed), acts, self._valid_steps(valid_steps))
 

@@ -155,6 +155,45 @@ def test_every_algorithm_unbatched_and_batched(model, variant, algorithm):
 
 
 @pytest.mark.parametrize("variant", BACKENDS)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_inputs_without_the_engines_axes_are_refused_by_name(model, variant, algorithm):
+    """run_packed and the list call take exactly the engine's axes (obs ([b,] [T,] O), prior ([b,] S); b only when
+    batched, and b = batch_size): another axis or number of rows is refused naming the input and the shape expected,
+    in every backend. The list call reads any iterable once: generators give the lists' bits."""
+    single, batched, _ = _engines(model, variant, algorithm)
+    layout, O, S = single.layout, single.layout.obs_size, single.layout.state_size
+    rng = np.random.default_rng(3)
+    window = algorithm != "fpi"
+    steps, want_obs = ((T,), f"\\(T, {O}\\)") if window else ((), f"\\({O},\\)")
+    obs, prior = _inputs(layout, rng, (1,) + steps, single.dtype)
+    prior = np.ascontiguousarray(prior[:, 0] if window else prior)
+    actions = _actions(model, rng, (T - 1,)) if window else None
+    with pytest.raises(ValueError, match=f"^obs_packed: expected shape {want_obs}, got \\(1, "):
+        single.run_packed(obs, prior, actions)  # an unbatched engine's inputs have no rows axis
+    with pytest.raises(ValueError, match=f"^prior_packed: expected shape \\({S},\\), got \\(1, {S}\\)"):
+        single.run_packed(obs[0], prior, actions)
+    rows_obs, rows_prior = _inputs(layout, rng, (B_MODELS + 1,) + steps, single.dtype)
+    rows_prior = np.ascontiguousarray(rows_prior[:, 0] if window else rows_prior)
+    rows_actions = None if actions is None else np.stack([actions] * (B_MODELS + 1))
+    with pytest.raises(ValueError, match=f"^obs_packed: expected shape \\({B_MODELS}, "):
+        batched.run_packed(rows_obs, rows_prior, rows_actions)
+    with pytest.raises(ValueError, match=f"^prior_packed: expected shape \\({B_MODELS}, {S}\\)"):
+        batched.run_packed(rows_obs[:B_MODELS], rows_prior, None if actions is None else rows_actions[:B_MODELS])
+    obs_list, prior_list = layout.split_obs(obs[0]), layout.split_states(prior[0])
+    with pytest.raises(ValueError, match=f"^obs\\[0\\]: expected shape \\({'T, ' * window}{layout.num_obs[0]},?\\)"):
+        single([x[None] for x in obs_list], prior_list, actions)
+    with pytest.raises(ValueError, match="^obs: expected a sequence of arrays, got NoneType"):
+        single(None, prior_list, actions)
+    if window:  # every modality's window has the same steps
+        with pytest.raises(ValueError, match="^obs: expected one leading shape for every modality"):
+            single([obs_list[0][:-1], *obs_list[1:]], prior_list, actions)
+    want = single(obs_list, prior_list, actions)
+    got = single((x for x in obs_list), iter(prior_list), actions)
+    for w, g in zip(want, got, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@pytest.mark.parametrize("variant", BACKENDS)
 def test_a_step_with_gates_is_the_step_with_its_evidence(model, variant):
     """``step`` with gates: the beliefs and next prior of the readings its gates kept, each reading's surprise under
     the prior (``surprise``) and the free-energy terms of the beliefs (``free_energy`` on the kept readings)."""

@@ -26,7 +26,7 @@ def native_planned_elements(structure: ModelStructure, nonzeros: np.ndarray) -> 
 
 def packed_inputs(engine: Engine, obs_packed: Any, prior_packed: Any) -> tuple[np.ndarray, np.ndarray]:
     """``run_packed``'s inputs as the kernels read them, with a leading row axis: obs ([b,] [T,] O) -> (b, [T,] O),
-    prior ([b,] S) -> (b, S), C-contiguous of the engine's dtype; ValueError naming a wrong size or number of rows."""
+    prior ([b,] S) -> (b, S), C-contiguous of the engine's dtype; ValueError naming the input of a wrong shape."""
     dt, lead, layout = engine.dtype, engine.batch_size is not None, engine.layout
     if (obs_packed.__class__ is np.ndarray and prior_packed.__class__ is np.ndarray and obs_packed.dtype is dt
             and prior_packed.dtype is dt and obs_packed.ndim == lead + engine.spec.window + 1
@@ -35,17 +35,9 @@ def packed_inputs(engine: Engine, obs_packed: Any, prior_packed: Any) -> tuple[n
                  if lead else prior_packed.ndim == 1)
             and obs_packed.flags.c_contiguous and prior_packed.flags.c_contiguous):  # already the kernels' form
         return (obs_packed, prior_packed) if lead else (obs_packed[None], prior_packed[None])
-    lead = 1 if lead else 0
-    layout.check_packed(obs_packed, prior_packed)
-    obs = np.ascontiguousarray(obs_packed, dtype=engine.dtype)
-    prior = np.ascontiguousarray(prior_packed, dtype=engine.dtype)
-    lead = 1 if engine.batched else 0
-    steps = 1 if engine.spec.window else 0
-    if obs.ndim != lead + steps + 1 or prior.ndim != lead + 1 or (lead and obs.shape[0] != engine.batch_size) or (
-            lead and prior.shape[0] != obs.shape[0]):
-        want = f"({engine.batch_size}, ...)" if lead else "no leading axis"
-        raise ValueError(f"run_packed: expected obs {'([b,] T, O)' if steps else '([b,] O)'} and prior ([b,] S) with "
-                         f"{want}, got {obs.shape} and {prior.shape}")
+    layout.check_packed(obs_packed, prior_packed, engine.batch_size, engine.spec.window)
+    obs = np.ascontiguousarray(obs_packed, dtype=dt)
+    prior = np.ascontiguousarray(prior_packed, dtype=dt)
     return (obs, prior) if lead else (obs[None], prior[None])
 
 
