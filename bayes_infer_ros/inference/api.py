@@ -315,6 +315,9 @@ class Engine(abc.ABC):
         #: a backend's list call of one agent's FPI (set by its constructor, or None): (obs, prior) lists -> the
         #: beliefs' list, or None when the arrays are not in its form (``__call__``'s general path then runs)
         self._list_fpi: Optional[Callable[[Sequence[Any], Sequence[Any]], Optional[list[Any]]]] = None
+        #: a backend's list call on packed inputs (set by its constructor, or None: ``run_packed``, split here):
+        #: (obs_packed, prior_packed, actions, valid_steps) -> the beliefs' list, checked as ``run_packed`` checks
+        self._list_packed: Optional[Callable[[Any, Any, Optional[Any], Optional[int]], list[Any]]] = None
         #: ``run_packed``'s observations' axes: ([b,] [T,] O)
         self._packed_ndim = (batch_size is not None) + self.spec.window + 1
 
@@ -411,8 +414,7 @@ class Engine(abc.ABC):
             except (TypeError, ValueError):  # scalars, arrays of several axes: the full check below
                 both = None
             if both is not None and both.ndim == 1:  # one buffer for both (each view is C-contiguous)
-                out = self.run_packed(both[:self._obs_size], both[self._obs_size:], actions, valid_steps)
-                return [out[s] for s in self._state_slices]
+                return self._beliefs_list(both[:self._obs_size], both[self._obs_size:], actions, valid_steps)
         try:  # arrays of any leading shape: their last axes, read directly
             sizes_ok = (len(obs) == self._num_modalities and [x.shape[-1] for x in obs] == self._num_obs_list
                         and [x.shape[-1] for x in prior] == self._num_states_list)
@@ -427,6 +429,14 @@ class Engine(abc.ABC):
         if obs_packed is None or obs_packed.ndim != self._packed_ndim or prior_packed.ndim != 1 + self.batched or (
                 self.batched and not obs_packed.shape[0] == prior_packed.shape[0] == self.batch_size):
             self.layout.check_lists(obs, prior, self.batch_size, self.spec.window)  # names the array of wrong axes
+        return self._beliefs_list(obs_packed, prior_packed, actions, valid_steps)
+
+    def _beliefs_list(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any],
+                      valid_steps: Optional[int]) -> list[Any]:
+        """The list call's result from its packed inputs: the backend's ``_list_packed`` when it set one, else
+        ``run_packed`` split here (numpy views)."""
+        if self._list_packed is not None:
+            return self._list_packed(obs_packed, prior_packed, actions, valid_steps)
         out = self.run_packed(obs_packed, prior_packed, actions, valid_steps)
         return [out[..., s] for s in self._state_slices]
 
@@ -455,7 +465,7 @@ def _block(x: Any) -> None:
 #: Engine's concrete members: a backend that defines one of these names is refused (abstract-or-final).
 _CONCRETE_MEMBERS = frozenset({"batched", "require_fpi", "_init_static", "__init_subclass__", "step_rows",
                                "control_error", "step", "tick", "tick_evidence",
-                               "__call__", "warmup"})
+                               "__call__", "_beliefs_list", "warmup"})
 
 
 def split_step(row: Any, layout: PackedLayout, num_modalities: int) -> tuple[Any, Any, Any, FreeEnergy]:
