@@ -131,6 +131,7 @@ def test_real_case_against_pymdp(small_specs, tmp_path):
     assert float(rows["baseline"]["max_abs_diff_vs_pymdp"]) < FLOAT32_ATOL
     assert float(rows["pymdp"]["compile_s"]) > 0 and float(rows["baseline"]["median_s"]) > 0
     assert rows["baseline"]["timing"] == "round_robin" and rows["pymdp"]["exec_mode"] != ""
+    assert rows["baseline"]["exec_mode"] != ""  # the label of the program the list call runs
 
 
 @pytest.mark.heavy
