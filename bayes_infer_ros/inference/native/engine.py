@@ -74,7 +74,7 @@ def kernels() -> SimpleNamespace:
     sources = [m.__file__ for m in modules]
     for module in modules:
         enable_disk_cache(module, sources)
-    return SimpleNamespace(fpi_entry=fpi.fpi_entry, parts_entry=fpi.parts_entry, sequence=sequence.sequence,
+    return SimpleNamespace(fpi_entry=fpi.fpi_entry, parts_entry=fpi.parts_entry, sequence_entry=sequence.sequence_entry,
                            predict_rows=transitions.predict_rows,
                            fpi_tick_batched_entry=tick.fpi_tick_batched_entry,
                            fpi_tick_agents_parallel_entry=tick.fpi_tick_agents_parallel_entry,
@@ -110,6 +110,8 @@ class NativeEngine(Engine):
         self._step_model = m.bind(TickAgentsArgs)
         self._predict_model = m.bind(PredictRowsArgs)
         self._fpi_call = self._fpi_one_call = None  # fpi's and fpi_one's entry points, resolved at their first call
+        self._sequence_call = None  # sequence's (VMP / MMP), at its first call
+        self._tau_value = self.dtype.type(self.tau)
         if self._packed_ndim == 1:  # one agent's FPI: pymdp's list call runs on the arrays as given
             self._list_fpi = self._list_entry()
         self._obs_shape, self._state_shape = (self._obs_size,), (self._state_size,)
@@ -283,8 +285,12 @@ class NativeEngine(Engine):
             acts = window_actions(self, T, actions)
             out = np.empty((obs.shape[0], T, self._state_size), self.dtype)
             vs = -1 if valid_steps is None else int(valid_steps)
-            self._k.sequence(*self._sequence_model, self.spec.kind_vmp, obs, prior, acts, vs, self.num_iter,
-                             self.dtype.type(self.tau), self.model.minval, out)
+            args = (*self._sequence_model, self.spec.kind_vmp, obs, prior, acts, vs, self.num_iter, self._tau_value,
+                    self._minval, out)
+            call = self._sequence_call
+            if call is None:  # the types above are fixed by the conversions: one entry point serves every call
+                call = self._sequence_call = self._k.sequence_entry(args)
+            call(*args)
         return out if self.batched else out[0]
 
     def predict(self, q: Any, control: Any) -> np.ndarray:

@@ -3,6 +3,7 @@ point, ``_sequence`` pymdp's ``update_marginals`` with ``get_vmp_messages`` / ``
 
 The iteration's loops are written out in ``_sequence`` rather than in helpers (numba's reference counts: TUNING.md).
 """
+import numba
 import numpy as np
 
 from .common import _nobs, log_stable_pad, njit, scratch_sizes, softmax_rows, unpad
@@ -186,3 +187,10 @@ def sequence(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b
     _sequence(log_A, a_off, ll_off, deps, dims, ks, ns, o_off, s_off, B, log_B, b_off, bdeps, bdims, bks, ncontrols,
               has_B, kind_vmp, obs, prior, actions, valid_steps, num_iter, tau, minval, out)
     restore_fp_mode(mode)
+
+
+def sequence_entry(args):
+    """``sequence``'s compiled entry point for exactly the types of ``args`` (a call's arguments, in the form the
+    engine always passes them: obs, prior, actions and out C-contiguous of fixed ranks and dtypes): a call without the
+    dispatcher's type resolution. Compiles, or loads from the disk cache, that one specialisation."""
+    return sequence.compile(tuple(numba.typeof(a) for a in args))
