@@ -340,7 +340,7 @@ class CaseRunner:
         out, modes = capture_modes(lambda: block(engine(*list_args)))
         row["first_call_s"] = time.perf_counter() - t0
         if engine.capabilities.runtime == "xla":
-            row["exec_mode"] = program_label(modes, "_packed_impl")  # the list call runs the packed program
+            row["exec_mode"] = program_label(modes, "_packed_lists_impl")  # the list call's program
         else:  # a native engine: fused_numba on the CPU, fused_cuda on a GPU
             row["exec_mode"] = "native" if engine.device == "cpu" else f"native_{engine.device}"
         row["max_abs_diff_vs_pymdp"] = _max_diff(out, reference)

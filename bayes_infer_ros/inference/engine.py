@@ -14,7 +14,7 @@ from ..model.generative_model import ModelStructure
 from . import free_energy as fe
 from . import xla_config
 from .algorithms import run_fpi, run_sequence
-from .api import Capabilities, Engine, FreeEnergy, PackedLayout
+from .api import Capabilities, Engine, FreeEnergy
 from .numerics import log_stable, log_stable_np
 
 Array = jax.Array
@@ -90,13 +90,6 @@ class PreparedVariant:
 
 
 @final
-@functools.lru_cache(maxsize=64)
-def _splitter(layout: PackedLayout) -> Callable[[Array], list[Array]]:
-    """One jitted program per layout: packed beliefs (..., S) -> one array per factor (..., n_f), a single dispatch
-    (engines of one structure share it)."""
-    return jax.jit(layout.split_states)
-
-
 class InferenceEngine(Engine):
     """A compiled-once FPI/VMP/MMP engine for one model structure and variant (the :class:`~.api.Engine` contract on
     jitted JAX programs).
@@ -169,9 +162,10 @@ class InferenceEngine(Engine):
 
         self._call_lists = jit(self._lists_impl)
         self._call_packed = jit(self._packed_impl)
-        # the list call: the packed program, then its beliefs split per factor by one small jitted program (slicing
-        # the result eagerly costs one dispatch per factor)
-        self._list_packed = self._run_packed_lists
+        # the list call: the packed program with its beliefs split per factor inside it, one dispatch as pymdp's
+        # (slicing the packed result eagerly would cost one dispatch per factor); compiled at the first list call
+        self._call_packed_lists = jit(self._packed_lists_impl)
+        self._list_packed = functools.partial(self._run_packed, self._call_packed_lists)
         self._predict = jit(self._predict_impl)
         self._step = jit(self._step_impl)
         self._A = A
@@ -220,6 +214,9 @@ class InferenceEngine(Engine):
         qs = self._mapped(buffers, obs, prior, actions, valid_steps)
         return jnp.concatenate(qs, axis=-1)
 
+    def _packed_lists_impl(self, buffers, obs_packed, prior_packed, actions, valid_steps):
+        return self.layout.split_states(self._packed_impl(buffers, obs_packed, prior_packed, actions, valid_steps))
+
     # ---- public calls ------------------------------------------------------------------------
     def _input(self, x: Any) -> Any:
         """An input in the engine's dtype without a Python-side device round trip (numpy stays numpy)."""
@@ -253,7 +250,7 @@ class InferenceEngine(Engine):
               valid_steps: Optional[int] = None) -> jax.stages.Lowered:
         """The variant's program on these list inputs, traced and lowered, not compiled (``.as_text()``: the
         StableHLO the variant emits; ``.compile().as_text()``: XLA's optimised HLO). Counts as a trace. (The list
-        call itself runs the packed program, then splits its beliefs.)"""
+        call itself packs its arrays and runs the packed program with the split inside it.)"""
         obs = [self._input(o) for o in obs]
         prior = [self._input(p) for p in prior]
         acts = self._actions(tuple(obs[0].shape[:-1]), actions)
@@ -262,15 +259,15 @@ class InferenceEngine(Engine):
     def run_packed(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any] = None, valid_steps: Optional[int] = None) -> Array:
         """Packed API: FPI obs ([b,] O), prior ([b,] S) -> beliefs ([b,] S); VMP / MMP obs ([b,] T, O) -> beliefs
         ([b,] T, S); b only for a batched engine. One buffer in, one out; a wrong shape is refused by name."""
+        return self._run_packed(self._call_packed, obs_packed, prior_packed, actions, valid_steps)
+
+    def _run_packed(self, program: Callable, obs_packed: Any, prior_packed: Any, actions: Optional[Any],
+                    valid_steps: Optional[int]) -> Any:
+        """``program`` (the packed one, or the list call's) on checked packed inputs."""
         obs_packed = self._input(obs_packed)
         self.layout.check_packed(obs_packed, prior_packed, self.batch_size, self.spec.window)
         acts = self._actions(tuple(obs_packed.shape[:-1]), actions)
-        return self._call_packed(self._param_buffers, obs_packed, self._input(prior_packed), acts, self._valid_steps(valid_steps))
-
-    def _run_packed_lists(self, obs_packed: Any, prior_packed: Any, actions: Optional[Any],
-                          valid_steps: Optional[int]) -> list[Array]:
-        """The list call on packed inputs: :meth:`run_packed`, its beliefs split per factor in one dispatch."""
-        return _splitter(self.layout)(self.run_packed(obs_packed, prior_packed, actions, valid_steps))
+        return program(self._param_buffers, obs_packed, self._input(prior_packed), acts, self._valid_steps(valid_steps))
 
     # ---- prediction (empirical prior of the next step) and the step ----------------------------------------
     def _predict_impl(self, B: list[Array], q: Array, action: Array) -> Array:

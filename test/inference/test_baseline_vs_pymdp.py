@@ -100,8 +100,9 @@ def test_no_b_sequence_matches_pymdp():
 
 @pytest.mark.parametrize("algorithm", ["fpi", "mmp"])
 def test_second_call_never_retraces(algorithm):
-    """Same shapes -> no new trace, for the list and the packed API (one program: the list call packs its arrays and
-    runs the packed one); valid_steps values share one program."""
+    """Same shapes -> no new trace, for the list and the packed API (two programs, each traced once: the list call
+    packs its arrays and runs the packed program with the per-factor split inside it); valid_steps values share one
+    program."""
     T = None if algorithm == "fpi" else 4
     case = random_case(11, (3, 2), [[0, 1], [1]], (3, 2), T=T, num_controls=(2, 1))
     engine = build_inference(algorithm, case.A, case.A_deps, case.B, case.B_deps, num_iter=3)
@@ -112,7 +113,7 @@ def test_second_call_never_retraces(algorithm):
     for _ in range(3):
         engine(case.obs, case.prior, case.actions)
         engine.run_packed(packed_obs, packed_prior, case.actions)
-    assert engine.trace_count == traces == 1
+    assert engine.trace_count == traces == 2
     if algorithm != "fpi":
         engine.run_packed(packed_obs, packed_prior, case.actions, valid_steps=1)
         for k in range(1, T + 1):

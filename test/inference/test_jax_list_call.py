@@ -1,6 +1,6 @@
-"""The JAX engines' list call (pymdp's ``engine(obs, prior[, actions])``): the packed program, then its beliefs split
-per factor by one small jitted program. Slicing the packed result eagerly would cost one JAX dispatch per factor
-(each longer than the packed call itself on this CPU)."""
+"""The JAX engines' list call (pymdp's ``engine(obs, prior[, actions])``): one jitted program, the packed one with its
+beliefs split per factor inside it. Slicing the packed result eagerly would cost one JAX dispatch per factor (each
+longer than the packed call itself on this CPU)."""
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,7 @@ T = 3
 
 @pytest.mark.parametrize("algorithm", ["fpi", "vmp"])
 @pytest.mark.parametrize("batch", [None, 2], ids=["one", "batched"])
-def test_the_list_call_is_the_packed_call_split_in_one_dispatch(monkeypatch, algorithm, batch):
+def test_the_list_call_is_the_packed_call_split_inside_one_program(monkeypatch, algorithm, batch):
     model = load_model(ROOT / "config" / "agent.yaml")
     A, B = model.A, model.B
     if batch is not None:  # b copies of the model: a batched engine
