@@ -63,9 +63,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..inference import VariantUnsupported, variant_devices
+from ..inference import VariantUnsupported
 from ..inference.algorithm_specs import algorithm_spec
-from ..inference.registry import NATIVE_VARIANTS
+from ..inference.registry import NATIVE_VARIANTS, VARIANT_PLATFORMS, VARIANTS
 from . import devices as device_lookup
 from .select import FALLBACK, MemoryBudget, device_candidates
 from .timing import CandidateTiming
@@ -103,6 +103,8 @@ class EngineConfig:
     ranked_horizon: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.variant != "auto" and self.variant not in VARIANTS:
+            raise ValueError(f"variant: unknown {self.variant!r}; expected 'auto' or one of {list(VARIANTS)}")
         window = algorithm_spec(self.algorithm).window
         object.__setattr__(self, "ranked_horizon", int(self.horizon) if window else 1)
 
@@ -190,12 +192,11 @@ def candidates(model: Any, config: EngineConfig, budget: MemoryBudget, platforms
 def _candidates(model: Any, config: EngineConfig, budget: MemoryBudget, platforms: Sequence[str], model_dir: Any,
                 native_only: Sequence[str]) -> tuple[list[Candidate], list[tuple[Candidate, str]], str]:
     if config.variant != "auto":
-        def runs(p: str) -> bool:
-            return p in variant_devices(config.variant) and (p not in native_only or config.variant in NATIVE_VARIANTS)
-
-        out = [Candidate(p, config.variant) for p in platforms if runs(p)]
+        runs_on = VARIANT_PLATFORMS[config.variant]
+        native = config.variant in NATIVE_VARIANTS
+        out = [Candidate(p, config.variant) for p in platforms if p in runs_on and (p not in native_only or native)]
         if not out:
-            raise VariantUnsupported(f"variant {config.variant} runs on {' or '.join(variant_devices(config.variant))}"
+            raise VariantUnsupported(f"variant {config.variant} runs on {' or '.join(runs_on)}"
                                      f"; device: {config.device} allows {' and '.join(platforms) or 'no device here'}")
         budget.check(config.variant, model)
         return out, [], "requested"
@@ -241,6 +242,8 @@ def plan_decision(model: Any, config: EngineConfig, budget: MemoryBudget, *,
     notes = (found.note,) if found.note else ()
     base = Plan(config, Candidate(jax_platforms[0] if jax_platforms else platforms[0], FALLBACK), notes=notes,
                 devices=found)
+    # the key of a kept decision (its record is read once the plan has something to verify)
+    cache_key = DecisionCache.key(_cache_parts(model, config, budget, platforms)) if cache is not None else ""
     try:
         pool, skipped, reason = _candidates(model, config, budget, platforms, model_dir, native_only)
     except VariantUnsupported:
@@ -262,8 +265,7 @@ def plan_decision(model: Any, config: EngineConfig, budget: MemoryBudget, *,
     plan = dataclasses.replace(base, start=start, verify=rest, skipped=tuple(skipped), reason=reason)
     if cache is None or not rest:
         return plan
-    plan = dataclasses.replace(plan, cache_key=DecisionCache.key(_cache_parts(model, config, budget, platforms)),
-                               cache=cache)
+    plan = dataclasses.replace(plan, cache_key=cache_key, cache=cache)
     record = cache.load(plan.cache_key)  # None for a record that cannot be used: refused, with a warning
     if record is None:
         return plan

@@ -15,7 +15,7 @@ In the order a selection reads them:
   parameter count) come from the plans their builds use (``inference.size_estimates``: clusters, padded shapes,
   size-sorted axes), with every real entry of log A counted as non-zero for the BCOO variants.
 - **The memory budget** (:class:`MemoryBudget`): one unit (bytes), one structure-only estimate
-  (``inference.peak_elements`` over the sizes), one check, for the node, the autotuner and the harness. Nothing is
+  (:func:`peak_elements` over the sizes), one check, for the node, the autotuner and the harness. Nothing is
   allocated: a layout too large to build is refused before it is built.
 - **The size guard** (:func:`guard_allowed`): never pick a variant padded far beyond any size at which it was ever
   (nearly) the fastest. A classifier predicts *which* variant is fastest, not *how much* a wrong pick costs: on
@@ -61,11 +61,11 @@ import jax
 import numpy as np
 
 from .. import inference
-from ..inference import VARIANTS, Engine, VariantUnsupported, peak_elements, variant_devices
+from ..inference import VARIANTS, Engine, VariantUnsupported, sizes
 from ..inference import size_estimates as size_estimates_of_structure
 from ..inference.algorithm_specs import algorithm_spec
 from ..inference.native import numba_available
-from ..inference.registry import NATIVE_VARIANTS
+from ..inference.registry import NATIVE_VARIANTS, VARIANT_PLATFORMS
 from ..model.generative_model import ModelStructure, as_deps, trivial_B_dependencies
 
 
@@ -179,6 +179,22 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"  # pragma: no cover
+
+
+def peak_elements(variant: str, estimates: dict[str, int]) -> int:
+    """Elements ``variant`` may hold at once while it is built, from ``size_estimates``: a log-tensor and
+    its source coexist (twice the larger of the stored arrays and the A tensors); BCOO layouts hold an
+    int32 index row per stored value; sparse_end_to_end converts its dense padded tensor to BCOO. A name
+    without an estimate (a benchmark's own builder) counts as the unmerged model."""
+    stored = estimates.get(variant, estimates["unmerged"])
+    if variant in ("sparse_hybrid", "sparse_hybrid_block"):
+        stored *= 1 + sizes.HYBRID_BCOO_INDEX_DIMS
+    elif variant == "sparse_end_to_end":
+        stored *= 1 + sizes.END_TO_END_BCOO_INDEX_DIMS
+    peak = 2 * max(stored, estimates["unmerged"])
+    if variant == "sparse_end_to_end":
+        peak = max(peak, estimates["end_to_end"])
+    return int(peak)
 
 
 def estimated_bytes(variant: str, model: Any, itemsize: int = ITEMSIZE, estimates: Optional[dict] = None) -> int:
@@ -661,7 +677,7 @@ def device_candidates(model: Any, config: RankedSettings, budget: MemoryBudget, 
         return DeviceCandidates(order, skipped, reason)
     rank = ranking(config.algorithm, model, config.ranked_horizon, config.num_iter, backend=platform,
                    memory_budget=budget, itemsize=ITEMSIZE, model_dir=model_dir)
-    ranked = [v for v, _ in rank.ranked if platform in variant_devices(v)]
+    ranked = [v for v, _ in rank.ranked if platform in VARIANT_PLATFORMS[v]]
     skipped = dict(rank.dropped)
     top = ranked[:max(k, 1)]
     why = f"not among the {k} best predicted by the ranking model" if k else "autotune_verify_top_k is 0: not verified"

@@ -12,9 +12,9 @@ from .algorithm_specs import ALGORITHM_SPECS, ALGORITHMS, Algorithm, algorithm_s
 from .api import Capabilities, Engine, PackedLayout  # noqa: E402
 from .engine import InferenceEngine  # noqa: E402
 from .errors import VariantUnsupported  # noqa: E402
-from .registry import (PAPER_VARIANTS, VARIANTS, build_inference, engine_for_model, parameter_counts,  # noqa: E402
-                       peak_elements, size_estimates, variant_devices, variant_ops)
+from .registry import (PAPER_VARIANTS, VARIANT_PLATFORMS, VARIANTS, build_inference, engine_for_model,  # noqa: E402
+                       parameter_counts, size_estimates, variant_devices, variant_ops)
 
-__all__ = ["ALGORITHMS", "ALGORITHM_SPECS", "Algorithm", "algorithm_spec", "VARIANTS", "PAPER_VARIANTS", "Capabilities", "Engine", "InferenceEngine", "PackedLayout", "VariantUnsupported",
-           "build_inference", "engine_for_model", "parameter_counts", "peak_elements", "size_estimates", "variant_devices",
+__all__ = ["ALGORITHMS", "ALGORITHM_SPECS", "Algorithm", "algorithm_spec", "VARIANTS", "PAPER_VARIANTS", "VARIANT_PLATFORMS", "Capabilities", "Engine", "InferenceEngine", "PackedLayout", "VariantUnsupported",
+           "build_inference", "engine_for_model", "parameter_counts", "size_estimates", "variant_devices",
            "variant_ops"]

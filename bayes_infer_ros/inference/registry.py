@@ -54,12 +54,18 @@ PAPER_VARIANTS: tuple[str, ...] = VARIANTS[1:10]
 JAX_PLATFORMS: tuple[str, ...] = InferenceEngine.capabilities.platforms
 
 
+#: The platforms each variant runs on, as its engine class declares them (``capabilities.platforms``).
+VARIANT_PLATFORMS: dict[str, tuple[str, ...]] = {
+    **{name: JAX_PLATFORMS for name in VARIANT_OPS},
+    **{name: cls.capabilities.platforms for name, cls in NATIVE_VARIANTS.items()},
+}
+
+
 def variant_devices(name: str) -> tuple[str, ...]:
-    """The platforms ``name`` can run on, as its engine class declares them (``capabilities.platforms``)."""
-    if name in NATIVE_VARIANTS:
-        return NATIVE_VARIANTS[name].capabilities.platforms
-    variant_ops(name)  # unknown names are refused by name
-    return JAX_PLATFORMS
+    """The platforms ``name`` can run on (``VARIANT_PLATFORMS``); an unknown name is refused by name."""
+    if name not in VARIANT_PLATFORMS:
+        variant_ops(name)
+    return VARIANT_PLATFORMS[name]
 
 
 def variant_ops(name: str) -> tuple[Any, Any]:
@@ -245,19 +251,3 @@ def size_estimates(structure: ModelStructure) -> dict[str, int]:
     log A counts as non-zero), plus "unmerged", and the plan summaries "_num_rank_clusters" (rank
     clusters) and "_num_block_clusters" (agglomerative clusters at the elbow). Cached per structure."""
     return dict(_size_estimates(structure))
-
-
-def peak_elements(variant: str, estimates: dict[str, int]) -> int:
-    """Elements ``variant`` may hold at once while it is built, from ``size_estimates``: a log-tensor and
-    its source coexist (twice the larger of the stored arrays and the A tensors); BCOO layouts hold an
-    int32 index row per stored value; sparse_end_to_end converts its dense padded tensor to BCOO. A name
-    without an estimate (a benchmark's own builder) counts as the unmerged model."""
-    stored = estimates.get(variant, estimates["unmerged"])
-    if variant in ("sparse_hybrid", "sparse_hybrid_block"):
-        stored *= 1 + sizes.HYBRID_BCOO_INDEX_DIMS
-    elif variant == "sparse_end_to_end":
-        stored *= 1 + sizes.END_TO_END_BCOO_INDEX_DIMS
-    peak = 2 * max(stored, estimates["unmerged"])
-    if variant == "sparse_end_to_end":
-        peak = max(peak, estimates["end_to_end"])
-    return int(peak)

@@ -140,6 +140,24 @@ def test_device_settings_restrict_the_candidates(model, fake_gpu):
         assert decision.platform in expected
 
 
+@pytest.mark.parametrize("field, value", [("algorithm", "fpx"), ("variant", "fused_magic"), ("variant", "")])
+def test_settings_with_an_unknown_name_are_refused_naming_the_field(field, value):
+    """The settings are checked when made: an unknown algorithm or variant never reaches a plan."""
+    kwargs = {"algorithm": "fpi", field: value}
+    with pytest.raises(ValueError, match=f"{field}: unknown"):
+        dec.EngineConfig(**kwargs)
+
+
+def test_every_variant_declares_its_platforms():
+    """``VARIANT_PLATFORMS`` (what the plan reads) is what each variant's engine class declares."""
+    from bayes_infer_ros.inference import VARIANT_PLATFORMS, VARIANTS, InferenceEngine
+    from bayes_infer_ros.inference.registry import NATIVE_VARIANTS
+    assert list(VARIANT_PLATFORMS) == list(VARIANTS)
+    for name, platforms in VARIANT_PLATFORMS.items():
+        cls = NATIVE_VARIANTS.get(name, InferenceEngine)
+        assert platforms == cls.capabilities.platforms and platforms, name
+
+
 # ---- kept decisions ---------------------------------------------------------------------------------------
 def test_the_key_holds_the_horizon_only_where_the_verify_step_times_it(model):
     """FPI's verify step times one step whatever the node's ``horizon``: a new horizon finds the same record. A
