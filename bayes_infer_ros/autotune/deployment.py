@@ -71,16 +71,15 @@ def engine_for(model: Any, config: EngineConfig, variant: str, device: Optional[
             raise MemoryBudgetExceeded(
                 f"variant {variant} for {agents} agents: its arrays are estimated at {format_bytes(est)} while built, "
                 f"over {budget.describe()}; raise {budget.name}, or serve fewer agents per node")
-    if agents == 1:
-        return inference.engine_for_model(model, config.algorithm, variant=variant, num_iter=config.num_iter,
-                                          tau=config.tau, device=device)
 
-    def rows(arrays):
-        return None if arrays is None else [np.broadcast_to(a, (agents,) + a.shape) for a in arrays]
+    def rows(arrays):  # one agent: the model's own arrays; b agents: b identical rows, not validated again
+        if arrays is None or agents == 1:
+            return arrays
+        return [np.broadcast_to(a, (agents,) + a.shape) for a in arrays]
 
     return inference.build_inference(config.algorithm, rows(model.A), model.A_dependencies, rows(model.B),
                                      model.B_dependencies, variant=variant, num_iter=config.num_iter, tau=config.tau,
-                                     validate=False, device=device, num_states=model.num_states)
+                                     validate=agents == 1, device=device, num_states=model.num_states)
 
 
 def start_engine(plan: Plan, model: Any, checkpoint: Callable[[], None] = _no_checkpoint,
