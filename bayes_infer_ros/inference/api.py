@@ -95,6 +95,14 @@ class PackedLayout:
                      window: bool = False) -> None:
         """Refuse packed inputs whose last axis is not ``obs_size`` / ``state_size``, or whose axes are not the
         engine's (obs ([rows,] [T,] O), prior ([rows,] S), as :meth:`check_lists`), naming the input (ValueError)."""
+        try:  # arrays (numpy, JAX) of the engine's axes: their shapes read directly
+            obs_shape, prior_shape = obs_packed.shape, prior_packed.shape
+            lead = () if rows is None else (rows,)
+            if (obs_shape[-1:] == (self.obs_size,) and len(obs_shape) == len(lead) + window + 1
+                    and obs_shape[:len(lead)] == lead and prior_shape == (*lead, self.state_size)):
+                return
+        except AttributeError:  # lists, scalars: the checks below name what is wrong
+            pass
         for name, x, size in (("obs_packed", obs_packed, self.obs_size), ("prior_packed", prior_packed, self.state_size)):
             shape = np.shape(x)
             if shape[-1:] != (size,):

@@ -220,6 +220,8 @@ class InferenceEngine(Engine):
     # ---- public calls ------------------------------------------------------------------------
     def _input(self, x: Any) -> Any:
         """An input in the engine's dtype without a Python-side device round trip (numpy stays numpy)."""
+        if x.__class__ is np.ndarray and x.dtype is self.dtype:  # already the engine's: as it is
+            return x
         if isinstance(x, jax.Array) and x.dtype == self.dtype:
             return x
         return np.asarray(x, dtype=self.dtype)
