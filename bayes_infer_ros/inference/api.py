@@ -320,8 +320,9 @@ class Engine(abc.ABC):
         self._num_modalities = structure.num_modalities
         self._num_obs_list, self._num_states_list = list(layout.num_obs), list(layout.num_states)
         self._sizes_list = self._num_obs_list + self._num_states_list  # the list call's arrays' lengths
-        #: a backend's list call of one agent's FPI (set by its constructor, or None): (obs, prior) lists -> the
-        #: beliefs' list, or None when the arrays are not in its form (``__call__``'s general path then runs)
+        #: a backend's list call of one agent's FPI (set by its constructor, for an unbatched FPI engine only, or
+        #: None): (obs, prior) lists -> the beliefs' list, or None when the arrays are not in its form
+        #: (``__call__``'s general path then runs)
         self._list_fpi: Optional[Callable[[Sequence[Any], Sequence[Any]], Optional[list[Any]]]] = None
         #: a backend's list call on packed inputs (set by its constructor, or None: ``run_packed``, split here):
         #: (obs_packed, prior_packed, actions, valid_steps) -> the beliefs' list, checked as ``run_packed`` checks
@@ -406,13 +407,12 @@ class Engine(abc.ABC):
         """pymdp's list API: fpi obs[i] ([b,] m_i), prior[f] ([b,] n_f) -> list of ([b,] n_f); vmp/mmp obs[i]
         ([b,] T, m_i), actions ([b,] T-1, F) -> list of ([b,] T, n_f); b only for a batched engine. ``obs`` and
         ``prior`` may be any iterable. Inputs of the wrong count, sizes or axes are refused by name."""
+        fast = self._list_fpi  # one agent's FPI step only
+        if fast is not None:
+            beliefs = fast(obs, prior)
+            if beliefs is not None:
+                return beliefs
         dt = self.dtype
-        if self._packed_ndim == 1:  # one FPI step of one agent: 1-D arrays, checked by their lengths
-            fast = self._list_fpi
-            if fast is not None:
-                beliefs = fast(obs, prior)
-                if beliefs is not None:
-                    return beliefs
         obs, prior = _as_sequence("obs", obs), _as_sequence("prior", prior)  # an iterator is read once, here
         if self._packed_ndim == 1:
             parts = [*obs, *prior]
