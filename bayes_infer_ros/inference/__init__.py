@@ -13,8 +13,7 @@ from .api import Capabilities, Engine, PackedLayout  # noqa: E402
 from .engine import InferenceEngine  # noqa: E402
 from .errors import VariantUnsupported  # noqa: E402
 from .registry import (PAPER_VARIANTS, VARIANT_PLATFORMS, VARIANTS, build_inference, engine_for_model,  # noqa: E402
-                       parameter_counts, size_estimates, variant_devices, variant_ops)
+                       parameter_counts, size_estimates, variant_ops)
 
 __all__ = ["ALGORITHMS", "ALGORITHM_SPECS", "Algorithm", "algorithm_spec", "VARIANTS", "PAPER_VARIANTS", "VARIANT_PLATFORMS", "Capabilities", "Engine", "InferenceEngine", "PackedLayout", "VariantUnsupported",
-           "build_inference", "engine_for_model", "parameter_counts", "size_estimates", "variant_devices",
-           "variant_ops"]
+           "build_inference", "engine_for_model", "parameter_counts", "size_estimates", "variant_ops"]

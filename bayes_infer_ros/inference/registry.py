@@ -61,13 +61,6 @@ VARIANT_PLATFORMS: dict[str, tuple[str, ...]] = {
 }
 
 
-def variant_devices(name: str) -> tuple[str, ...]:
-    """The platforms ``name`` can run on (``VARIANT_PLATFORMS``); an unknown name is refused by name."""
-    if name not in VARIANT_PLATFORMS:
-        variant_ops(name)
-    return VARIANT_PLATFORMS[name]
-
-
 def variant_ops(name: str) -> tuple[Any, Any]:
     """(likelihood ops class, transition ops class) of a JAX variant."""
     if name in NATIVE_VARIANTS:

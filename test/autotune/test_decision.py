@@ -16,8 +16,9 @@ from bayes_infer_ros.autotune import devices, select
 from bayes_infer_ros.autotune.decision import DecisionCache
 from bayes_infer_ros.autotune.select import MemoryBudget, MemoryBudgetExceeded
 from bayes_infer_ros.autotune.timing import CandidateTiming
-from bayes_infer_ros.inference import VariantUnsupported
+from bayes_infer_ros.inference import VARIANT_PLATFORMS, VARIANTS, InferenceEngine, VariantUnsupported
 from bayes_infer_ros.inference.native import numba_available
+from bayes_infer_ros.inference.registry import NATIVE_VARIANTS
 from bayes_infer_ros.model import GenerativeModel, load_model
 from engine_stubs import Broken, Slowed
 from lab import generator as g
@@ -150,8 +151,6 @@ def test_settings_with_an_unknown_name_are_refused_naming_the_field(field, value
 
 def test_every_variant_declares_its_platforms():
     """``VARIANT_PLATFORMS`` (what the plan reads) is what each variant's engine class declares."""
-    from bayes_infer_ros.inference import VARIANT_PLATFORMS, VARIANTS, InferenceEngine
-    from bayes_infer_ros.inference.registry import NATIVE_VARIANTS
     assert list(VARIANT_PLATFORMS) == list(VARIANTS)
     for name, platforms in VARIANT_PLATFORMS.items():
         cls = NATIVE_VARIANTS.get(name, InferenceEngine)
