@@ -67,13 +67,18 @@ def paired_ratio(num: Any, den: Any) -> float:
 
 
 def planted(fn: Callable[[], Any], factor: float) -> Callable[[], Any]:
-    """``fn`` made ``factor`` times slower (it runs round(factor) times): the gate's own test plants one."""
-    n = max(int(round(factor)), 1)
+    """``fn`` made ``factor`` times slower: each call of it is timed, then the caller spins until ``factor`` times
+    that has passed (the gate's own test plants one). The slowdown scales with the call it slows, a preempted call
+    included, so a planted 2x doubles the paired ratio on a loaded host as on an idle one."""
+    clock = time.perf_counter
 
     def slowed() -> Any:
-        for _ in range(n - 1):
-            fn()
-        return fn()
+        t0 = clock()
+        result = fn()
+        until = t0 + factor * (clock() - t0)
+        while clock() < until:
+            pass
+        return result
 
     return slowed
 
