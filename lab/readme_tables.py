@@ -281,6 +281,28 @@ def fleet_table(fleet_csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+@renders("call_floor", "call_floor_cpu.csv")
+def call_floor_table(floor_csv: Path) -> str:
+    """fused_numba's FPI list call over its bare kernel, layer by layer (``benchmarks/call_floor.py``): each column
+    what one layer adds to the one before it, from the medians over rounds of each layer's paired difference to the
+    bare kernel; then the floors (no work behind the call's form)."""
+    rows = {(r["model"], r["candidate"]): r for r in _rows(floor_csv)}
+    models = list(dict.fromkeys(m for m, _ in rows))
+    layers = ("gather", "gather_views", "closure", "list")
+    lines = ["| model | arrays (M + F) | bare kernel us | + unbox and gather | + F views | + checks, closure | "
+             "+ `Engine.__call__` | list call over bare | floor: an instance call | floor: F views | load |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for m in models:
+        over = [0.0] + [float(rows[m, c]["over_bare_us"]) for c in layers]
+        bare = rows[m, "bare"]
+        arrays = int(bare["modalities"]) + int(bare["factors"])
+        steps = [f"+{b - a:.2f}" for a, b in zip(over, over[1:])]
+        lines.append(f"| {m} | {arrays} | {float(bare['median_us']):.2f} | " + " | ".join(steps)
+                     + f" | **+{over[-1]:.2f}** | {float(rows[m, 'noop_instance_call']['median_us']):.2f} | "
+                     f"{float(rows[m, 'views']['median_us']):.2f} | {bare['load']} |")
+    return "\n".join(lines) + "\n"
+
+
 @renders("agents_throughput", "agents_throughput_cpu.csv")
 @renders("agents_throughput_h200", "agents_throughput_nvidia_h200.csv")
 def agents_table(throughput_csv: Path) -> str:
