@@ -125,7 +125,8 @@ class NativeEngine(Engine):
     def stepper(self, obs: Any, prior: Any, control: Any, gates: Optional[np.ndarray] = None) -> Callable[[], np.ndarray]:
         """b rows' FPI steps, one numba dispatch per call of the returned stepper (see :meth:`~.api.Engine.stepper`):
         ``tick.fpi_tick_batched``, or ``evidence.fpi_tick_evidence_batched`` with ``gates``, bound to the buffers once
-        (``functools.partial`` of the compiled entry point: a call unboxes the arrays and runs, no Python between).
+        (``functools.partial`` of the compiled entry point: a call unboxes the arrays and runs, no Python between);
+        ``fpi_tick_batched``'s entry point is resolved at the stepper's first call, so binding one compiles nothing.
         With B and many rows, the rows run in contiguous blocks on every CPU the calling thread may use (its affinity:
         the node's ``cpu_affinity``), at least ``host.MIN_AGENTS_PER_THREAD`` rows per thread: the serial kernel on each
         block, on the threads of numba's threading layer (``tick.fpi_tick_agents_parallel``) where a thread-safe one
@@ -163,14 +164,18 @@ class NativeEngine(Engine):
                 return out
 
             return without_B
-        call = self._step_call
-        if call is None:
-            call = self._step_call = self._k.fpi_tick_batched_entry(dt)
-        bound = functools.partial(call, *self._step_model, obs, prior, self.num_iter, m.minval, control)
         shape = (b, 2, S)
         faster = FasterWay()  # many agents: on the calling thread or on every usable CPU, whichever is faster now
+        bound: Optional[Callable[[np.ndarray], int]] = None
 
         def step() -> np.ndarray:
+            nonlocal bound
+            if bound is None:  # resolved (compiled or loaded) at the first step, not here: a BeliefFilter binds this
+                # stepper before its evidence is turned on, and a node with evidence never runs it
+                if self._step_call is None:
+                    self._step_call = self._k.fpi_tick_batched_entry(dt)
+                bound = functools.partial(self._step_call, *self._step_model, obs, prior, self.num_iter, m.minval,
+                                          control)
             out = np.empty(shape, dt)
             threads = agent_threads(b) if b > 1 else 1
             if threads == 1:
@@ -178,7 +183,8 @@ class NativeEngine(Engine):
             else:
                 way = faster.choose()
                 t0 = time.perf_counter()
-                bad = bound(out) if way == 0 else self._step_blocks(call, obs, prior, control, out, threads)
+                bad = bound(out) if way == 0 else self._step_blocks(self._step_call, obs, prior, control, out,
+                                                                    threads)
                 faster.record(way, time.perf_counter() - t0)
             if bad >= 0:
                 raise ValueError(error(control))

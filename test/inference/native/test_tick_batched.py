@@ -170,3 +170,34 @@ def test_a_forked_child_ticks_its_agents_on_its_own_workers():
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     assert done[0] == pid and os.WEXITSTATUS(done[1]) == 0
+
+
+def test_a_filter_with_evidence_never_resolves_the_plain_tick(monkeypatch):
+    """A BeliefFilter binds the plain stepper before its evidence is turned on: that binding compiles nothing, so a
+    node with evidence (the default) compiles only the evidence tick; the plain tick is resolved at its first step."""
+    from bayes_infer_ros.inference.belief_filter import BeliefFilter
+    from bayes_infer_ros.inference.native import tick
+
+    resolved = []
+
+    def spy(dtype):
+        resolved.append(np.dtype(dtype))
+        return tick.fpi_tick_batched_entry.__wrapped__(dtype)
+
+    spy.__wrapped__ = tick.fpi_tick_batched_entry
+    monkeypatch.setattr(tick, "fpi_tick_batched_entry", spy)
+    case = structured_case(SKEWED_ZEROS, 61, T=2, dtype=np.float32)
+    engine = build_inference("fpi", case.A, case.A_deps, case.B, case.B_deps, variant="fused_numba", num_iter=6,
+                             dtype=np.float32)
+    obs = agent_rows(engine, 1, seed=3)[0][0]
+    D = [np.full(n, 1.0 / n, np.float32) for n in engine.layout.num_states]
+    with_evidence = BeliefFilter(engine, D, 1, has_B=True)
+    with_evidence.set_evidence(True)
+    with_evidence.warm(True)
+    q = with_evidence.step(obs)
+    assert resolved == [] and np.isfinite(q).all()
+    plain = BeliefFilter(engine, D, 1, has_B=True)
+    assert resolved == []
+    np.testing.assert_array_equal(plain.step(obs), q)  # the same step without its evidence: the same beliefs
+    plain.step(obs)
+    assert resolved == [np.dtype(np.float32)]  # once, at the first plain step
