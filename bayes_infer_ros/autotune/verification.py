@@ -41,7 +41,12 @@ from .timing import CandidateTiming
 VERIFY_NICENESS = 19
 #: A verify step that has not answered after this long is stopped; the start keeps running.
 VERIFY_TIMEOUT_S = 900.0
-CHILD_CODE = "from bayes_infer_ros.autotune.verification import serve; serve()"
+#: The child's program. ``python -c`` puts the working directory first on sys.path; it is taken off, so the child
+#: imports this package from where this process did (``child_environment``), never a source tree it was started in.
+#: That also shares numba's kernel cache, whose folder is named by the kernels' source folder: a child importing
+#: another copy would compile every kernel again.
+CHILD_CODE = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+              "from bayes_infer_ros.autotune.verification import serve; serve()")
 
 Answer = tuple[dict[str, CandidateTiming], dict[str, str]]
 

@@ -59,3 +59,17 @@ def test_a_verify_step_that_fails_keeps_the_start_with_the_reason(model, tmp_pat
     assert reported == [outcome] and outcome.run == START and not outcome.swap
     assert "the verify step failed" in outcome.reason and "DeviceUnavailable" in outcome.reason
     assert cache.load("key") is None  # nothing measured: the next start verifies again
+
+
+def test_the_child_imports_this_package_not_the_working_directorys(model, tmp_path, monkeypatch):
+    """Started from a folder that holds another ``bayes_infer_ros`` (a source tree: ``make demo`` runs in one), the
+    child still imports the package this process did, whose numba kernel cache it shares. The decoy would fail the
+    import; the real child gets as far as the device look-up that this plan makes fail."""
+    decoy = tmp_path / "bayes_infer_ros"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the working directory decoy was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    job = Verification(model, _plan(device="gpu"), lambda outcome: None).start()
+    outcome = job.wait(300)
+    assert outcome is not None and "DeviceUnavailable" in outcome.reason, outcome.reason
+    assert "decoy" not in outcome.reason
