@@ -296,9 +296,9 @@ def call_floor_table(floor_csv: Path) -> str:
         over = [0.0] + [float(rows[m, c]["over_bare_us"]) for c in layers]
         bare = rows[m, "bare"]
         arrays = int(bare["modalities"]) + int(bare["factors"])
-        steps = [f"+{b - a:.2f}" for a, b in zip(over, over[1:])]
+        steps = [f"{b - a:+.2f}" for a, b in zip(over, over[1:])]
         lines.append(f"| {m} | {arrays} | {float(bare['median_us']):.2f} | " + " | ".join(steps)
-                     + f" | **+{over[-1]:.2f}** | {float(rows[m, 'noop_instance_call']['median_us']):.2f} | "
+                     + f" | **{over[-1]:+.2f}** | {float(rows[m, 'noop_instance_call']['median_us']):.2f} | "
                      f"{float(rows[m, 'views']['median_us']):.2f} | {bare['load']} |")
     return "\n".join(lines) + "\n"
 
